@@ -1,0 +1,174 @@
+package broker
+
+import (
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets: v1-7
+//
+// Behavior:
+// * Timestamp -1 (latest): the high watermark (the last stable offset is
+//   the same: no transactions yet), timestamp -1, the current leader epoch.
+// * Timestamp -2 (earliest): the log start offset, timestamp -1, the epoch
+//   that wrote it.
+// * Timestamp -3 (max timestamp, v7): the offset of the largest timestamp
+//   in the log and that timestamp.
+// * Any other timestamp: the first offset whose timestamp is at or after
+//   it, with that timestamp; offset and timestamp -1 when there is none
+//   below the high watermark.
+// * CurrentLeaderEpoch (v4+), unless -1, is checked: older is
+//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+// * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION; a
+//   partition named twice is INVALID_REQUEST.
+//
+// Version notes:
+// * v1: single offset per partition with timestamp
+// * v2: IsolationLevel
+// * v4: CurrentLeaderEpoch, LeaderEpoch in the response
+// * v6: flexible versions
+// * v7: max timestamp (-3)
+
+func init() { register(2, 1, 7, handleListOffsets) }
+
+// Special ListOffsets timestamps.
+const (
+	listLatest       = -1
+	listEarliest     = -2
+	listMaxTimestamp = -3
+)
+
+func handleListOffsets(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	type tp struct {
+		t string
+		p int32
+	}
+	seen := map[tp]int{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			seen[tp{rt.Topic, rp.Partition}]++
+		}
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		t := s.topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			switch {
+			case seen[tp{rt.Topic, rp.Partition}] > 1:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				s.listOffset(t.parts[rp.Partition], req.Version, &rp, &sp)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	if version >= 4 && rp.CurrentLeaderEpoch != -1 {
+		if code := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); code != 0 {
+			sp.ErrorCode = code
+			return
+		}
+	}
+	hw := p.log.HighWatermark()
+	switch rp.Timestamp {
+	case listLatest:
+		sp.Offset, sp.LeaderEpoch = hw, p.leaderEpoch
+	case listEarliest:
+		start := p.log.LogStartOffset()
+		sp.Offset, sp.LeaderEpoch = start, epochForOffset(p, start)
+	case listMaxTimestamp:
+		if version < 7 {
+			sp.ErrorCode = kerr.UnsupportedVersion.Code
+			return
+		}
+		ts, off := p.log.MaxTimestamp()
+		if off >= 0 && off < hw {
+			off = recordWithTimestamp(p, off, ts, hw)
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, epochForOffset(p, off)
+		}
+	default:
+		if rp.Timestamp < 0 {
+			sp.ErrorCode = kerr.UnsupportedVersion.Code // -4, -5: tiered storage lookups, not served yet
+			return
+		}
+		off, ts, found, err := p.log.OffsetForTimestamp(rp.Timestamp)
+		if err != nil {
+			sp.ErrorCode = readErrorCode(s, p, err)
+			return
+		}
+		if found && off < hw {
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, epochForOffset(p, off)
+		}
+	}
+}
+
+// recordWithTimestamp narrows a max-timestamp answer from the batch that
+// holds it to the record that holds it (as Kafka answers since
+// KAFKA-16310): the first record of the batch at off whose timestamp is
+// ts. With broker (LogAppendTime) timestamps every record has it, so the
+// batch's first offset is the answer. On any read problem off stands.
+func recordWithTimestamp(p *partition, off, ts, hw int64) int64 {
+	b, err := p.log.ReadCopy(off, 1, hw)
+	if err != nil || len(b) == 0 {
+		return off
+	}
+	h, err := segment.ParseHeader(b)
+	if err != nil || h.Size() > len(b) {
+		return off
+	}
+	if h.LogAppendTime() {
+		return h.BaseOffset
+	}
+	it, err := segment.NewRecordIter(b[:h.Size()], segment.DefaultMaxDecompressed)
+	if err != nil {
+		return off
+	}
+	for {
+		rec, ok, err := it.Next()
+		if err != nil || !ok {
+			return off
+		}
+		if rec.Timestamp == ts {
+			return rec.Offset
+		}
+	}
+}
+
+// checkLeaderEpoch compares a client's idea of the leader epoch with the
+// partition's: 0 if equal, FENCED_LEADER_EPOCH if the client's is older,
+// UNKNOWN_LEADER_EPOCH if newer.
+func checkLeaderEpoch(p *partition, clientEpoch int32) int16 {
+	switch {
+	case clientEpoch < p.leaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case clientEpoch > p.leaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// epochForOffset is the leader epoch that wrote offset, from the epoch
+// cache; -1 if unknown.
+func epochForOffset(p *partition, offset int64) int32 {
+	epoch := int32(-1)
+	for _, e := range p.log.Epochs().Entries() {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.Epoch
+	}
+	return epoch
+}

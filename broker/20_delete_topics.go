@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"github.com/stratastream/strata/coord"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DeleteTopics: v1-6
+//
+// Behavior:
+// * Removes the topic from the coordinator (persisted first), then closes
+//   and deletes its partition logs: the data is gone when the response
+//   leaves. A crash in between leaves directories that the next start
+//   removes, since no topic names them.
+// * By name (v1-5) or, from v6, by name or by topic ID. An unknown name is
+//   UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID, an entry
+//   with both or neither INVALID_REQUEST.
+//
+// Version notes:
+// * v4: flexible versions
+// * v5: ErrorMessage
+// * v6: topics by ID
+
+func init() { register(20, 1, 6, handleDeleteTopics) }
+
+func handleDeleteTopics(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: &n})
+		}
+	} else {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	}
+	for _, tg := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = tg.name, tg.id
+		var err error
+		switch {
+		case tg.name != nil && tg.id != [16]byte{}:
+			err = newKafkaError(kerr.InvalidRequest, "topic named both by name and by id")
+		case tg.name != nil:
+			if t := s.topic(*tg.name); t != nil {
+				st.TopicID = t.id
+			}
+			err = s.deleteTopic(*tg.name)
+		case tg.id != [16]byte{}:
+			if t := s.topicByID(coord.TopicID(tg.id)); t != nil {
+				name := t.name
+				st.Topic = &name
+				err = s.deleteTopic(name)
+			} else {
+				err = newKafkaError(kerr.UnknownTopicID, "no topic with id %s", coord.TopicID(tg.id))
+			}
+		default:
+			err = newKafkaError(kerr.InvalidRequest, "topic with neither name nor id")
+		}
+		if err != nil {
+			code, msg := errorCode(err)
+			st.ErrorCode = code
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}

@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetForLeaderEpoch: v2-4
+//
+// Behavior:
+// * Answers from the partition's leader-epoch cache (KIP-101, KIP-279):
+//   the end offset of the requested epoch is the start of the next larger
+//   epoch, or the log end offset for the latest epoch, with the largest
+//   epoch at or below the requested one. An epoch newer than every known
+//   one (or an empty cache) answers epoch -1, offset -1.
+// * CurrentLeaderEpoch, unless -1, is checked: older is
+//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+// * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Version notes:
+// * v2: CurrentLeaderEpoch, ThrottleMillis
+// * v3: ReplicaID
+// * v4: flexible versions
+
+func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		t := s.topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			switch {
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				p := t.parts[rp.Partition]
+				if rp.CurrentLeaderEpoch != -1 {
+					sp.ErrorCode = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
+				}
+				if sp.ErrorCode == 0 {
+					sp.LeaderEpoch, sp.EndOffset = p.log.Epochs().EndOffsetFor(rp.LeaderEpoch)
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeConfigs: v0-4
+//
+// Behavior:
+// * Topic resources: every supported topic config (topic_config.go) with
+//   its effective value and source: the topic's override
+//   (DYNAMIC_TOPIC_CONFIG), a broker setting (STATIC_BROKER_CONFIG) or
+//   Kafka's default (DEFAULT_CONFIG). Unknown topics are
+//   UNKNOWN_TOPIC_OR_PARTITION.
+// * Broker resources (this broker's id, or "" for the cluster default):
+//   the broker settings, all read-only; another broker id is
+//   INVALID_REQUEST. Other resource types are INVALID_REQUEST.
+// * ConfigNames, when not null, selects configs; unknown names are left
+//   out, as Kafka does.
+// * Synonyms (v1+, when asked) list the override, the broker setting and
+//   the default, strongest first. Documentation (v3+) when asked.
+//
+// Version notes:
+// * v1: Source, synonyms
+// * v3: ConfigType, Documentation
+// * v4: flexible versions
+
+func init() { register(32, 0, 4, handleDescribeConfigs) }
+
+func handleDescribeConfigs(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var entries []configEntry
+		readOnly := false
+		var err error
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			if t := s.topic(rr.ResourceName); t != nil {
+				entries = s.cfg.topicConfigEntries(t.overrides)
+			} else {
+				err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
+				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
+			} else if rr.ResourceName != "" {
+				entries, readOnly = s.cfg.brokerConfigEntries(), true
+			}
+		default:
+			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
+		}
+		if err != nil {
+			code, msg := errorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		want := map[string]bool{}
+		for _, n := range rr.ConfigNames {
+			want[n] = true
+		}
+		for _, e := range entries {
+			if rr.ConfigNames != nil && !want[e.name] {
+				continue
+			}
+			sr.Configs = append(sr.Configs, describeEntry(req, e, readOnly))
+		}
+		if sr.Configs == nil {
+			sr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{msg: resp}, nil
+}
+
+func describeEntry(req *kmsg.DescribeConfigsRequest, e configEntry, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	v := e.value
+	c.Name, c.Value, c.ReadOnly = e.name, &v, readOnly
+	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
+	c.Source = e.source
+	c.ConfigType = e.typ
+	if req.IncludeSynonyms {
+		for _, syn := range e.synonyms {
+			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			sv := syn.value
+			cs.Name, cs.Value, cs.Source = syn.name, &sv, syn.source
+			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+		}
+	}
+	if req.IncludeDocumentation {
+		d := e.doc
+		c.Documentation = &d
+	}
+	return c
+}

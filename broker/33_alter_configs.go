@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterConfigs: v0-2
+//
+// Behavior:
+// * Topic resources: the topic's overrides are replaced by exactly the
+//   configs given (the non-incremental semantics: a config not listed goes
+//   back to its default). They are validated (INVALID_CONFIG for unknown
+//   names, null or bad values), persisted in the coordinator, and applied
+//   to the open partition logs at once (Log.UpdateConfig); produce picks up
+//   max.message.bytes, message.timestamp.type and min.insync.replicas with
+//   its next request. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
+// * ValidateOnly checks and changes nothing.
+// * Broker resources are read-only here (INVALID_REQUEST): broker settings
+//   come from the properties file and --override. Other resource types are
+//   INVALID_REQUEST.
+//
+// Version notes:
+// * v2: flexible versions
+
+func init() { register(33, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			overrides := map[string]string{}
+			for _, c := range rr.Configs {
+				if cerr := checkTopicConfig(c.Name, c.Value); cerr != nil {
+					err = newKafkaError(kerr.InvalidConfig, "%v", cerr)
+					break
+				}
+				overrides[c.Name] = *c.Value
+			}
+			if err == nil {
+				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)
+			}
+		default:
+			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
+		}
+		if err != nil {
+			code, msg := errorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{msg: resp}, nil
+}
+
+// brokerResourceError is the answer to altering anything but a topic.
+func brokerResourceError(s *Server, typ kmsg.ConfigResourceType, name string) error {
+	if typ != kmsg.ConfigResourceTypeBroker {
+		return newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", typ)
+	}
+	if name != "" && name != strconv.Itoa(int(s.cfg.BrokerID)) {
+		return newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, name)
+	}
+	return newKafkaError(kerr.InvalidRequest, "broker configs cannot be changed at runtime; set them in the properties file or with --override and restart")
+}

@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// IncrementalAlterConfigs: v0-1
+//
+// Behavior:
+// * Topic resources: each config is changed by its operation on top of the
+//   topic's current overrides: SET (validated, INVALID_CONFIG), DELETE
+//   (back to the default), APPEND and SUBTRACT (list configs only:
+//   cleanup.policy; others are INVALID_CONFIG). The result is validated as a
+//   whole, persisted in the coordinator and applied live, as AlterConfigs.
+//   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
+// * A config named twice in one resource, or an unknown operation, is
+//   INVALID_REQUEST.
+// * ValidateOnly checks and changes nothing.
+// * Broker resources are read-only (INVALID_REQUEST), as in AlterConfigs.
+//
+// Version notes:
+// * v1: flexible versions
+
+func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
+
+func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			err = s.incrementalAlterTopic(rr, req.ValidateOnly)
+		default:
+			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
+		}
+		if err != nil {
+			code, msg := errorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{msg: resp}, nil
+}
+
+func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	t := s.topic(rr.ResourceName)
+	if t == nil {
+		return newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
+	}
+	seen := map[string]bool{}
+	for _, c := range rr.Configs {
+		if seen[c.Name] {
+			return newKafkaError(kerr.InvalidRequest, "error due to duplicate config keys: %s", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	next := maps.Clone(t.overrides)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, c := range rr.Configs {
+		def, ok := topicConfigByName[c.Name]
+		if !ok {
+			return newKafkaError(kerr.InvalidConfig, "unknown topic config %q", c.Name)
+		}
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if err := checkTopicConfig(c.Name, c.Value); err != nil {
+				return newKafkaError(kerr.InvalidConfig, "%v", err)
+			}
+			next[c.Name] = *c.Value
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(next, c.Name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if def.typ != kmsg.ConfigTypeList {
+				return newKafkaError(kerr.InvalidConfig, "config value append or subtract is not allowed for config key %s, which is not a list", c.Name)
+			}
+			if c.Value == nil {
+				return newKafkaError(kerr.InvalidConfig, "topic config %q: null value", c.Name)
+			}
+			cur, ok := next[c.Name]
+			if !ok {
+				cur = s.cfg.TopicDefaults[c.Name]
+			}
+			list := splitList(cur)
+			for _, v := range splitList(*c.Value) {
+				i := slices.Index(list, v)
+				if c.Op == kmsg.IncrementalAlterConfigOpAppend && i < 0 {
+					list = append(list, v)
+				} else if c.Op == kmsg.IncrementalAlterConfigOpSubtract && i >= 0 {
+					list = slices.Delete(list, i, i+1)
+				}
+			}
+			v := strings.Join(list, ",")
+			if err := checkTopicConfig(c.Name, &v); err != nil {
+				return newKafkaError(kerr.InvalidConfig, "%v", err)
+			}
+			next[c.Name] = v
+		default:
+			return newKafkaError(kerr.InvalidRequest, "unknown config operation %d for %s", c.Op, c.Name)
+		}
+	}
+	return s.setTopicConfig(rr.ResourceName, next, validateOnly)
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster: v0-1
+//
+// Behavior:
+// * The cluster ID, this broker as controller and as the only broker, at
+//   its advertised address.
+// * Cluster authorized operations, when asked for, are all of them: there
+//   is no authorizer.
+// * v1: EndpointType must be 1 (brokers); anything else is
+//   UNSUPPORTED_ENDPOINT_TYPE.
+//
+// Version notes:
+// * v0: flexible from the start
+// * v1: EndpointType (KIP-919)
+
+func init() { register(60, 0, 1, handleDescribeCluster) }
+
+func handleDescribeCluster(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = 1
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		msg := "only the brokers endpoint type (1) is supported"
+		resp.ErrorMessage = &msg
+		resp.EndpointType = req.EndpointType
+		return reply{msg: resp}, nil
+	}
+	resp.ClusterID = s.meta.ClusterID()
+	resp.ControllerID = s.meta.Controller()
+	resp.ClusterAuthorizedOperations = opsNotRequested
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+	}
+	for _, b := range s.meta.Brokers() {
+		mb := kmsg.NewDescribeClusterResponseBroker()
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, b.Rack
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	return reply{msg: resp}, nil
+}

@@ -1,0 +1,418 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config is a broker's configuration. Build it with DefaultConfig or
+// ConfigFromProperties; the zero value is not usable.
+type Config struct {
+	// BrokerID is broker.id.
+	BrokerID int32
+	// Listen is the host:port to listen on (from listeners); port 0
+	// picks a free port.
+	Listen string
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients
+	// (advertised.listeners). Port 0 means the bound port.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// LogDir holds the partition directories and the embedded
+	// coordinator's metadata (log.dirs).
+	LogDir string
+	// AutoCreateTopics is auto.create.topics.enable.
+	AutoCreateTopics bool
+	// NumPartitions is num.partitions, for auto-created topics and
+	// CreateTopics with -1 partitions.
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor.
+	DefaultReplicationFactor int16
+	// SocketRequestMaxBytes is socket.request.max.bytes.
+	SocketRequestMaxBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms.
+	ConnectionsMaxIdle time.Duration
+	// RetentionCheckInterval is log.retention.check.interval.ms.
+	RetentionCheckInterval time.Duration
+	// TopicDefaults holds the default of every supported topic config, by
+	// topic config name (retention.ms, ...), as set by the broker
+	// settings (log.retention.ms, ...) or Kafka's defaults.
+	TopicDefaults map[string]string
+	// ZeroCopy sends fetched records with sendfile(2). Off, they are
+	// copied through user space (strata.fetch.zero.copy=false; for the
+	// CPU comparison benchmark).
+	ZeroCopy bool
+	// Properties are the broker settings as given, for DescribeConfigs on
+	// the broker resource.
+	Properties map[string]string
+	// Logger receives the broker's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// LogOptions are passed to segment.Open for every partition log, after
+	// the broker's own (tests inject hooks such as segment.WithSyncHook).
+	LogOptions []segment.Option
+}
+
+// defaultZeroCopy is true unless built with the strata_copyfetch tag.
+var defaultZeroCopy = !copyFetchBuild
+
+// DefaultConfig is the configuration of `strata broker` with no settings:
+// a single node on 127.0.0.1:9092 with data in ./data.
+func DefaultConfig() Config {
+	c, err := ConfigFromProperties(nil)
+	if err != nil {
+		panic("broker: defaults do not parse: " + err.Error())
+	}
+	return c
+}
+
+// ConfigError names a broker setting that is unknown or has a bad value.
+type ConfigError struct {
+	Key, Value string
+	Reason     string
+}
+
+// Error names the key, the value and what is wrong with it.
+func (e *ConfigError) Error() string {
+	if e.Value == "" && strings.HasPrefix(e.Reason, "unknown") {
+		return fmt.Sprintf("broker config %q: %s", e.Key, e.Reason)
+	}
+	return fmt.Sprintf("broker config %s=%q: %s", e.Key, e.Value, e.Reason)
+}
+
+// brokerKeys lists every accepted broker setting and a one-line note, for
+// --help and for DescribeConfigs.
+var brokerKeys = map[string]string{
+	"broker.id":                       "this broker's id (default 0)",
+	"listeners":                       "PLAINTEXT://host:port to listen on (default PLAINTEXT://127.0.0.1:9092; port 0 picks one)",
+	"advertised.listeners":            "PLAINTEXT://host:port clients are told to connect to (default: the listener)",
+	"log.dirs":                        "data directory (one; default ./data)",
+	"log.dir":                         "data directory if log.dirs is not set",
+	"auto.create.topics.enable":       "create unknown topics on Metadata and Produce (default true)",
+	"num.partitions":                  "partitions of auto-created topics (default 1)",
+	"default.replication.factor":      "replication factor of auto-created topics (default 1)",
+	"log.segment.bytes":               "default segment.bytes (1073741824)",
+	"log.roll.ms":                     "default segment.ms",
+	"log.roll.hours":                  "default segment.ms in hours (168)",
+	"log.index.size.max.bytes":        "default segment.index.bytes (10485760)",
+	"log.index.interval.bytes":        "default index.interval.bytes (4096)",
+	"log.retention.ms":                "default retention.ms",
+	"log.retention.minutes":           "default retention.ms in minutes",
+	"log.retention.hours":             "default retention.ms in hours (168)",
+	"log.retention.bytes":             "default retention.bytes (-1, unlimited)",
+	"log.flush.interval.messages":     "default flush.messages (never)",
+	"log.flush.interval.ms":           "default flush.ms (never)",
+	"log.segment.delete.delay.ms":     "default file.delete.delay.ms (60000)",
+	"log.cleanup.policy":              "default cleanup.policy (delete; compact is not supported)",
+	"log.message.timestamp.type":      "default message.timestamp.type (CreateTime or LogAppendTime)",
+	"message.max.bytes":               "default max.message.bytes (1048588)",
+	"min.insync.replicas":             "default min.insync.replicas (1)",
+	"socket.request.max.bytes":        "largest request frame accepted (104857600)",
+	"connections.max.idle.ms":         "idle connections are closed after this (600000)",
+	"log.retention.check.interval.ms": "how often retention runs (300000)",
+	"num.network.threads":             "accepted for compatibility; no effect (Go schedules connections)",
+	"num.io.threads":                  "accepted for compatibility; no effect (Go schedules requests)",
+	"zookeeper.connect":               "must be empty: ZooKeeper mode is not supported yet",
+	"strata.fetch.zero.copy":          "send fetched records with sendfile (default true); false copies, for benchmarks",
+}
+
+// BrokerKeys returns the accepted broker settings with a note each, sorted
+// by key, for help texts.
+func BrokerKeys() [][2]string {
+	out := make([][2]string, 0, len(brokerKeys))
+	for k, v := range brokerKeys {
+		out = append(out, [2]string{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// ConfigFromProperties builds a Config from broker settings with Kafka's
+// names. Any unknown key or bad value is reported as a *ConfigError naming
+// it.
+func ConfigFromProperties(props map[string]string) (Config, error) {
+	c := Config{
+		BrokerID:                 0,
+		Listen:                   "127.0.0.1:9092",
+		LogDir:                   "./data",
+		AutoCreateTopics:         true,
+		NumPartitions:            1,
+		DefaultReplicationFactor: 1,
+		SocketRequestMaxBytes:    104857600,
+		ConnectionsMaxIdle:       600000 * time.Millisecond,
+		RetentionCheckInterval:   300000 * time.Millisecond,
+		ZeroCopy:                 defaultZeroCopy,
+		TopicDefaults:            map[string]string{},
+		Properties:               map[string]string{},
+	}
+	for _, d := range topicConfigDefs {
+		c.TopicDefaults[d.name] = d.kafkaDefault
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		if _, ok := brokerKeys[k]; !ok {
+			return c, &ConfigError{Key: k, Reason: "unknown setting (see strata broker --help for the list)"}
+		}
+		keys = append(keys, k)
+		c.Properties[k] = props[k]
+	}
+	sort.Strings(keys)
+	val := func(k string) (string, bool) {
+		v, ok := props[k]
+		return strings.TrimSpace(v), ok
+	}
+	bad := func(k, reason string) error { return &ConfigError{Key: k, Value: props[k], Reason: reason} }
+	intIn := func(k string, min, max int64) (int64, bool, error) {
+		v, ok := val(k)
+		if !ok {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, true, bad(k, "not an integer")
+		}
+		if n < min || n > max {
+			return 0, true, bad(k, fmt.Sprintf("must be between %d and %d", min, max))
+		}
+		return n, true, nil
+	}
+
+	if n, ok, err := intIn("broker.id", 0, math.MaxInt32); err != nil {
+		return c, err
+	} else if ok {
+		c.BrokerID = int32(n)
+	}
+	if v, ok := val("listeners"); ok {
+		hp, err := parseListener(v)
+		if err != nil {
+			return c, bad("listeners", err.Error())
+		}
+		c.Listen = hp
+	}
+	if v, ok := val("advertised.listeners"); ok {
+		hp, err := parseListener(v)
+		if err != nil {
+			return c, bad("advertised.listeners", err.Error())
+		}
+		host, port, _ := net.SplitHostPort(hp)
+		p, _ := strconv.Atoi(port)
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			return c, bad("advertised.listeners", "must name a host clients can reach")
+		}
+		c.AdvertisedHost, c.AdvertisedPort = host, int32(p)
+	}
+	if v, ok := val("log.dir"); ok {
+		if v == "" {
+			return c, bad("log.dir", "empty")
+		}
+		c.LogDir = v
+	}
+	if v, ok := val("log.dirs"); ok {
+		dirs := strings.Split(v, ",")
+		if len(dirs) != 1 || strings.TrimSpace(dirs[0]) == "" {
+			return c, bad("log.dirs", "exactly one directory is supported")
+		}
+		c.LogDir = strings.TrimSpace(dirs[0])
+	}
+	if v, ok := val("auto.create.topics.enable"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil || (v != "true" && v != "false") {
+			return c, bad("auto.create.topics.enable", "must be true or false")
+		}
+		c.AutoCreateTopics = b
+	}
+	if n, ok, err := intIn("num.partitions", 1, math.MaxInt32); err != nil {
+		return c, err
+	} else if ok {
+		c.NumPartitions = int32(n)
+	}
+	if n, ok, err := intIn("default.replication.factor", 1, math.MaxInt16); err != nil {
+		return c, err
+	} else if ok {
+		c.DefaultReplicationFactor = int16(n)
+	}
+	if n, ok, err := intIn("socket.request.max.bytes", 1, math.MaxInt32); err != nil {
+		return c, err
+	} else if ok {
+		c.SocketRequestMaxBytes = int32(n)
+	}
+	if n, ok, err := intIn("connections.max.idle.ms", 1, math.MaxInt64/int64(time.Millisecond)); err != nil {
+		return c, err
+	} else if ok {
+		c.ConnectionsMaxIdle = time.Duration(n) * time.Millisecond
+	}
+	if n, ok, err := intIn("log.retention.check.interval.ms", 1, math.MaxInt64/int64(time.Millisecond)); err != nil {
+		return c, err
+	} else if ok {
+		c.RetentionCheckInterval = time.Duration(n) * time.Millisecond
+	}
+	for _, k := range []string{"num.network.threads", "num.io.threads"} {
+		if _, _, err := intIn(k, 1, math.MaxInt32); err != nil {
+			return c, err
+		}
+	}
+	if v, ok := val("zookeeper.connect"); ok && v != "" {
+		return c, bad("zookeeper.connect", "ZooKeeper mode is not supported yet; leave it unset for a single node")
+	}
+	if v, ok := val("strata.fetch.zero.copy"); ok {
+		if v != "true" && v != "false" {
+			return c, bad("strata.fetch.zero.copy", "must be true or false")
+		}
+		c.ZeroCopy = v == "true"
+	}
+
+	// Broker defaults of topic configs. Where Kafka has several keys for
+	// one setting, the finer unit wins (ms over minutes over hours).
+	setTopic := func(topicKey, brokerKey, value string) error {
+		if err := topicConfigByName[topicKey].check(value); err != nil {
+			return bad(brokerKey, err.Error())
+		}
+		c.TopicDefaults[topicKey] = value
+		return nil
+	}
+	scaled := func(topicKey string, keys []string, mult []int64) error {
+		for i, k := range keys {
+			v, ok := val(k)
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return bad(k, "not an integer")
+			}
+			if n > 0 && n > math.MaxInt64/mult[i] {
+				return bad(k, "too large")
+			}
+			if n < 0 && mult[i] > 1 {
+				n = -1 // -1 hours is unlimited too
+			} else {
+				n *= mult[i]
+			}
+			return setTopic(topicKey, k, strconv.FormatInt(n, 10))
+		}
+		return nil
+	}
+	if err := scaled("retention.ms", []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, []int64{1, 60000, 3600000}); err != nil {
+		return c, err
+	}
+	if err := scaled("segment.ms", []string{"log.roll.ms", "log.roll.hours"}, []int64{1, 3600000}); err != nil {
+		return c, err
+	}
+	for _, d := range topicConfigDefs {
+		switch d.brokerKey {
+		case "log.retention.ms", "log.roll.ms":
+			continue // handled above
+		}
+		if v, ok := val(d.brokerKey); ok {
+			if err := setTopic(d.name, d.brokerKey, v); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// parseListener parses a listeners value: exactly one PLAINTEXT://host:port.
+func parseListener(v string) (string, error) {
+	if strings.Contains(v, ",") {
+		return "", fmt.Errorf("only one listener is supported")
+	}
+	name, hp, ok := strings.Cut(v, "://")
+	if !ok {
+		return "", fmt.Errorf("want PLAINTEXT://host:port")
+	}
+	if name != "PLAINTEXT" {
+		return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", name)
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", fmt.Errorf("want PLAINTEXT://host:port: %v", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// advertised returns the host and port to put in Metadata for a server
+// bound at bound.
+func (c *Config) advertised(bound net.Addr) (string, int32) {
+	host, port := c.AdvertisedHost, c.AdvertisedPort
+	if host == "" {
+		host, _, _ = net.SplitHostPort(c.Listen)
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			if h, err := os.Hostname(); err == nil {
+				host = h
+			} else {
+				host = "localhost"
+			}
+		}
+	}
+	if port == 0 {
+		if ta, ok := bound.(*net.TCPAddr); ok {
+			port = int32(ta.Port)
+		}
+	}
+	return host, port
+}
+
+// brokerConfigEntries describes the broker's settings, read-only, for
+// DescribeConfigs on the broker resource.
+func (c *Config) brokerConfigEntries() []configEntry {
+	effective := map[string]string{
+		"broker.id":                       strconv.Itoa(int(c.BrokerID)),
+		"listeners":                       "PLAINTEXT://" + c.Listen,
+		"log.dirs":                        c.LogDir,
+		"auto.create.topics.enable":       strconv.FormatBool(c.AutoCreateTopics),
+		"num.partitions":                  strconv.Itoa(int(c.NumPartitions)),
+		"default.replication.factor":      strconv.Itoa(int(c.DefaultReplicationFactor)),
+		"socket.request.max.bytes":        strconv.Itoa(int(c.SocketRequestMaxBytes)),
+		"connections.max.idle.ms":         strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10),
+		"log.retention.check.interval.ms": strconv.FormatInt(c.RetentionCheckInterval.Milliseconds(), 10),
+		"strata.fetch.zero.copy":          strconv.FormatBool(c.ZeroCopy),
+	}
+	if c.AdvertisedHost != "" {
+		effective["advertised.listeners"] = "PLAINTEXT://" + net.JoinHostPort(c.AdvertisedHost, strconv.Itoa(int(c.AdvertisedPort)))
+	}
+	for _, d := range topicConfigDefs {
+		effective[d.brokerKey] = c.TopicDefaults[d.name]
+	}
+	types := map[string]kmsg.ConfigType{
+		"auto.create.topics.enable":  kmsg.ConfigTypeBoolean,
+		"strata.fetch.zero.copy":     kmsg.ConfigTypeBoolean,
+		"listeners":                  kmsg.ConfigTypeString,
+		"advertised.listeners":       kmsg.ConfigTypeString,
+		"log.dirs":                   kmsg.ConfigTypeString,
+		"log.dir":                    kmsg.ConfigTypeString,
+		"zookeeper.connect":          kmsg.ConfigTypeString,
+		"log.message.timestamp.type": kmsg.ConfigTypeString,
+		"log.cleanup.policy":         kmsg.ConfigTypeList,
+	}
+	var out []configEntry
+	for _, kv := range BrokerKeys() {
+		k := kv[0]
+		e := configEntry{name: k, doc: kv[1], typ: kmsg.ConfigTypeLong, source: kmsg.ConfigSourceDefaultConfig}
+		if t, ok := types[k]; ok {
+			e.typ = t
+		}
+		if v, ok := c.Properties[k]; ok {
+			e.value, e.source = strings.TrimSpace(v), kmsg.ConfigSourceStaticBrokerConfig
+		} else if v, ok := effective[k]; ok {
+			e.value = v
+		} else {
+			continue // unset and without a default (log.roll.hours, ...)
+		}
+		e.synonyms = []configSynonym{{name: k, value: e.value, source: e.source}}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,281 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxInFlight bounds the requests a connection has read but not yet
+// answered. The reader stops reading (and TCP pushes back on the client)
+// when it is reached.
+const maxInFlight = 8
+
+// maxKeptBuffer is the largest write buffer a connection keeps between
+// responses.
+const maxKeptBuffer = 1 << 20
+
+// conn is one client connection: readLoop decodes requests into queue,
+// processLoop handles them in order and writes the responses.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	tcp *net.TCPConn // nil if nc is not TCP
+	log *slog.Logger
+
+	queue chan *request
+	done  chan struct{} // closed when processLoop has finished
+
+	// inflight counts requests read and not yet answered; an idle timeout
+	// with requests in flight does not close the connection.
+	inflight atomic.Int32
+	stopping atomic.Bool
+	stopOnce sync.Once
+
+	// Owned by processLoop.
+	wbuf    []byte
+	copyBuf []byte
+}
+
+// startConn registers a new connection and starts its goroutines.
+func (s *Server) startConn(nc net.Conn) {
+	c := &conn{
+		s:     s,
+		nc:    nc,
+		log:   s.log.With("remote", nc.RemoteAddr().String()),
+		queue: make(chan *request, maxInFlight-1),
+		done:  make(chan struct{}),
+	}
+	c.tcp, _ = nc.(*net.TCPConn)
+	s.mu.Lock()
+	if s.shuttingDown() {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.mu.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	s.stats.connectionsAccepted.Add(1)
+	s.stats.connectionsOpen.Add(1)
+	go c.readLoop()
+	go c.processLoop()
+}
+
+// stopReading makes the reader stop after the frame it is reading; the
+// requests already read are still answered.
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() {
+		c.stopping.Store(true)
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// readLoop reads and decodes frames until the connection fails, a frame
+// is refused, or the server shuts down. Closing queue on return tells
+// processLoop to finish the queued requests and close the connection.
+func (c *conn) readLoop() {
+	defer close(c.queue)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic reading request; closing connection", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	sizeBuf := make([]byte, 4)
+	idle := c.s.cfg.ConnectionsMaxIdle
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		// Checked after arming the deadline: stopReading sets the flag
+		// before its own deadline, so either we see the flag here or its
+		// deadline replaces ours.
+		if c.stopping.Load() {
+			return
+		}
+		frame, n, err := readFrame(c.nc, sizeBuf, c.s.cfg.SocketRequestMaxBytes)
+		if err != nil {
+			switch {
+			case c.stopping.Load():
+			case isTimeout(err) && n == 0 && c.inflight.Load() > 0:
+				continue // busy, not idle
+			case isTimeout(err):
+				c.log.Debug("closing idle connection", "idle", idle)
+			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameMalformed):
+				c.s.stats.requestsRejected.Add(1)
+				c.log.Info("closing connection", "err", err)
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			default:
+				c.log.Debug("connection read failed", "err", err)
+			}
+			return
+		}
+		req, err := parseRequest(frame)
+		if err != nil {
+			c.s.stats.requestsRejected.Add(1)
+			c.log.Info("closing connection", "err", err)
+			return
+		}
+		c.inflight.Add(1)
+		select {
+		case c.queue <- req:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// processLoop handles the queued requests in order.
+func (c *conn) processLoop() {
+	defer func() {
+		_ = c.nc.Close()
+		close(c.done)
+		c.s.mu.Lock()
+		delete(c.s.mu.conns, c)
+		c.s.mu.Unlock()
+		c.s.stats.connectionsOpen.Add(-1)
+		c.s.connWG.Done()
+	}()
+	for req := range c.queue {
+		ok := c.process(req)
+		c.inflight.Add(-1)
+		if !ok {
+			return
+		}
+	}
+}
+
+// process handles one request and writes its response. It returns false
+// when the connection must be closed. A panicking handler closes only this
+// connection.
+func (c *conn) process(req *request) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic handling request; closing connection", "key", req.key, "version", req.version, "panic", r, "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	c.s.stats.requests.Add(1)
+	var rep reply
+	var err error
+	if req.unsupported {
+		rep = apiVersionsUnsupported(req)
+	} else {
+		rep, err = req.api.handle(c.s, req)
+	}
+	if err != nil {
+		c.log.Info("closing connection", "key", req.key, "version", req.version, "err", err)
+		return false
+	}
+	if !rep.none {
+		if err := c.write(req.corr, rep); err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				c.log.Debug("writing response failed", "key", req.key, "err", err)
+			}
+			return false
+		}
+	}
+	return !rep.closeConn
+}
+
+// write sends one response frame.
+func (c *conn) write(corr int32, rep reply) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ConnectionsMaxIdle))
+	defer func() {
+		if cap(c.wbuf) > maxKeptBuffer {
+			c.wbuf = nil
+		}
+	}()
+	if rep.raw == nil {
+		c.wbuf = encodeResponse(c.wbuf[:0], corr, rep.msg)
+		_, err := c.nc.Write(c.wbuf)
+		return err
+	}
+	return c.writeRaw(corr, rep.raw)
+}
+
+// writeRaw sends a response whose body holds file ranges: bytes are
+// gathered and written, and each file range goes out by sendfile (or by a
+// copy when zero copy is off or the connection is not TCP).
+func (c *conn) writeRaw(corr int32, body *rawBody) error {
+	c.wbuf = appendResponseHeader(c.wbuf[:0], corr, body.flexible)
+	size := int64(len(c.wbuf)-4) + body.size
+	if size > 1<<31-1 {
+		return fmt.Errorf("broker: response of %d bytes", size)
+	}
+	binary.BigEndian.PutUint32(c.wbuf, uint32(size))
+	zeroCopy := c.s.cfg.ZeroCopy && sendfileSupported && c.tcp != nil
+	if zeroCopy && len(body.pieces) > 1 {
+		if err := setCork(c.tcp, true); err == nil {
+			defer func() { _ = setCork(c.tcp, false) }()
+		}
+	}
+	flush := func() error {
+		if len(c.wbuf) == 0 {
+			return nil
+		}
+		_, err := c.nc.Write(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		return err
+	}
+	for _, p := range body.pieces {
+		if p.file == nil {
+			c.wbuf = append(c.wbuf, p.buf...)
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if zeroCopy {
+			n, err := sendFileRange(c.tcp, p.file, p.pos, p.size)
+			c.s.stats.fetchZeroCopyBytes.Add(n)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		n, err := c.copyRange(p.file, p.pos, p.size)
+		c.s.stats.fetchCopiedBytes.Add(n)
+		if err != nil {
+			return err
+		}
+	}
+	return flush()
+}
+
+// copyRange sends a file range by reading it into a buffer and writing
+// it: the user-space path that zero copy is measured against.
+func (c *conn) copyRange(f *os.File, pos, size int64) (int64, error) {
+	if c.copyBuf == nil {
+		c.copyBuf = make([]byte, 64<<10)
+	}
+	var done int64
+	for done < size {
+		b := c.copyBuf[:min(int64(len(c.copyBuf)), size-done)]
+		n, err := f.ReadAt(b, pos+done)
+		if n > 0 {
+			if _, werr := c.nc.Write(b[:n]); werr != nil {
+				return done, werr
+			}
+			done += int64(n)
+		}
+		if err != nil && done < size {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return done, err
+		}
+	}
+	return done, nil
+}

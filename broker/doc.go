@@ -1,0 +1,45 @@
+// Package broker is Strata's Kafka protocol server: the TCP listener and its
+// connections, one request handler per API key, and the partition state
+// that ties the handlers to the segment logs and to the cluster metadata in
+// package coord.
+//
+// # Framing
+//
+// Every request and response is a frame: a big-endian int32 size followed
+// by that many bytes. Request frames larger than socket.request.max.bytes
+// are refused before anything is allocated, and the connection is closed.
+//
+//	request:  size int32 | api key int16 | api version int16 | correlation id int32
+//	          | client id nullable string (int16 length)
+//	          | tagged fields (uvarint count, then tag/size/bytes) -- flexible versions only
+//	          | body (kmsg)
+//	response: size int32 | correlation id int32
+//	          | tagged fields (one 0 byte) -- flexible versions, except ApiVersions
+//	          | body (kmsg, or hand-written around file ranges for Fetch)
+//
+// # Connections
+//
+// Each connection has a reader goroutine that reads and decodes frames and
+// queues them (at most maxInFlight per connection), and a processor
+// goroutine that handles them strictly in arrival order and writes each
+// response before taking the next request, so responses leave in request
+// order and produce requests on one connection are appended in order. A
+// request that cannot be decoded (unknown key, unsupported version,
+// malformed body) closes its connection after the requests queued before it
+// are answered; ApiVersions at an unsupported version is answered with
+// UNSUPPORTED_VERSION in v0 form instead, as Kafka does (KIP-511).
+//
+// # Handlers
+//
+// One file per API key, named as in franz-go's kfake (00_produce.go,
+// 01_fetch.go, ...), each opening with the versions it serves and its
+// behavior. Each registers itself in init; ApiVersions answers from that
+// registry, so an API is advertised exactly when its file is compiled in.
+//
+// # Zero-copy fetch
+//
+// Fetch responses are encoded by hand (fetch_encode.go) around file ranges
+// of segment files, and the ranges are sent with sendfile(2) at an explicit
+// offset (sendfile_linux.go), so record bytes never enter user space. The
+// Stats counter FetchZeroCopyBytes counts them.
+package broker

@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// This file writes the Fetch response body (v4-v12) by hand, because its
+// record bytes are not in memory: they are ranges of segment files that
+// the connection sends with sendfile. Everything else is the byte layout
+// kmsg.FetchResponse.AppendTo produces, field for field, using kbin's
+// primitives; fetch_encode_test.go checks the two agree for every served
+// version. The layout (fields in order; "flexible" is v12+, where arrays
+// and strings carry uvarint length+1, and each struct ends in tagged
+// fields, here always empty: one 0 byte):
+//
+//	ThrottleMillis int32
+//	ErrorCode int16                      (v7+)
+//	SessionID int32                      (v7+)
+//	Topics [
+//	  Topic string
+//	  Partitions [
+//	    Partition int32
+//	    ErrorCode int16
+//	    HighWatermark int64
+//	    LastStableOffset int64
+//	    LogStartOffset int64             (v5+)
+//	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64]
+//	    PreferredReadReplica int32       (v11+)
+//	    Records bytes                    <- file ranges go here
+//	    tagged fields                    (flexible)
+//	  ]
+//	  tagged fields                      (flexible)
+//	]
+//	tagged fields                        (flexible)
+
+// fetchResult is a Fetch response whose records are file ranges.
+type fetchResult struct {
+	version   int16
+	errorCode int16
+	sessionID int32
+	topics    []fetchTopicResult
+}
+
+type fetchTopicResult struct {
+	topic string
+	parts []fetchPartResult
+}
+
+type fetchPartResult struct {
+	partition        int32
+	errorCode        int16
+	highWatermark    int64
+	lastStableOffset int64
+	logStartOffset   int64
+	// emptyAborted sends an empty aborted-transactions array instead of
+	// null (read_committed, as Kafka does).
+	emptyAborted bool
+	// ranges are the record bytes, in order; inline bytes (no file) are
+	// allowed.
+	ranges []recordRange
+	size   int64
+}
+
+// recordRange is a byte range of a file, or inline bytes when file is nil.
+type recordRange struct {
+	file      *os.File
+	pos, size int64
+	inline    []byte
+}
+
+func (p *fetchPartResult) add(r recordRange) {
+	p.ranges = append(p.ranges, r)
+	if r.file != nil {
+		p.size += r.size
+	} else {
+		p.size += int64(len(r.inline))
+	}
+}
+
+// encodeFetch lays out the response body around its file ranges.
+func encodeFetch(res *fetchResult) *rawBody {
+	v := res.version
+	flexible := v >= 12
+	var b rawBuilder
+	arrayLen := func(n int) {
+		if flexible {
+			b.buf = kbin.AppendCompactArrayLen(b.buf, n)
+		} else {
+			b.buf = kbin.AppendArrayLen(b.buf, n)
+		}
+	}
+	tags := func() {
+		if flexible {
+			b.buf = append(b.buf, 0)
+		}
+	}
+	b.buf = kbin.AppendInt32(b.buf, 0) // throttle
+	if v >= 7 {
+		b.buf = kbin.AppendInt16(b.buf, res.errorCode)
+		b.buf = kbin.AppendInt32(b.buf, res.sessionID)
+	}
+	arrayLen(len(res.topics))
+	for i := range res.topics {
+		t := &res.topics[i]
+		if flexible {
+			b.buf = kbin.AppendCompactString(b.buf, t.topic)
+		} else {
+			b.buf = kbin.AppendString(b.buf, t.topic)
+		}
+		arrayLen(len(t.parts))
+		for j := range t.parts {
+			p := &t.parts[j]
+			b.buf = kbin.AppendInt32(b.buf, p.partition)
+			b.buf = kbin.AppendInt16(b.buf, p.errorCode)
+			b.buf = kbin.AppendInt64(b.buf, p.highWatermark)
+			b.buf = kbin.AppendInt64(b.buf, p.lastStableOffset)
+			if v >= 5 {
+				b.buf = kbin.AppendInt64(b.buf, p.logStartOffset)
+			}
+			if flexible {
+				b.buf = kbin.AppendCompactNullableArrayLen(b.buf, 0, !p.emptyAborted)
+			} else {
+				b.buf = kbin.AppendNullableArrayLen(b.buf, 0, !p.emptyAborted)
+			}
+			if v >= 11 {
+				b.buf = kbin.AppendInt32(b.buf, -1) // preferred read replica
+			}
+			if flexible {
+				b.buf = kbin.AppendUvarint(b.buf, uint32(p.size+1))
+			} else {
+				b.buf = kbin.AppendInt32(b.buf, int32(p.size))
+			}
+			for _, r := range p.ranges {
+				if r.file != nil {
+					b.file(r.file, r.pos, r.size)
+				} else {
+					b.inline(r.inline)
+				}
+			}
+			tags()
+		}
+		tags()
+	}
+	tags()
+	return b.finish(flexible)
+}

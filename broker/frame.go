@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// apiVersionsKey is ApiVersions' key: its response header is always v0 and
+// an unsupported version of it is answered rather than refused.
+const apiVersionsKey = 18
+
+// Errors from reading and decoding request frames. Each closes the
+// connection that sent the frame.
+var (
+	ErrFrameTooLarge      = errors.New("broker: request frame larger than socket.request.max.bytes")
+	ErrFrameMalformed     = errors.New("broker: malformed request frame")
+	ErrUnknownAPIKey      = errors.New("broker: unknown api key")
+	ErrUnsupportedVersion = errors.New("broker: unsupported api version")
+)
+
+// request is one decoded request with its header.
+type request struct {
+	key      int16
+	version  int16
+	corr     int32
+	clientID *string
+	// kreq is the decoded body. It is nil when unsupported is set.
+	kreq kmsg.Request
+	api  *api
+	// unsupported marks an ApiVersions request at a version we do not
+	// serve: its body was not decoded and the answer is
+	// UNSUPPORTED_VERSION in v0 form.
+	unsupported bool
+	// size is the frame size, for accounting.
+	size int
+}
+
+// readFrame reads one size-prefixed frame. The size is checked against max
+// before the body is allocated. sizeBuf must have length 4; readFrame
+// reports in n how many bytes of the size prefix were read, so a caller
+// timing out while idle can tell "nothing arrived" from "a frame started".
+func readFrame(r io.Reader, sizeBuf []byte, max int32) (frame []byte, n int, err error) {
+	n, err = io.ReadFull(r, sizeBuf[:4])
+	if err != nil {
+		return nil, n, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf))
+	if size < 0 || size > max {
+		return nil, n, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
+	}
+	if size < 8 {
+		return nil, n, fmt.Errorf("%w: %d bytes is shorter than a request header", ErrFrameMalformed, size)
+	}
+	frame = make([]byte, size)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, n, err
+	}
+	return frame, n, nil
+}
+
+// parseRequest decodes the header and body of one frame (without its size
+// prefix). It never panics on arbitrary input. Errors wrap
+// ErrFrameMalformed, ErrUnknownAPIKey or ErrUnsupportedVersion. The
+// returned request aliases frame.
+func parseRequest(frame []byte) (*request, error) {
+	if len(frame) < 8 {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than a request header", ErrFrameMalformed, len(frame))
+	}
+	r := &request{
+		key:     int16(binary.BigEndian.Uint16(frame[0:])),
+		version: int16(binary.BigEndian.Uint16(frame[2:])),
+		corr:    int32(binary.BigEndian.Uint32(frame[4:])),
+		size:    len(frame),
+	}
+	a := apis[r.key]
+	if a == nil {
+		return r, fmt.Errorf("%w: %d (version %d)", ErrUnknownAPIKey, r.key, r.version)
+	}
+	r.api = a
+	if r.version < a.min || r.version > a.max {
+		if r.key == apiVersionsKey {
+			// KIP-511: answer with the range we serve, in v0 form.
+			// Only the correlation id is needed, so the rest of the
+			// header (whose layout depends on the version) is not
+			// read.
+			r.unsupported = true
+			return r, nil
+		}
+		return r, fmt.Errorf("%w: key %d version %d, served %d-%d", ErrUnsupportedVersion, r.key, r.version, a.min, a.max)
+	}
+	kreq := kmsg.RequestForKey(r.key)
+	kreq.SetVersion(r.version)
+	rd := kbin.Reader{Src: frame[8:]}
+	r.clientID = rd.NullableString()
+	if kreq.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if !rd.Ok() {
+		return r, fmt.Errorf("%w: request header of key %d version %d", ErrFrameMalformed, r.key, r.version)
+	}
+	if err := kreq.ReadFrom(rd.Src); err != nil {
+		return r, fmt.Errorf("%w: key %d version %d: %v", ErrFrameMalformed, r.key, r.version, err)
+	}
+	r.kreq = kreq
+	return r, nil
+}

@@ -1,0 +1,285 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testLogWriter sends server logs to t.Log.
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startServer runs a server on 127.0.0.1:0 in a temporary directory with
+// the given extra settings, stopped at the end of the test.
+func startServer(t *testing.T, props map[string]string) *Server {
+	t.Helper()
+	all := map[string]string{
+		"listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":  t.TempDir(),
+	}
+	for k, v := range props {
+		all[k] = v
+	}
+	cfg, err := ConfigFromProperties(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return startServerConfig(t, cfg)
+}
+
+func startServerConfig(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil && err != ErrServerClosed {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+// newClient returns a franz-go client for s, closed at the end of the
+// test.
+func newClient(t *testing.T, s *Server, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{
+		kgo.SeedBrokers(s.Addr().String()),
+		kgo.DisableIdempotentWrite(),
+		kgo.RetryTimeout(5 * time.Second),
+		kgo.MetadataMinAge(50 * time.Millisecond),
+	}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createTopic creates a topic through the Kafka API.
+func createTopic(t *testing.T, cl *kgo.Client, name string, partitions int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Topics[0].ErrorCode; c != 0 {
+		t.Fatalf("create topic %s: error %d %v", name, c, resp.Topics[0].ErrorMessage)
+	}
+}
+
+// buildBatch builds a record batch of n records with values "v<i>".
+func buildBatch(t *testing.T, codec segment.Codec, n int) []byte {
+	t.Helper()
+	spec := segment.BatchSpec{Codec: codec}
+	now := time.Now().UnixMilli()
+	for i := 0; i < n; i++ {
+		spec.Records = append(spec.Records, segment.Record{Timestamp: now, Key: []byte{byte('a' + i%26)}, Value: []byte("v" + strconv.Itoa(i))})
+	}
+	b, err := segment.BuildBatch(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// produceRaw sends one batch to topic/partition with a Produce request
+// (acks=-1, at the highest version, 9) and returns the partition's
+// response.
+func produceRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := produceRequest(topic, partition, batch)
+	br := cl.Broker(0)
+	resp, err := br.Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// produceVersion is produceRaw at a given version, over a raw connection.
+func produceVersion(t *testing.T, s *Server, topic string, partition int32, batch []byte, version int16) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	rc := dialRaw(t, s)
+	req := produceRequest(topic, partition, batch)
+	req.Version = version
+	rc.send(1, req)
+	_, body, err := rc.readFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	decodeResponse(t, resp, body)
+	return resp.Topics[0].Partitions[0]
+}
+
+func produceRequest(topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 9
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// fetchRaw fetches one partition with a raw Fetch request.
+func fetchRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, offset int64, maxBytes int32) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 0
+	req.MaxBytes = maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Broker(0).Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+}
+
+// rawConn is a bare TCP connection to the server for frame-level tests.
+type rawConn struct {
+	t *testing.T
+	c net.Conn
+}
+
+func dialRaw(t *testing.T, s *Server) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, c: c}
+}
+
+// send writes a request frame for req at its version.
+func (r *rawConn) send(corr int32, req kmsg.Request) {
+	r.t.Helper()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw"))
+	if _, err := r.c.Write(f.AppendRequest(nil, req, corr)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// writeFrame writes raw bytes with a size prefix.
+func (r *rawConn) writeFrame(body []byte) {
+	r.t.Helper()
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	if _, err := r.c.Write(append(b, body...)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// readFrame reads one response frame and returns its correlation id and
+// the rest.
+func (r *rawConn) readFrame() (int32, []byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r.c, size[:]); err != nil {
+		return 0, nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r.c, b); err != nil {
+		return 0, nil, err
+	}
+	return int32(binary.BigEndian.Uint32(b)), b[4:], nil
+}
+
+// expectClosed checks that the server closes the connection.
+func (r *rawConn) expectClosed() {
+	r.t.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	n, err := r.c.Read(b[:])
+	if err == nil {
+		r.t.Fatalf("connection still open: read %d bytes", n)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		r.t.Fatal("connection not closed within 5s")
+	}
+}
+
+// decodeResponse parses a response body (after the correlation id).
+func decodeResponse(t *testing.T, resp kmsg.Response, body []byte) {
+	t.Helper()
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		if len(body) == 0 || body[0] != 0 {
+			t.Fatalf("flexible response header: want empty tagged fields, got %x", body[:min(len(body), 1)])
+		}
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode %T: %v", resp, err)
+	}
+}
+
+// alter replaces a topic's configs with AlterConfigs.
+func alter(t *testing.T, cl *kgo.Client, topic string, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrAlterConfigsRequest()
+	rr := kmsg.NewAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	for k, v := range configs {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Resources[0].ErrorCode; c != 0 {
+		t.Fatalf("alter %s: error %d %v", topic, c, resp.Resources[0].ErrorMessage)
+	}
+}

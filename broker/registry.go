@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handlerFunc handles one decoded request. A non-nil error means the
+// request cannot be answered and the connection is closed; Kafka errors go
+// into the reply as error codes.
+type handlerFunc func(s *Server, r *request) (reply, error)
+
+// api is one served API key and its version range.
+type api struct {
+	key      int16
+	min, max int16
+	handle   handlerFunc
+}
+
+// apis is the registry, indexed by API key, filled by the init functions of
+// the NN_name.go files. It is never written after init.
+var apis = map[int16]*api{}
+
+// register adds an API to the registry. Adding an API to Strata is one file
+// whose init calls register.
+func register(key, min, max int16, handle handlerFunc) {
+	if _, dup := apis[key]; dup {
+		panic(fmt.Sprintf("broker: api key %d registered twice", key))
+	}
+	if kmsg.RequestForKey(key) == nil {
+		panic(fmt.Sprintf("broker: api key %d unknown to kmsg", key))
+	}
+	if kmsg.RequestForKey(key).MaxVersion() < max {
+		panic(fmt.Sprintf("broker: api key %d: kmsg knows versions up to %d, registered %d", key, kmsg.RequestForKey(key).MaxVersion(), max))
+	}
+	apis[key] = &api{key: key, min: min, max: max, handle: handle}
+}
+
+// servedAPIs returns the registry sorted by key.
+func servedAPIs() []*api {
+	out := make([]*api, 0, len(apis))
+	for _, a := range apis {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}

@@ -1,0 +1,67 @@
+package broker
+
+import "sync/atomic"
+
+// Stats is a snapshot of the server's counters. Counters only grow, except
+// ConnectionsOpen.
+type Stats struct {
+	// ConnectionsAccepted counts accepted TCP connections.
+	ConnectionsAccepted int64
+	// ConnectionsOpen is the number of connections open now.
+	ConnectionsOpen int64
+	// Requests counts requests decoded and handled.
+	Requests int64
+	// RequestsRejected counts frames that closed their connection: too
+	// large, malformed, unknown key or unsupported version.
+	RequestsRejected int64
+	// ProduceBatches and ProduceBytes count record batches appended by
+	// Produce.
+	ProduceBatches int64
+	ProduceBytes   int64
+	// FetchZeroCopyBytes counts record bytes sent by sendfile(2) from
+	// segment files, never entering user space.
+	FetchZeroCopyBytes int64
+	// FetchCopiedBytes counts record bytes sent by copying through user
+	// space (zero copy disabled, or a connection that is not TCP).
+	FetchCopiedBytes int64
+}
+
+// stats holds the live counters behind Stats.
+type stats struct {
+	connectionsAccepted atomic.Int64
+	connectionsOpen     atomic.Int64
+	requests            atomic.Int64
+	requestsRejected    atomic.Int64
+	produceBatches      atomic.Int64
+	produceBytes        atomic.Int64
+	fetchZeroCopyBytes  atomic.Int64
+	fetchCopiedBytes    atomic.Int64
+}
+
+func (s *stats) snapshot() Stats {
+	return Stats{
+		ConnectionsAccepted: s.connectionsAccepted.Load(),
+		ConnectionsOpen:     s.connectionsOpen.Load(),
+		Requests:            s.requests.Load(),
+		RequestsRejected:    s.requestsRejected.Load(),
+		ProduceBatches:      s.produceBatches.Load(),
+		ProduceBytes:        s.produceBytes.Load(),
+		FetchZeroCopyBytes:  s.fetchZeroCopyBytes.Load(),
+		FetchCopiedBytes:    s.fetchCopiedBytes.Load(),
+	}
+}
+
+// Map returns the counters under their exported metric names
+// (strata_broker_...), for logging and expvar.
+func (st Stats) Map() map[string]int64 {
+	return map[string]int64{
+		"strata_broker_connections_accepted_total":  st.ConnectionsAccepted,
+		"strata_broker_connections_open":            st.ConnectionsOpen,
+		"strata_broker_requests_total":              st.Requests,
+		"strata_broker_requests_rejected_total":     st.RequestsRejected,
+		"strata_broker_produce_batches_total":       st.ProduceBatches,
+		"strata_broker_produce_bytes_total":         st.ProduceBytes,
+		"strata_broker_fetch_zero_copy_bytes_total": st.FetchZeroCopyBytes,
+		"strata_broker_fetch_copied_bytes_total":    st.FetchCopiedBytes,
+	}
+}

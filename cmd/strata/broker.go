@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stratastream/strata/broker"
+)
+
+func init() {
+	register(&command{
+		name:    "broker",
+		summary: "run a broker (a single node with the embedded coordinator)",
+		run:     runBroker,
+	})
+}
+
+// shutdownGrace bounds how long SIGTERM waits for in-flight requests
+// before closing connections forcibly; the logs are closed cleanly either
+// way.
+const shutdownGrace = 30 * time.Second
+
+// overrideFlag collects repeated --override key=value.
+type overrideFlag [][2]string
+
+func (o *overrideFlag) String() string { return "" }
+
+func (o *overrideFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	*o = append(*o, [2]string{strings.TrimSpace(k), val})
+	return nil
+}
+
+func brokerUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: strata broker [--config FILE] [--override key=value]... [--log-level LEVEL]
+
+Runs a Strata broker that speaks the Kafka protocol. With no flags it is a
+single node with the embedded coordinator, listening on 127.0.0.1:9092 with
+its data in ./data. It prints "strata broker listening on HOST:PORT" once it
+accepts connections, and on SIGTERM or Ctrl-C it stops accepting, finishes
+the requests in flight and closes its logs cleanly.
+
+Flags:
+  --config FILE         broker settings in Java properties format (key=value
+                        or key: value; # and ! comments; \ continues a line)
+  --override key=value  a setting that wins over the file; repeatable
+  --log-level LEVEL     debug, info, warn or error (default info); logs go
+                        to stderr
+
+Settings (Kafka's names; an unknown key or a bad value stops the broker
+with exit status 2 and a message naming it):
+`)
+	for _, kv := range broker.BrokerKeys() {
+		fmt.Fprintf(w, "  %-32s %s\n", kv[0], kv[1])
+	}
+	fmt.Fprint(w, `
+Topic configs (per topic through CreateTopics, AlterConfigs and
+IncrementalAlterConfigs; the log.* settings above are their defaults):
+  cleanup.policy (delete), file.delete.delay.ms, flush.messages, flush.ms,
+  index.interval.bytes, max.message.bytes, message.timestamp.type,
+  min.insync.replicas, retention.bytes, retention.ms, segment.bytes,
+  segment.index.bytes, segment.ms
+
+Example:
+  strata broker --override listeners=PLAINTEXT://127.0.0.1:0 \
+      --override log.dirs=/tmp/strata-data --override num.partitions=3
+  kcat -b 127.0.0.1:9092 -P -t demo -K: <<< 'k1:hello'
+  kcat -b 127.0.0.1:9092 -C -t demo -o beginning -e
+`)
+}
+
+func runBroker(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("strata broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { brokerUsage(stderr) }
+	configFile := fs.String("config", "", "properties file")
+	logLevel := fs.String("log-level", "info", "log level")
+	var overrides overrideFlag
+	fs.Var(&overrides, "override", "key=value")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			brokerUsage(stdout)
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "strata broker: unexpected argument %q (settings go in --override key=value)\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "strata broker: --log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+
+	props := map[string]string{}
+	if *configFile != "" {
+		f, err := os.Open(*configFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "strata broker: %v\n", err)
+			return 2
+		}
+		props, err = parseProperties(f)
+		_ = f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "strata broker: %s: %v\n", *configFile, err)
+			return 2
+		}
+	}
+	for _, kv := range overrides {
+		props[kv[0]] = kv[1]
+	}
+	cfg, err := broker.ConfigFromProperties(props)
+	if err != nil {
+		fmt.Fprintf(stderr, "strata broker: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = logger
+
+	srv, err := broker.NewServer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "strata broker: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+
+	addr := srv.Addr().String()
+	logger.Info("strata broker listening on "+addr, "broker_id", cfg.BrokerID, "cluster_id", srv.ClusterID(), "log_dir", cfg.LogDir, "zero_copy", cfg.ZeroCopy)
+	fmt.Fprintf(stdout, "strata broker listening on %s\n", addr)
+
+	status := 0
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-served:
+		logger.Error("serving failed", "err", err)
+		status = 1
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, broker.ErrServerClosed) {
+		logger.Error("shutdown", "err", err)
+		status = 1
+	}
+	stats := srv.Stats().Map()
+	var attrs []any
+	for _, k := range slices.Sorted(maps.Keys(stats)) {
+		attrs = append(attrs, k, stats[k])
+	}
+	logger.Info("strata broker stopped", attrs...)
+	return status
+}

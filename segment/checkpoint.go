@@ -1,0 +1,136 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Checkpoint files of a partition directory. Each is replaced atomically
+// (temp file, fsync, rename, fsync directory), so after a crash it holds
+// either the old or the new contents.
+//
+// The offset checkpoints use the layout of Kafka's checkpoint files with a
+// single entry, since the directory already names the partition:
+//
+//	0          version
+//	1          entry count
+//	<offset>
+//
+// The leader-epoch checkpoint is Kafka's leader-epoch-checkpoint:
+//
+//	0          version
+//	<n>        entry count
+//	<epoch> <start offset>   n lines
+const (
+	recoveryPointFile  = "recovery-point-offset-checkpoint"
+	logStartOffsetFile = "log-start-offset-checkpoint"
+	leaderEpochFile    = "leader-epoch-checkpoint"
+	highWatermarkFile  = "replication-offset-checkpoint"
+	cleanShutdownFile  = ".clean-shutdown"
+
+	tmpSuffix         = ".tmp"
+	checkpointVersion = 0
+)
+
+// ErrBadCheckpoint is returned when a checkpoint file cannot be parsed.
+var ErrBadCheckpoint = errors.New("segment: malformed checkpoint")
+
+// writeFileAtomic replaces dir/name with data: it writes a temp file, fsyncs
+// it, renames it over the target and fsyncs the directory.
+func writeFileAtomic(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close() // the write error is the one to report
+		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close() // the sync error is the one to report
+		return fmt.Errorf("segment: checkpoint %s: fsync: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("segment: checkpoint %s: close: %w", name, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory so that entries created, renamed or removed in
+// it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("segment: sync dir: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close() // the sync error is the one to report
+		return fmt.Errorf("segment: sync dir %s: %w", dir, err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("segment: sync dir %s: close: %w", dir, err)
+	}
+	return nil
+}
+
+// writeOffsetCheckpoint atomically writes a single-offset checkpoint.
+func writeOffsetCheckpoint(dir, name string, off int64) error {
+	data := fmt.Appendf(nil, "%d\n1\n%d\n", checkpointVersion, off)
+	return writeFileAtomic(dir, name, data)
+}
+
+// readOffsetCheckpoint reads a single-offset checkpoint. ok is false when the
+// file does not exist.
+func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
+	lines, ok, err := readCheckpointLines(dir, name)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	if len(lines) != 1 {
+		return 0, false, fmt.Errorf("%w: %s: %d entries, want 1", ErrBadCheckpoint, name, len(lines))
+	}
+	off, err = strconv.ParseInt(lines[0], 10, 64)
+	if err != nil || off < 0 {
+		return 0, false, fmt.Errorf("%w: %s: offset %q", ErrBadCheckpoint, name, lines[0])
+	}
+	return off, true, nil
+}
+
+// readCheckpointLines reads a checkpoint file and returns its entry lines
+// after checking the version and the count.
+func readCheckpointLines(dir, name string) (entries []string, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("segment: checkpoint %s: %w", name, err)
+	}
+	lines := strings.Split(string(bytes.TrimRight(data, "\n")), "\n")
+	if len(lines) < 2 {
+		return nil, false, fmt.Errorf("%w: %s: %d lines", ErrBadCheckpoint, name, len(lines))
+	}
+	if v := strings.TrimSpace(lines[0]); v != strconv.Itoa(checkpointVersion) {
+		return nil, false, fmt.Errorf("%w: %s: version %q", ErrBadCheckpoint, name, v)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(lines[1]))
+	if err != nil || n < 0 || n != len(lines)-2 {
+		return nil, false, fmt.Errorf("%w: %s: count %q for %d entries", ErrBadCheckpoint, name, lines[1], len(lines)-2)
+	}
+	entries = lines[2:]
+	for i := range entries {
+		entries[i] = strings.TrimSpace(entries[i])
+	}
+	return entries, true, nil
+}

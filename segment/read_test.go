@@ -1,0 +1,211 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestOffsetForTimestamp(t *testing.T) {
+	cfg := lgConfig()
+	cfg.SegmentBytes = 2048
+	cfg.IndexIntervalBytes = 200
+	l := lgOpen(t, t.TempDir(), cfg)
+	// Batch i holds records 4i..4i+3 with timestamps 1000+10i+j (j < 4),
+	// except batch 7, whose timestamps go back in time (500..503).
+	for i := range 30 {
+		ts := int64(1000 + 10*i)
+		if i == 7 {
+			ts = 500
+		}
+		lgAppend(t, l, lgBatch(4, ts, 60, byte(i)))
+	}
+	if len(l.Segments()) < 3 {
+		t.Fatalf("want several segments, got %d", len(l.Segments()))
+	}
+	tests := []struct {
+		ts         int64
+		wantOffset int64
+		wantTs     int64
+		wantFound  bool
+	}{
+		{0, 0, 1000, true},
+		{1000, 0, 1000, true},
+		{1001, 1, 1001, true},
+		{1004, 4, 1010, true},
+		{1013, 7, 1013, true},
+		{1014, 8, 1020, true},
+		{1063, 27, 1063, true},
+		{1064, 32, 1080, true}, // batch 7 (500..503) is skipped
+		{1071, 32, 1080, true},
+		{1293, 119, 1293, true},
+		{1294, -1, -1, false},
+	}
+	for i, tt := range tests {
+		off, ts, found, err := l.OffsetForTimestamp(tt.ts)
+		if err != nil {
+			t.Fatalf("#%d: %v", i, err)
+		}
+		if !tt.wantFound {
+			if found {
+				t.Errorf("#%d: OffsetForTimestamp(%d): got %d@%d, want not found", i, tt.ts, off, ts)
+			}
+			continue
+		}
+		if !found || off != tt.wantOffset || ts != tt.wantTs {
+			t.Errorf("#%d: OffsetForTimestamp(%d): got %d@%d found %v, want %d@%d", i, tt.ts, off, ts, found, tt.wantOffset, tt.wantTs)
+		}
+	}
+	// The log start bounds the answer.
+	if err := l.SetLogStartOffset(10); err != nil {
+		t.Fatal(err)
+	}
+	if off, ts, found, err := l.OffsetForTimestamp(0); err != nil || !found || off != 10 || ts != 1022 {
+		t.Errorf("after log start 10: got %d@%d %v %v, want 10@1022", off, ts, found, err)
+	}
+	if ts, off := l.MaxTimestamp(); ts != 1293 || off != 116 {
+		t.Errorf("MaxTimestamp: got %d@%d, want 1293@116", ts, off)
+	}
+}
+
+func TestOffsetForTimestampAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := lgConfig()
+	cfg.SegmentBytes = 1500
+	cfg.IndexIntervalBytes = 100
+	l := lgOpen(t, dir, cfg)
+	for i := range 20 {
+		lgAppend(t, l, lgBatch(2, int64(100*i), 50, 0))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = lgOpen(t, dir, cfg)
+	for i := range 20 {
+		ts := int64(100*i) + 1
+		off, got, found, err := l.OffsetForTimestamp(ts)
+		if err != nil || !found || off != int64(2*i+1) || got != ts {
+			t.Errorf("#%d: OffsetForTimestamp(%d): got %d@%d %v %v, want %d@%d", i, ts, off, got, found, err, 2*i+1, ts)
+		}
+	}
+	if ts, off := l.MaxTimestamp(); ts != 1901 || off != 38 {
+		t.Errorf("MaxTimestamp: got %d@%d, want 1901@38", ts, off)
+	}
+}
+
+// TestConcurrentReaders runs readers against a log being appended to, rolled
+// and trimmed by retention; run it with -race. Every read must return whole,
+// valid batches with the offsets asked for.
+func TestConcurrentReaders(t *testing.T) {
+	cfg := lgConfig()
+	cfg.SegmentBytes = 16 << 10
+	cfg.IndexIntervalBytes = 512
+	cfg.RetentionBytes = 64 << 10
+	cfg.FileDeleteDelayMs = 200
+	l := lgOpen(t, t.TempDir(), cfg)
+	const appends = 1500
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	fail := func(format string, args ...any) {
+		select {
+		case errs <- &testError{format, args}:
+		default:
+		}
+	}
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			for !done.Load() {
+				start, end := l.LogStartOffset(), l.LogEndOffset()
+				if end == start {
+					continue
+				}
+				off := start + rng.Int64N(end-start)
+				var buf []byte
+				if r%2 == 0 {
+					rs, err := l.Read(off, 1+rng.IntN(8192), end)
+					if err != nil {
+						continue // retention may have moved the start
+					}
+					buf, err = io.ReadAll(io.NewSectionReader(rs.File, rs.Pos, rs.Size))
+					if err != nil {
+						continue // the segment was deleted and closed meanwhile
+					}
+				} else {
+					var err error
+					if buf, err = l.ReadCopy(off, 1+rng.IntN(8192), end); err != nil {
+						continue
+					}
+				}
+				first := true
+				err := SplitBatches(buf, func(h Header, _ []byte) error {
+					if first && (h.BaseOffset > off || h.LastOffset() < off) {
+						fail("read at %d returned a batch for %d..%d first", off, h.BaseOffset, h.LastOffset())
+					}
+					first = false
+					return nil
+				})
+				if err != nil {
+					fail("read at %d: %v", off, err)
+				}
+			}
+		}()
+	}
+	for i := range appends {
+		b := lgBatch(1+i%5, int64(i), 100+i%300, byte(i))
+		if _, err := l.Append(b, AppendOptions{LeaderEpoch: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			if _, err := l.EnforceRetention(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	if l.LogStartOffset() == 0 {
+		t.Error("retention deleted nothing")
+	}
+}
+
+type testError struct {
+	format string
+	args   []any
+}
+
+func (e *testError) Error() string { return fmt.Sprintf(e.format, e.args...) }
+
+func TestReadCopyMatchesRead(t *testing.T) {
+	l := lgOpen(t, t.TempDir(), lgConfig())
+	lgFill(t, l, 20, 2, 300, 0)
+	for off := int64(0); off < 40; off += 3 {
+		rs, err := l.Read(off, 2000, 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.ReadCopy(off, 2000, 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, rs.Size)
+		if _, err := rs.File.ReadAt(want, rs.Pos); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("offset %d: ReadCopy differs from Read", off)
+		}
+	}
+}

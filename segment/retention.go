@@ -1,0 +1,225 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// EnforceRetention rolls the active segment when it is older than segment.ms
+// (so idle partitions roll too), then deletes whole sealed segments, oldest
+// first, while one of these holds for the oldest: its largest timestamp (or,
+// without timestamps, its file's modification time) is older than
+// retention.ms; the log is larger than retention.bytes by at least the
+// segment's size; or it lies wholly below the log start offset. Only
+// segments below the high watermark are deleted, never the active one, and
+// the WithDeleteVeto function is asked first (except for segments below the
+// log start offset): a veto keeps that segment and all newer ones. It returns
+// the deleted segments.
+func (l *Log) EnforceRetention() (deleted []SegmentInfo, err error) {
+	if err := l.maybeRollByTime(); err != nil {
+		return nil, err
+	}
+	cfg := l.config()
+	nowMs := l.opts.now().UnixMilli()
+
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	segs := slices.Clone(l.mu.segs)
+	infos := make([]SegmentInfo, len(segs))
+	var total int64
+	for i, s := range segs {
+		infos[i] = s.info()
+		total += s.size
+	}
+	hw, logStart := l.highWatermarkLocked(), l.mu.logStart
+	l.mu.Unlock()
+
+	var epochs []EpochEntry
+	if l.opts.veto != nil {
+		epochs = l.epochs.Entries()
+	}
+	diff := total - cfg.RetentionBytes
+	var doomed []*segment
+	for i, info := range infos[:len(infos)-1] {
+		if info.NextOffset > hw {
+			break
+		}
+		belowStart := info.NextOffset <= logStart
+		bySize := cfg.RetentionBytes >= 0 && diff-info.Size >= 0
+		byTime := false
+		if cfg.RetentionMs >= 0 {
+			ts, err := retentionTimestamp(info)
+			if err != nil {
+				return nil, err
+			}
+			byTime = ts < nowMs-cfg.RetentionMs
+		}
+		if !belowStart && !bySize && !byTime {
+			break
+		}
+		if !belowStart && l.opts.veto != nil && !l.opts.veto(info.withEpochs(epochs)) {
+			break
+		}
+		diff -= info.Size
+		doomed = append(doomed, segs[i])
+	}
+	if len(doomed) == 0 {
+		return nil, nil
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.deleteOldestLocked(doomed)
+}
+
+// retentionTimestamp is the time retention.ms is measured from: the
+// segment's largest timestamp, or its file's modification time when its
+// batches carry none.
+func retentionTimestamp(info SegmentInfo) (int64, error) {
+	if info.MaxTimestamp >= 0 {
+		return info.MaxTimestamp, nil
+	}
+	fi, err := os.Stat(info.LogPath)
+	if err != nil {
+		return 0, fmt.Errorf("segment: retention: %w", err)
+	}
+	return fi.ModTime().UnixMilli(), nil
+}
+
+// maybeRollByTime rolls a non-empty active segment older than segment.ms.
+func (l *Log) maybeRollByTime() error {
+	l.appendMu.Lock()
+	if err := l.writable(); err != nil {
+		l.appendMu.Unlock()
+		return err
+	}
+	cfg, now, s := l.config(), l.opts.now(), l.active
+	var sealed *SegmentInfo
+	if s.size > 0 && now.Sub(s.created).Milliseconds() > cfg.SegmentMs {
+		info, err := l.rollLocked(cfg, now)
+		if err != nil {
+			l.appendMu.Unlock()
+			return err
+		}
+		sealed = &info
+	}
+	l.appendMu.Unlock()
+	l.fireOnSeal(sealed)
+	return nil
+}
+
+// SetLogStartOffset moves the log start forward to offset (DeleteRecords,
+// or tiering moving the local start) and checkpoints it before returning.
+// Sealed segments wholly below it are deleted. Moving it backwards is a
+// no-op; beyond the log end is ErrOffsetOutOfRange.
+func (l *Log) SetLogStartOffset(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	switch {
+	case l.mu.closed:
+		l.mu.Unlock()
+		return ErrClosed
+	case offset <= l.mu.logStart:
+		l.mu.Unlock()
+		return nil
+	case offset > l.mu.logEnd:
+		err := fmt.Errorf("%w: log start %d beyond log end %d", ErrOffsetOutOfRange, offset, l.mu.logEnd)
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.logStart = offset
+	var doomed []*segment
+	for _, s := range l.mu.segs[:len(l.mu.segs)-1] {
+		if s.next > offset {
+			break
+		}
+		doomed = append(doomed, s)
+	}
+	l.mu.Unlock()
+	if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, offset); err != nil {
+		return l.poison(err)
+	}
+	if err := l.epochs.truncateFromStart(offset); err != nil {
+		return err
+	}
+	_, err := l.deleteOldestLocked(doomed)
+	return err
+}
+
+// deleteOldestLocked removes doomed from the front of the segment list (as
+// many as are still its oldest, non-active segments), moves the log start
+// up, unlinks their files and schedules their descriptors to close after
+// file.delete.delay.ms. Caller holds flushMu.
+func (l *Log) deleteOldestLocked(doomed []*segment) ([]SegmentInfo, error) {
+	l.mu.Lock()
+	n := 0
+	for n < len(doomed) && n < len(l.mu.segs)-1 && l.mu.segs[n] == doomed[n] {
+		n++
+	}
+	doomed = doomed[:n]
+	if n == 0 {
+		l.mu.Unlock()
+		return nil, nil
+	}
+	l.mu.segs = slices.Clone(l.mu.segs[n:])
+	oldStart := l.mu.logStart
+	l.mu.logStart = max(l.mu.logStart, l.mu.segs[0].base)
+	newStart := l.mu.logStart
+	infos := make([]SegmentInfo, n)
+	for i, s := range doomed {
+		infos[i] = s.info()
+	}
+	l.mu.Unlock()
+
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.remove())
+	}
+	l.closeLater(doomed)
+	if newStart != oldStart {
+		if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, newStart); err != nil {
+			errs = append(errs, l.poison(err))
+		}
+		errs = append(errs, l.epochs.truncateFromStart(newStart))
+	}
+	l.opts.logger.Info("segment: deleted segments", "dir", l.dir, "count", n, "logStartOffset", newStart)
+	return infos, errors.Join(errs...)
+}
+
+// closeLater closes the files of deleted segments after
+// file.delete.delay.ms, so that zero-copy reads already handed out finish.
+// Close closes them at once.
+func (l *Log) closeLater(segs []*segment) {
+	cfg := l.config()
+	if cfg.FileDeleteDelayMs == 0 {
+		for _, s := range segs {
+			if err := s.close(); err != nil {
+				l.opts.logger.Warn("segment: closing deleted segment", "path", s.logPath, "err", err)
+			}
+		}
+		return
+	}
+	delay := time.Duration(min(cfg.FileDeleteDelayMs, int64(time.Duration(1<<62)/time.Millisecond))) * time.Millisecond
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range segs {
+		l.mu.closing[s] = time.AfterFunc(delay, func() {
+			l.mu.Lock()
+			_, ok := l.mu.closing[s]
+			delete(l.mu.closing, s)
+			l.mu.Unlock()
+			if !ok {
+				return // closed by shutdown
+			}
+			if err := s.close(); err != nil {
+				l.opts.logger.Warn("segment: closing deleted segment", "path", s.logPath, "err", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+package segment
+
+import (
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lgSegmentBases returns the base offsets of the log's segments.
+func lgSegmentBases(l *Log) []int64 {
+	var bases []int64
+	for _, s := range l.Segments() {
+		bases = append(bases, s.BaseOffset)
+	}
+	return bases
+}
+
+func TestRetentionBySize(t *testing.T) {
+	cfg := lgConfig()
+	one := int64(len(lgBatch(1, 0, 200, 0)))
+	cfg.SegmentBytes = 2 * one // two batches per segment
+	cfg.RetentionMs = -1
+	l := lgOpen(t, t.TempDir(), cfg)
+	lgFill(t, l, 9, 1, 200, 0) // segments 0,2,4,6 full; 8 active with one batch
+	tests := []struct {
+		retentionBytes int64
+		wantDeleted    []int64
+		wantBases      []int64
+	}{
+		{-1, nil, []int64{0, 2, 4, 6, 8}},
+		{9 * one, nil, []int64{0, 2, 4, 6, 8}},
+		{8 * one, nil, []int64{0, 2, 4, 6, 8}}, // deleting 2 batches would go below 8
+		{7 * one, []int64{0}, []int64{2, 4, 6, 8}},
+		{2*one + 1, []int64{2, 4}, []int64{6, 8}},
+		{1, []int64{6}, []int64{8}}, // never the active segment
+	}
+	for i, tt := range tests {
+		cfg.RetentionBytes = tt.retentionBytes
+		l.UpdateConfig(cfg)
+		deleted, err := l.EnforceRetention()
+		if err != nil {
+			t.Fatalf("#%d: %v", i, err)
+		}
+		var got []int64
+		for _, d := range deleted {
+			got = append(got, d.BaseOffset)
+			if _, err := os.Stat(d.LogPath); !os.IsNotExist(err) {
+				t.Errorf("#%d: %s still exists", i, d.LogPath)
+			}
+		}
+		if !slices.Equal(got, tt.wantDeleted) {
+			t.Errorf("#%d: got deleted %v, want %v", i, got, tt.wantDeleted)
+		}
+		if bases := lgSegmentBases(l); !slices.Equal(bases, tt.wantBases) {
+			t.Errorf("#%d: got segments %v, want %v", i, bases, tt.wantBases)
+		}
+		if got, want := l.LogStartOffset(), tt.wantBases[0]; got != want {
+			t.Errorf("#%d: got log start %d, want %d", i, got, want)
+		}
+	}
+	if _, err := l.Read(0, 100, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Errorf("read below the log start: got %v, want ErrOffsetOutOfRange", err)
+	}
+	if off, ok, err := readOffsetCheckpoint(l.Dir(), logStartOffsetFile); err != nil || !ok || off != 8 {
+		t.Errorf("log start checkpoint: got %d %v %v, want 8", off, ok, err)
+	}
+}
+
+func TestRetentionByTime(t *testing.T) {
+	cfg := lgConfig()
+	cfg.RetentionMs = 10_000
+	cfg.SegmentMs = 1 << 62                             // no roll on age here
+	cfg.SegmentBytes = int64(len(lgBatch(1, 0, 10, 0))) // one batch per segment
+	var mu sync.Mutex
+	clock := time.UnixMilli(100_000)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	l := lgOpen(t, t.TempDir(), cfg, WithClock(now))
+	// Batch i has timestamp 100_000 + 1000*i, except batch 2 (far future).
+	for i := range 6 {
+		ts := int64(100_000 + 1000*i)
+		if i == 2 {
+			ts = 1 << 50
+		}
+		lgAppend(t, l, lgBatch(1, ts, 10, 0))
+	}
+	tests := []struct {
+		now       int64
+		wantBases []int64
+	}{
+		{110_000, []int64{0, 1, 2, 3, 4, 5}},
+		{110_001, []int64{1, 2, 3, 4, 5}},
+		{113_500, []int64{2, 3, 4, 5}}, // segment 2 blocks newer ones
+		{1 << 51, []int64{5}},
+	}
+	for i, tt := range tests {
+		mu.Lock()
+		clock = time.UnixMilli(tt.now)
+		mu.Unlock()
+		if _, err := l.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		if bases := lgSegmentBases(l); !slices.Equal(bases, tt.wantBases) {
+			t.Errorf("#%d: now %d: got segments %v, want %v", i, tt.now, bases, tt.wantBases)
+		}
+	}
+}
+
+func TestRetentionVetoAndHighWatermark(t *testing.T) {
+	cfg := lgConfig()
+	cfg.RetentionBytes = 1
+	cfg.SegmentBytes = int64(len(lgBatch(1, 0, 10, 0)))
+	var mu sync.Mutex
+	var asked []int64
+	allowBelow := int64(2)
+	l := lgOpen(t, t.TempDir(), cfg, WithDeleteVeto(func(si SegmentInfo) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, si.BaseOffset)
+		return si.BaseOffset < allowBelow
+	}))
+	lgFill(t, l, 6, 1, 10, 0)
+	l.SetHighWatermark(4)
+	tests := []struct {
+		allowBelow int64
+		hw         int64
+		wantBases  []int64
+		wantAsked  []int64
+	}{
+		{2, 4, []int64{2, 3, 4, 5}, []int64{0, 1, 2}}, // vetoed at 2
+		{10, 4, []int64{4, 5}, []int64{2, 3}},         // segment 4 ends above the high watermark
+		{10, 6, []int64{5}, []int64{4}},
+	}
+	for i, tt := range tests {
+		mu.Lock()
+		allowBelow, asked = tt.allowBelow, nil
+		mu.Unlock()
+		l.SetHighWatermark(tt.hw)
+		if _, err := l.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		if bases := lgSegmentBases(l); !slices.Equal(bases, tt.wantBases) {
+			t.Errorf("#%d: got segments %v, want %v", i, bases, tt.wantBases)
+		}
+		mu.Lock()
+		if !slices.Equal(asked, tt.wantAsked) {
+			t.Errorf("#%d: veto asked about %v, want %v", i, asked, tt.wantAsked)
+		}
+		mu.Unlock()
+	}
+}
+
+func TestSetLogStartOffset(t *testing.T) {
+	dir := t.TempDir()
+	cfg := lgConfig()
+	cfg.SegmentBytes = int64(2 * len(lgBatch(2, 0, 10, 0)))
+	l := lgOpen(t, dir, cfg)
+	lgFill(t, l, 7, 2, 10, 0) // segments at 0, 4, 8, 12 (active, one batch)
+	tests := []struct {
+		start     int64
+		wantStart int64
+		wantBases []int64
+		wantErr   error
+	}{
+		{3, 3, []int64{0, 4, 8, 12}, nil},
+		{1, 3, []int64{0, 4, 8, 12}, nil}, // backwards: no-op
+		{4, 4, []int64{4, 8, 12}, nil},
+		{11, 11, []int64{8, 12}, nil},
+		{15, 11, []int64{8, 12}, ErrOffsetOutOfRange},
+		{14, 14, []int64{12}, nil}, // the active segment stays
+	}
+	for i, tt := range tests {
+		err := l.SetLogStartOffset(tt.start)
+		if !errors.Is(err, tt.wantErr) {
+			t.Errorf("#%d: got error %v, want %v", i, err, tt.wantErr)
+		}
+		if got := l.LogStartOffset(); got != tt.wantStart {
+			t.Errorf("#%d: got log start %d, want %d", i, got, tt.wantStart)
+		}
+		if bases := lgSegmentBases(l); !slices.Equal(bases, tt.wantBases) {
+			t.Errorf("#%d: got segments %v, want %v", i, bases, tt.wantBases)
+		}
+		if off, _, _ := readOffsetCheckpoint(dir, logStartOffsetFile); off != tt.wantStart {
+			t.Errorf("#%d: checkpoint holds %d, want %d", i, off, tt.wantStart)
+		}
+	}
+	if _, err := l.Read(13, 100, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Errorf("read below log start: got %v", err)
+	}
+	lgCrash(t, l)
+	l = lgOpen(t, dir, cfg)
+	if got := l.LogStartOffset(); got != 14 {
+		t.Errorf("after reopen: got log start %d, want 14", got)
+	}
+}
+
+// TestDeletedSegmentReadable checks that a zero-copy read handed out before
+// retention deleted its segment can still be sent until file.delete.delay.ms
+// has passed, and that the descriptor is closed afterwards.
+func TestDeletedSegmentReadable(t *testing.T) {
+	cfg := lgConfig()
+	cfg.SegmentBytes = int64(len(lgBatch(1, 0, 100, 0)))
+	cfg.FileDeleteDelayMs = 300
+	cfg.RetentionBytes = 1
+	l := lgOpen(t, t.TempDir(), cfg)
+	want := lgFill(t, l, 3, 1, 100, 0)
+	rs, err := l.Read(0, 1000, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := l.EnforceRetention()
+	if err != nil || len(deleted) != 2 {
+		t.Fatalf("got deleted %v, %v; want 2 segments", deleted, err)
+	}
+	got, err := io.ReadAll(io.NewSectionReader(rs.File, rs.Pos, rs.Size))
+	if err != nil || string(got) != string(want[0]) {
+		t.Fatalf("read of a deleted segment within the delay: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := rs.File.ReadAt(make([]byte, 1), 0); errors.Is(err, os.ErrClosed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("file of a deleted segment still open after the delay")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,68 @@
+package segment
+
+import "encoding/binary"
+
+// The time index (.timeindex) maps timestamps to offsets, sparsely. It is
+// Kafka's format: 12-byte entries, never to change,
+//
+//	+-----------------------------------------------+-----------------------+
+//	| max timestamp so far in the segment     i64   | relative offset  u32  |  big endian
+//	+-----------------------------------------------+-----------------------+
+//
+// where the relative offset is the base offset of the batch holding that
+// maximum, minus the segment's base offset. An entry is added together with
+// an offset index entry when the segment's max timestamp grew since the last
+// time entry, and once more when the segment is sealed, so that the last
+// entry of a sealed segment holds its max timestamp. Both columns strictly
+// increase.
+const timeEntrySize = 12
+
+func putTimeEntry(b []byte, ts int64, rel uint32) {
+	binary.BigEndian.PutUint64(b, uint64(ts))
+	binary.BigEndian.PutUint32(b[8:], rel)
+}
+
+func timeEntry(b []byte) (ts int64, rel uint32) {
+	return int64(binary.BigEndian.Uint64(b)), binary.BigEndian.Uint32(b[8:])
+}
+
+// validTimeEntry accepts entries whose timestamps and offsets strictly
+// increase (the first may have relative offset 0). A zero-filled entry after
+// the first is rejected, which is how the end of a preallocated file is
+// found.
+func validTimeEntry(prev, cur []byte) bool {
+	ts, rel := timeEntry(cur)
+	if prev == nil {
+		return ts >= 0
+	}
+	pts, prel := timeEntry(prev)
+	return ts > pts && rel > prel
+}
+
+// floorBefore returns the relative offset of the last entry whose timestamp
+// is < ts; ok is false when there is none.
+func (v entryView) floorBefore(ts int64) (rel uint32, ok bool, err error) {
+	i, err := v.search(func(e []byte) bool { t, _ := timeEntry(e); return t < ts })
+	if err != nil || i == 0 {
+		return 0, false, err
+	}
+	e, err := v.entry(i - 1)
+	if err != nil {
+		return 0, false, err
+	}
+	_, rel = timeEntry(e)
+	return rel, true, nil
+}
+
+// lastTimeEntry returns the last entry of the view; ok is false when empty.
+func (v entryView) lastTimeEntry() (ts int64, rel uint32, ok bool, err error) {
+	if v.n == 0 {
+		return -1, 0, false, nil
+	}
+	e, err := v.entry(v.n - 1)
+	if err != nil {
+		return -1, 0, false, err
+	}
+	ts, rel = timeEntry(e)
+	return ts, rel, true, nil
+}
