@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,10 +34,12 @@ import (
 //   illegal name is then INVALID_TOPIC_EXCEPTION), else
 //   UNKNOWN_TOPIC_OR_PARTITION; an unknown partition of a known topic is
 //   UNKNOWN_TOPIC_OR_PARTITION.
-// * Idempotent batches (producer id >= 0) are stored as plain appends:
-//   InitProducerId is not served yet, and sequence checking arrives with
-//   it. Transactional batches are refused with INVALID_TXN_STATE, as a
-//   broker answers a producer that has no transaction in progress.
+// * Idempotent batches (producer id >= 0) are checked against the
+//   partition's producer state (package producer): a duplicate of one of
+//   the producer's last five batches is answered with its original offsets
+//   and not appended again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
+//   an old epoch INVALID_PRODUCER_EPOCH. Transactional batches are refused
+//   with INVALID_TXN_STATE: transactions are not supported.
 // * TimeoutMillis is ignored: there are no replicas to wait for.
 //
 // Version notes:
@@ -111,8 +114,11 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	if ts.cfg.logAppendTime {
 		opts.LogAppendTime = s.nowFn().UnixMilli()
 	}
-	res, err := p.log.Append(records, opts)
+	res, err := p.appendProduced(records, opts)
 	if err != nil {
+		if code := producer.ErrorCode(err); code != kerr.UnknownServerError.Code {
+			return newKafkaError(kerr.ErrorForCode(code).(*kerr.Error), "%v", err)
+		}
 		return appendError(err)
 	}
 	s.stats.produceBatches.Add(1)

@@ -50,7 +50,7 @@ func TestApiVersionsAdvertisesExactlyTheRegistry(t *testing.T) {
 		for _, k := range resp.ApiKeys {
 			got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 		}
-		want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 7}, 3: {0, 12}, 18: {0, 3}, 19: {2, 7}, 20: {1, 6},
+		want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 7}, 3: {0, 12}, 18: {0, 3}, 19: {2, 7}, 20: {1, 6}, 22: {0, 4},
 			23: {2, 4}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1}, 60: {0, 1}}
 		if len(got) != len(want) {
 			t.Fatalf("v%d: advertised %v, want %v", v, got, want)

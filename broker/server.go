@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/coord"
 )
 
@@ -26,6 +27,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	meta   coord.Metadata
+	pids   *producer.IDAllocator
 	ln     net.Listener
 	lock   *os.File // flock on the data directory
 	self   coord.Broker
@@ -101,6 +103,11 @@ func NewServer(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.meta = meta
+	pidBlocks, err := producer.OpenFileBlockSource(cfg.LogDir, producer.DefaultBlockSize)
+	if err != nil {
+		return fail(fmt.Errorf("broker: producer id blocks: %w", err))
+	}
+	s.pids = producer.NewIDAllocator(pidBlocks, s.log)
 	if err := s.loadTopics(existed); err != nil {
 		return fail(err)
 	}
@@ -250,6 +257,12 @@ func (s *Server) enforceRetention() {
 		}
 		for _, seg := range deleted {
 			s.log.Info("retention deleted segment", "topic", p.topic, "partition", p.index, "base_offset", seg.BaseOffset, "next_offset", seg.NextOffset, "bytes", seg.Size)
+		}
+		if len(deleted) > 0 {
+			p.trimProducers()
+		}
+		if err := p.snapshotProducers(); err != nil {
+			s.log.Error("producer state snapshot failed", "topic", p.topic, "partition", p.index, "err", err)
 		}
 	}
 }

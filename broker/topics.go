@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 )
@@ -26,11 +28,23 @@ type topicState struct {
 
 // partition is one open partition log. The leader epoch is fixed while the
 // partition is open on a single node.
+//
+// appendMu serializes the produce path of the partition: the idempotence
+// check, the append and the producer-state update happen under it, so two
+// batches of one producer cannot pass the sequence check together. Lock
+// order: appendMu, then the producer.StateManager's own lock.
 type partition struct {
 	topic       string
 	index       int32
+	dir         string
 	log         *segment.Log
 	leaderEpoch int32
+
+	appendMu  sync.Mutex
+	producers *producer.StateManager
+	// snapshotEnd is the log end offset of the last producer-state
+	// snapshot; guarded by appendMu.
+	snapshotEnd int64
 }
 
 // partitionDir is Kafka's directory name for a partition: topic-partition.
@@ -118,7 +132,12 @@ func (s *Server) openPartition(topic string, index, epoch int32, cfg topicConfig
 			"truncated_at", r.TruncatedAt, "dropped_bytes", r.DroppedBytes, "dropped_batches", r.DroppedBatches,
 			"rebuilt_indexes", r.RebuiltIndexes, "reason", r.Reason)
 	}
-	return &partition{topic: topic, index: index, log: l, leaderEpoch: epoch}, nil
+	p := &partition{topic: topic, index: index, dir: dir, log: l, leaderEpoch: epoch}
+	if err := p.loadProducers(s.log); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+	}
+	return p, nil
 }
 
 // closeLogs closes every open log and returns the errors.
@@ -131,6 +150,9 @@ func (s *Server) closeLogs() []error {
 	var errs []error
 	for _, t := range topics {
 		for _, p := range t.parts {
+			if err := p.snapshotProducers(); err != nil {
+				errs = append(errs, fmt.Errorf("broker: producer snapshot %s-%d: %w", p.topic, p.index, err))
+			}
 			if err := p.log.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("broker: close %s-%d: %w", p.topic, p.index, err))
 			}
