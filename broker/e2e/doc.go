@@ -1,0 +1,16 @@
+// Package e2e holds Strata's end-to-end tests: each test builds nothing
+// itself but starts a real `strata broker` process (the binary is built once
+// per `go test` run, in TestMain), drives it with real Kafka clients (kcat,
+// librdkafka through python3-confluent-kafka, franz-go, sarama, kafka-go)
+// and raw TCP, kills and restarts it, and checks what comes back.
+//
+// The package has no code of its own outside its tests; the harness lives in
+// harness_test.go. Tools that are missing (kcat, the Debian Python module,
+// strace) skip the tests that need them, except in CI (CI=true), where make
+// test has installed them (deploy/scripts/install-test-deps.sh) and their
+// absence is a failure.
+//
+// Run: go test ./broker/e2e/ (about 20 s once built; -v shows the figures
+// each test logs). Set STRATA_BIN to a prebuilt strata binary to skip the
+// build; with -short the tests skip.
+package e2e

@@ -1,0 +1,135 @@
+// Package group is Strata's classic consumer group coordinator: the group
+// state machine of Kafka's classic protocol (JoinGroup, SyncGroup,
+// Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch,
+// OffsetDelete), group administration (DescribeGroups, ListGroups,
+// DeleteGroups), and their durability in the internal topic
+// __consumer_offsets. It knows nothing of sockets: the Kafka server decodes
+// each request with kmsg, calls the Coordinator method of its API and
+// encodes the kmsg response it gets back.
+//
+// # Calling the coordinator
+//
+//	c, err := group.New(cfg)                  // owns no partition yet
+//	rep, err := c.Load(p, log)                // each partition of __consumer_offsets this broker leads
+//	ctx = group.WithClient(ctx, group.Client{ID: clientID, Host: "/" + ip})
+//	resp := c.JoinGroup(ctx, req)             // and the other methods, one per API
+//	c.Unload(p)                               // leadership of p moved away
+//	c.Close()                                 // shutdown, before closing the logs
+//
+// Every method takes a decoded request of any version listed by APIs() and
+// returns the response of the same version, never nil. JoinGroup, SyncGroup,
+// OffsetCommit, DeleteGroups and OffsetDelete block (for the rebalance, the
+// leader's assignment, or the append to the log); the others return at
+// once. Run each request in its own goroutine and cancel its ctx when the
+// connection closes: an abandoned JoinGroup or SyncGroup is withdrawn from
+// the group (the response then returned is not meant to be sent). Close
+// answers every waiting request. Groups are served only for partitions
+// loaded with Load: others get NOT_COORDINATOR, a loading one
+// COORDINATOR_LOAD_IN_PROGRESS, everything after Close
+// COORDINATOR_NOT_AVAILABLE.
+//
+// # Group states
+//
+// A group is Empty when created (by a first JoinGroup, or by a commit of a
+// group that does not exist) and moves as Kafka's does:
+//
+//	        join                      all members joined, or rebalance timeout
+//	Empty ────────► PreparingRebalance ─────────────────────► CompletingRebalance
+//	  ▲               │  ▲     ▲                                  │       │
+//	  │ nobody left   │  │     │ join with new protocols, leave,  │       │ leader's SyncGroup
+//	  └───────────────┘  │     │ session expiry, sync timeout     │       │ appended to the log
+//	                     │     └──────────────────────────────────┘       ▼
+//	                     └──── leader's join, new protocols, leave, ──── Stable
+//	                           session expiry, sync timeout
+//
+//	Empty ──► Dead: DeleteGroups, or its offsets expired. Any ──► Dead: Unload, Close.
+//
+// PreparingRebalance waits until every member has sent JoinGroup again
+// (and every member id handed out with MEMBER_ID_REQUIRED has come back or
+// expired), or until the longest rebalance timeout of the members passes;
+// dynamic members that did not rejoin are then dropped. Coming from Empty
+// it first waits group.initial.rebalance.delay.ms, again each time a new
+// member arrives, up to the rebalance timeout. Completing the join phase
+// bumps the generation, selects the protocol (among those every member
+// supports, the one most members prefer) and answers every waiting
+// JoinGroup; the first member to have joined is leader and alone receives
+// the member list. In CompletingRebalance, SyncGroups wait for the
+// leader's; its assignment is appended to __consumer_offsets, then every
+// member gets its own part and the group is Stable. Members that do not
+// sync within the rebalance timeout are dropped and the group rebalances.
+// A member whose heartbeats stop for its session timeout is dropped (not
+// while its JoinGroup or SyncGroup waits). A static member (KIP-345) that
+// restarts takes over its old member's place under a new member id; the
+// old id is fenced, and a Stable group does not rebalance for it.
+//
+// # Records in __consumer_offsets
+//
+// Group ids map to partitions as in Kafka (PartitionFor). Every write is
+// one uncompressed record batch v2 (no producer id, timestamps from
+// Config.Now) appended to the group's partition: an OffsetCommit one
+// record per partition, a group change one record, a deletion the
+// tombstones together. A tombstone is a record with a null value; the last
+// record of a key wins. The keys and values are Kafka's own schemas
+// (OffsetCommitKey/Value, GroupMetadataKey/Value, encoded by kmsg): each
+// begins with an int16 version that says what follows, so the format is
+// versioned and Kafka's tools can read it. Strings are an int16 length and
+// UTF-8 bytes (length -1: null, in the fields marked nullable); bytes are
+// an int32 length and the bytes; integers are big-endian.
+//
+//	offset key, version 1 (0 is read the same way)
+//	+-----------+---------------+---------------+-----------------+
+//	| version=1 | group         | topic         | partition       |
+//	| int16     | string        | string        | int32           |
+//	+-----------+---------------+---------------+-----------------+
+//
+//	offset value, version 3 (written unless the commit had a retention time)
+//	+-----------+--------------+----------------+----------+---------------+
+//	| version=3 | offset       | leader epoch   | metadata | commit time   |
+//	| int16     | int64        | int32 (-1:none)| string   | int64 ms      |
+//	+-----------+--------------+----------------+----------+---------------+
+//
+//	offset value, version 1 (OffsetCommit v2-v4 with a retention time)
+//	+-----------+--------------+----------+---------------+---------------+
+//	| version=1 | offset       | metadata | commit time   | expire time   |
+//	| int16     | int64        | string   | int64 ms      | int64 ms      |
+//	+-----------+--------------+----------+---------------+---------------+
+//
+//	group key, version 2
+//	+-----------+---------------+
+//	| version=2 | group         |
+//	| int16     | string        |
+//	+-----------+---------------+
+//
+//	group value, version 3
+//	+-----------+---------------+------------+-------------------+-------------------+----------------+---------------+
+//	| version=3 | protocol type | generation | protocol          | leader            | state time     | member count  |
+//	| int16     | string        | int32      | nullable string   | nullable string   | int64 ms       | int32         |
+//	+-----------+---------------+------------+-------------------+-------------------+----------------+---------------+
+//	then per member:
+//	+-----------+-------------------+-----------+-------------+-------------------+-----------------+--------------+------------+
+//	| member id | instance id       | client id | client host | rebalance timeout | session timeout | subscription | assignment |
+//	| string    | nullable string   | string    | string      | int32 ms          | int32 ms        | bytes        | bytes      |
+//	+-----------+-------------------+-----------+-------------+-------------------+-----------------+--------------+------------+
+//
+// The group value is written when the leader's assignment is stored (the
+// members with their metadata for the selected protocol and their
+// assignments), when a static member is replaced without a rebalance, and
+// when the group becomes Empty (no members, null protocol and leader).
+// Load replays a partition from its start: offsets and groups come back,
+// a group with members as Stable at its generation with its sessions
+// restarted. Values of versions 0-4 are read; other key or value versions
+// are skipped and counted in the LoadReport.
+//
+// The log is not compacted: it grows with every commit, so the server must
+// keep __consumer_offsets with unlimited retention (retention.ms=-1,
+// retention.bytes=-1) until compaction exists.
+//
+// # Locks
+//
+// Coordinator.mu guards the partition and group maps; each group's mu its
+// state; each partition writer's mu its queue. Order: group.mu, then
+// Coordinator.mu or writer.mu; never the reverse, and no lock is held
+// during an Append. The writer applies a write's effect on memory after
+// its append returned, in log order, so memory never shows what the log
+// does not hold, and both agree on the order of writes.
+package group

@@ -1,0 +1,158 @@
+package group
+
+// OffsetFetch: versions 1-8 (v0 is answered the same way).
+//
+// Behavior:
+//   - v8 asks for several groups at once, each answered with its own
+//     error; v0-v7 for one group. The empty group id is allowed.
+//   - Errors of the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+//     ...): v2+ in the group's (top-level) error code, v0-1 on every
+//     requested partition.
+//   - Partitions without a committed offset, and every partition of an
+//     unknown group, answer offset -1, leader epoch -1, metadata "" and no
+//     error. Metadata is never null.
+//   - Null topics (v2+) ask for every committed offset of the group.
+//   - RequireStable (v7+) needs nothing: there are no transactional
+//     commits pending.
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fetchedTopic is one topic of an OffsetFetch answer.
+type fetchedTopic struct {
+	topic      string
+	partitions []int32
+	entries    []offsetEntry // offset -1 where nothing is committed
+}
+
+// OffsetFetch handles an OffsetFetch request. It does not block.
+func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			var want []fetchedTopic
+			for _, t := range rg.Topics {
+				want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
+			}
+			code, got := c.fetchOffsets(rg.Group, want, rg.Topics == nil)
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group = rg.Group
+			sg.ErrorCode = code
+			for _, ft := range got {
+				st := kmsg.NewOffsetFetchResponseGroupTopic()
+				st.Topic = ft.topic
+				for i, p := range ft.partitions {
+					e := ft.entries[i]
+					sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					sp.Partition = p
+					sp.Offset = e.offset
+					sp.LeaderEpoch = e.leaderEpoch
+					sp.Metadata = kmsg.StringPtr(e.metadata)
+					st.Partitions = append(st.Partitions, sp)
+				}
+				sg.Topics = append(sg.Topics, st)
+			}
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return resp
+	}
+
+	var want []fetchedTopic
+	for _, t := range req.Topics {
+		want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
+	}
+	all := req.Topics == nil && req.Version >= 2
+	code, got := c.fetchOffsets(req.Group, want, all)
+	if code != 0 {
+		if req.Version >= 2 {
+			resp.ErrorCode = code
+			return resp
+		}
+		got = unknownOffsets(want)
+	}
+	for _, ft := range got {
+		st := kmsg.NewOffsetFetchResponseTopic()
+		st.Topic = ft.topic
+		for i, p := range ft.partitions {
+			e := ft.entries[i]
+			sp := kmsg.NewOffsetFetchResponseTopicPartition()
+			sp.Partition = p
+			sp.Offset = e.offset
+			sp.LeaderEpoch = e.leaderEpoch
+			sp.Metadata = kmsg.StringPtr(e.metadata)
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+var noOffset = offsetEntry{offset: -1, leaderEpoch: -1, expireTime: -1}
+
+func unknownOffsets(want []fetchedTopic) []fetchedTopic {
+	out := make([]fetchedTopic, len(want))
+	for i, t := range want {
+		out[i] = fetchedTopic{topic: t.topic, partitions: t.partitions, entries: make([]offsetEntry, len(t.partitions))}
+		for j := range t.partitions {
+			out[i].entries[j] = noOffset
+		}
+	}
+	return out
+}
+
+// fetchOffsets returns a group error, or the committed offsets of the
+// wanted partitions (all of them when all is set).
+func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all bool) (int16, []fetchedTopic) {
+	if !validGroupID(groupID, true) {
+		return kerr.InvalidGroupID.Code, nil
+	}
+	g, code := c.lookup(groupID, false)
+	if code != 0 {
+		return code, nil
+	}
+	out := unknownOffsets(want)
+	if g == nil {
+		return 0, out
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == StateDead {
+		return 0, out
+	}
+	if all {
+		topics := make([]string, 0, len(g.offsets))
+		for t := range g.offsets {
+			topics = append(topics, t)
+		}
+		sort.Strings(topics)
+		out = out[:0]
+		for _, t := range topics {
+			ft := fetchedTopic{topic: t}
+			ps := make([]int32, 0, len(g.offsets[t]))
+			for p := range g.offsets[t] {
+				ps = append(ps, p)
+			}
+			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+			for _, p := range ps {
+				ft.partitions = append(ft.partitions, p)
+				ft.entries = append(ft.entries, g.offsets[t][p])
+			}
+			out = append(out, ft)
+		}
+		return 0, out
+	}
+	for i := range out {
+		for j, p := range out[i].partitions {
+			if e, ok := g.offsets[out[i].topic][p]; ok {
+				out[i].entries[j] = e
+			}
+		}
+	}
+	return 0, out
+}

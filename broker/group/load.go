@@ -1,0 +1,281 @@
+package group
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// replayReadBytes is how much Load asks of the log per read.
+const replayReadBytes = 1 << 20
+
+// ErrLoad wraps every error of Load.
+var ErrLoad = errors.New("group: loading __consumer_offsets failed")
+
+// LoadReport says what Load found in a partition.
+type LoadReport struct {
+	Partition int
+	// Records is how many records were replayed; Skipped how many of them
+	// did not decode (unknown versions, malformed keys or values) and were
+	// left out, each logged.
+	Records, Skipped int
+	// Groups is how many groups the partition holds; Offsets how many
+	// committed offsets.
+	Groups, Offsets int
+}
+
+// Load makes the coordinator own a partition of __consumer_offsets: it
+// replays log from its start to its end (last write wins per key; a
+// tombstone deletes), rebuilds committed offsets and groups (a group with
+// members comes back Stable with its generation, leader, members and
+// assignments, and the members' sessions start now), and from then on
+// serves the groups that hash to the partition and appends their writes to
+// log. During the replay those groups get COORDINATOR_LOAD_IN_PROGRESS.
+//
+// Load blocks for the replay; the server may load several partitions in
+// parallel. On error (the log cannot be read, or holds a corrupt batch)
+// the partition stays unowned (NOT_COORDINATOR) and the error wraps
+// ErrLoad. Records that do not decode are skipped, logged and counted.
+// Load and Unload of one partition must not run concurrently.
+func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
+	rep := LoadReport{Partition: partitionID}
+	if partitionID < 0 || partitionID >= c.cfg.NumPartitions {
+		return rep, fmt.Errorf("%w: partition %d of %d: %w", ErrLoad, partitionID, c.cfg.NumPartitions, ErrBadPartition)
+	}
+	p := &partition{id: partitionID, loading: true}
+	c.mu.Lock()
+	switch {
+	case c.mu.closed:
+		c.mu.Unlock()
+		return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, ErrClosed)
+	case c.mu.partitions[partitionID] != nil:
+		c.mu.Unlock()
+		return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, ErrAlreadyLoaded)
+	}
+	c.mu.partitions[partitionID] = p
+	c.mu.Unlock()
+
+	st := newReplay(partitionID, c.cfg.Logger)
+	err := st.run(log)
+	rep.Records, rep.Skipped = st.records, st.skipped
+	if err != nil {
+		c.mu.Lock()
+		if c.mu.partitions[partitionID] == p {
+			delete(c.mu.partitions, partitionID)
+		}
+		c.mu.Unlock()
+		return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, err)
+	}
+
+	// The writer goes in first: restored groups may write as soon as
+	// their timers run. Close closes it if it comes first (close is
+	// idempotent).
+	w := newWriter(log, c.cfg.MaxAppendBytes, c.cfg.Logger)
+	c.mu.Lock()
+	p.w = w
+	c.mu.Unlock()
+	groups := st.build(c, p)
+	c.mu.Lock()
+	if c.mu.closed || c.mu.partitions[partitionID] != p {
+		c.mu.Unlock()
+		for _, g := range groups {
+			g.mu.Lock()
+			g.killLocked(kerr.CoordinatorNotAvailable.Code)
+			g.mu.Unlock()
+		}
+		w.close()
+		return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, ErrClosed)
+	}
+	for _, g := range groups {
+		c.mu.groups[g.id] = g
+	}
+	rep.Groups, rep.Offsets = len(groups), st.numOffsets
+	p.loading = false
+	c.mu.Unlock()
+	c.cfg.Logger.Info("group: loaded partition", "partition", partitionID,
+		"records", rep.Records, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets)
+	return rep, nil
+}
+
+// replay is the state rebuilt from one partition's records.
+type replay struct {
+	partition  int
+	logger     *slog.Logger
+	offsets    map[string]map[tp]offsetEntry       // group -> committed offsets
+	meta       map[string]*kmsg.GroupMetadataValue // group -> last metadata (nil: tombstone)
+	order      []string                            // groups in order of first appearance
+	seen       map[string]bool
+	records    int
+	skipped    int
+	numOffsets int
+}
+
+func newReplay(partition int, logger *slog.Logger) *replay {
+	return &replay{
+		partition: partition,
+		logger:    logger,
+		offsets:   make(map[string]map[tp]offsetEntry),
+		meta:      make(map[string]*kmsg.GroupMetadataValue),
+		seen:      make(map[string]bool),
+	}
+}
+
+// run reads the log from its start offset to its end offset.
+func (r *replay) run(log Log) error {
+	off, end := log.LogStartOffset(), log.LogEndOffset()
+	for off < end {
+		buf, err := log.ReadCopy(off, replayReadBytes, end)
+		if err != nil {
+			return fmt.Errorf("read at offset %d: %w", off, err)
+		}
+		next := off
+		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
+			if h.NextOffset() <= next {
+				return nil // wholly before the offset asked for
+			}
+			if !h.Control() {
+				if err := r.batch(batch, next); err != nil {
+					return err
+				}
+			}
+			next = h.NextOffset()
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("batch after offset %d: %w", next, err)
+		}
+		if next == off {
+			return fmt.Errorf("read at offset %d returned no batch before the log end %d", off, end)
+		}
+		off = next
+	}
+	return nil
+}
+
+func (r *replay) batch(batch []byte, from int64) error {
+	it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
+	if err != nil {
+		return err
+	}
+	for {
+		rec, ok, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if rec.Offset < from {
+			continue
+		}
+		r.records++
+		lr, err := decodeRecord(rec.Key, rec.Value)
+		if err != nil {
+			r.skipped++
+			r.logger.Warn("group: skipping record of __consumer_offsets", "partition", r.partition, "offset", rec.Offset, "err", err)
+			continue
+		}
+		r.apply(lr)
+	}
+}
+
+func (r *replay) apply(lr logRecord) {
+	if !r.seen[lr.group] {
+		r.seen[lr.group] = true
+		r.order = append(r.order, lr.group)
+	}
+	if !lr.isOffset {
+		r.meta[lr.group] = lr.meta
+		return
+	}
+	t := tp{lr.topic, lr.partition}
+	os := r.offsets[lr.group]
+	if lr.offset == nil {
+		delete(os, t)
+		return
+	}
+	if os == nil {
+		os = make(map[tp]offsetEntry)
+		r.offsets[lr.group] = os
+	}
+	os[t] = *lr.offset
+}
+
+// build turns the replayed state into groups of partition p.
+func (r *replay) build(c *Coordinator, p *partition) []*group {
+	var gs []*group
+	for _, id := range r.order {
+		meta, offsets := r.meta[id], r.offsets[id]
+		if meta == nil && len(offsets) == 0 {
+			continue // deleted
+		}
+		if want := c.PartitionFor(id); want != p.id {
+			r.logger.Warn("group: group found in the wrong partition of __consumer_offsets (was offsets.topic.num.partitions changed?); ignored",
+				"group", id, "partition", p.id, "belongs", want)
+			continue
+		}
+		g := newGroup(c, id, p)
+		g.mu.Lock()
+		for t, e := range offsets {
+			g.setOffsetLocked(t, e)
+		}
+		if meta != nil {
+			g.restoreLocked(meta)
+		}
+		r.numOffsets += g.numOffsetsLocked()
+		g.mu.Unlock()
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// restoreLocked sets the group from its last metadata record. A group with
+// members is Stable at the stored generation; their sessions start now, so
+// members that are gone expire and trigger a rebalance.
+func (g *group) restoreLocked(v *kmsg.GroupMetadataValue) {
+	g.protocolType = v.ProtocolType
+	g.generation = v.Generation
+	if v.CurrentStateTimestamp > 0 {
+		g.stateSince = time.UnixMilli(v.CurrentStateTimestamp)
+	}
+	if len(v.Members) == 0 || v.Protocol == nil {
+		g.state = StateEmpty
+		return
+	}
+	g.protocol = *v.Protocol
+	for _, vm := range v.Members {
+		m := &member{
+			id:               vm.MemberID,
+			clientID:         vm.ClientID,
+			clientHost:       vm.ClientHost,
+			protocolType:     v.ProtocolType,
+			protocols:        []kmsg.JoinGroupRequestProtocol{{Name: g.protocol, Metadata: bytes.Clone(vm.Subscription)}},
+			sessionTimeout:   time.Duration(vm.SessionTimeoutMillis) * time.Millisecond,
+			rebalanceTimeout: time.Duration(vm.RebalanceTimeoutMillis) * time.Millisecond,
+			assignment:       bytes.Clone(vm.Assignment),
+		}
+		if m.rebalanceTimeout <= 0 {
+			m.rebalanceTimeout = m.sessionTimeout
+		}
+		if vm.InstanceID != nil {
+			inst := *vm.InstanceID
+			m.instanceID = &inst
+		}
+		g.addMemberLocked(m)
+	}
+	if v.Leader != nil && g.members[*v.Leader] != nil {
+		g.leader = *v.Leader
+	}
+	g.state = StateStable
+	g.subscribed = g.subscribedTopicsLocked()
+	for _, m := range g.members {
+		g.heartbeatLocked(m)
+	}
+}
