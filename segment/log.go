@@ -49,10 +49,16 @@ var (
 //
 // mu guards the in-memory state. It is held only for short critical
 // sections, never across disk I/O: readers snapshot a segment's file, size
-// and index under mu, then pread without any lock. Functions whose names end
-// in Locked expect mu to be held (or, where their comment says so, appendMu).
+// and index under mu, then pread without any lock.
+//
+// Functions whose names end in Locked expect a lock to be held: mu, unless
+// their comment names appendMu or flushMu. Segment fields changed by appends
+// are written holding both appendMu and mu, so the writer may read them
+// holding appendMu alone (see segment).
 //
 // The EpochCache has its own leaf lock and is never called with mu held.
+// Callbacks (WithOnSeal, WithDeleteVeto) run with no lock held; the
+// WithSyncHook function runs holding flushMu and must not call the Log.
 type Log struct {
 	dir      string
 	opts     options
@@ -178,11 +184,12 @@ func (l *Log) HighWatermark() int64 {
 	return l.highWatermarkLocked()
 }
 
+// highWatermarkLocked is HighWatermark. Caller holds mu.
 func (l *Log) highWatermarkLocked() int64 {
 	if !l.mu.hwSet {
 		return l.mu.logEnd
 	}
-	return l.mu.hw
+	return max(l.mu.hw, l.mu.logStart)
 }
 
 // SetHighWatermark sets the high watermark, clamped to [log start, log end].
@@ -231,6 +238,7 @@ func (l *Log) AppendNotify() <-chan struct{} {
 	return l.mu.notify
 }
 
+// notifyLocked wakes AppendNotify waiters. Caller holds mu.
 func (l *Log) notifyLocked() {
 	if l.mu.notify != nil {
 		close(l.mu.notify)
@@ -239,7 +247,8 @@ func (l *Log) notifyLocked() {
 }
 
 // UpdateConfig applies cfg (normalized as in Open) from the next append on.
-// Index sizes apply to segments created afterwards.
+// A new segment.index.bytes is checked at once when rolling, but index files
+// are preallocated to it only for segments created afterwards.
 func (l *Log) UpdateConfig(cfg Config) {
 	l.mu.Lock()
 	l.mu.cfg = cfg.normalized()
@@ -549,6 +558,7 @@ func (l *Log) poison(err error) error {
 	return l.poisonLocked(err)
 }
 
+// poisonLocked is poison. Caller holds mu.
 func (l *Log) poisonLocked(err error) error {
 	if l.mu.poison == nil {
 		l.mu.poison = fmt.Errorf("%w: %w", ErrPoisoned, err)

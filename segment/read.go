@@ -146,7 +146,10 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadSlice, erro
 	}
 	end := pos + int64(h.Size())
 	next := h.NextOffset()
-	limit := min(pos+int64(max(maxBytes, 0)), snap.size)
+	limit := snap.size
+	if mb := int64(max(maxBytes, 0)); mb < snap.size-pos {
+		limit = pos + mb
+	}
 	if end < limit && next < maxOffset {
 		// Jump over the batches that certainly fit: those before the
 		// index entries at or below the byte limit and maxOffset.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestOffsetForTimestamp(t *testing.T) {
@@ -107,7 +108,7 @@ func TestConcurrentReaders(t *testing.T) {
 	cfg.RetentionBytes = 64 << 10
 	cfg.FileDeleteDelayMs = 200
 	l := lgOpen(t, t.TempDir(), cfg)
-	const appends = 1500
+	const appends = 800
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -207,5 +208,70 @@ func TestReadCopyMatchesRead(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("offset %d: ReadCopy differs from Read", off)
 		}
+	}
+}
+
+// TestConcurrentTruncateAndRead runs readers, Sync, retention and a writer
+// that also truncates, all at once; run it with -race. Reads racing with a
+// truncation may fail, but nothing may panic, deadlock or race.
+func TestConcurrentTruncateAndRead(t *testing.T) {
+	cfg := lgConfig()
+	cfg.SegmentBytes = 8 << 10
+	cfg.IndexIntervalBytes = 256
+	cfg.RetentionBytes = 32 << 10
+	cfg.FileDeleteDelayMs = 50
+	l := lgOpen(t, t.TempDir(), cfg)
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for !done.Load() {
+				start := l.LogStartOffset()
+				end := max(l.LogEndOffset(), start)
+				off := start + rng.Int64N(end-start+1)
+				switch rng.IntN(4) {
+				case 0:
+					_, _ = l.ReadCopy(off, rng.IntN(4096), end)
+				case 1:
+					_, _, _, _ = l.OffsetForTimestamp(rng.Int64N(2000))
+				case 2:
+					_ = l.Segments()
+					_, _ = l.MaxTimestamp()
+				case 3:
+					_ = l.Sync()
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !done.Load() {
+			if _, err := l.EnforceRetention(); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for i := range 800 {
+		if _, err := l.Append(lgBatch(1+i%3, int64(i), 50+i%200, byte(i)), AppendOptions{LeaderEpoch: int32(i / 100)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%37 == 36 {
+			to := max(l.LogStartOffset(), l.LogEndOffset()-int64(i%11))
+			if err := l.TruncateTo(to); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	got := lgReadAll(t, l)
+	if len(got) == 0 {
+		t.Fatal("nothing readable")
 	}
 }

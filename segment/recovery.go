@@ -80,16 +80,21 @@ func (l *Log) recover() error {
 	}
 	_, err = os.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	rep.Clean = err == nil
-	rp, _, err := readOffsetCheckpoint(l.dir, recoveryPointFile)
+	rp, rpOK, err := readOffsetCheckpoint(l.dir, recoveryPointFile)
 	if err != nil {
 		l.opts.logger.Warn("segment: ignoring recovery point checkpoint", "dir", l.dir, "err", err)
-		rp = 0
+		rp, rpOK = 0, false
 	}
 	rep.RecoveryPoint = rp
-	logStart, _, err := readOffsetCheckpoint(l.dir, logStartOffsetFile)
+	l.ckpt.rp = -1 // rewrite unless it already holds the recovery point
+	if rpOK {
+		l.ckpt.rp = rp
+	}
+	logStart, logStartOK, err := readOffsetCheckpoint(l.dir, logStartOffsetFile)
 	if err != nil {
 		return err
 	}
+	ckptLogStart := logStart
 
 	var segs []*segment
 	var scanned []*segment
@@ -174,7 +179,7 @@ func (l *Log) recover() error {
 	l.mu.logEnd = l.active.next
 	l.mu.logStart = max(logStart, segs[0].base)
 	l.mu.recoveryPoint = l.mu.logEnd
-	l.mu.lastFlush = now
+	l.mu.lastFlush = time.Now() // the flusher measures flush.ms by the real clock
 
 	if l.epochs, err = newEpochCache(l.dir, l.LogEndOffset); err != nil {
 		return err
@@ -209,11 +214,13 @@ func (l *Log) recover() error {
 		l.mu.hw, l.mu.hwSet = min(max(hw, l.mu.logStart), l.mu.logEnd), true
 		l.ckpt.hw, l.ckpt.hwExists = hw, true
 	}
-	if err := l.writeCheckpointsLocked(true /* force */); err != nil {
+	if err := l.writeCheckpointsLocked(false /* only what changed */); err != nil {
 		return err
 	}
-	if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, l.mu.logStart); err != nil {
-		return err
+	if !logStartOK || l.mu.logStart != ckptLogStart {
+		if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, l.mu.logStart); err != nil {
+			return err
+		}
 	}
 	if rep.Clean {
 		if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {

@@ -158,6 +158,10 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 // file.delete.delay.ms. Caller holds flushMu.
 func (l *Log) deleteOldestLocked(doomed []*segment) ([]SegmentInfo, error) {
 	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
 	n := 0
 	for n < len(doomed) && n < len(l.mu.segs)-1 && l.mu.segs[n] == doomed[n] {
 		n++

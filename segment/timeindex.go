@@ -53,16 +53,3 @@ func (v entryView) floorBefore(ts int64) (rel uint32, ok bool, err error) {
 	_, rel = timeEntry(e)
 	return rel, true, nil
 }
-
-// lastTimeEntry returns the last entry of the view; ok is false when empty.
-func (v entryView) lastTimeEntry() (ts int64, rel uint32, ok bool, err error) {
-	if v.n == 0 {
-		return -1, 0, false, nil
-	}
-	e, err := v.entry(v.n - 1)
-	if err != nil {
-		return -1, 0, false, err
-	}
-	ts, rel = timeEntry(e)
-	return ts, rel, true, nil
-}

@@ -183,7 +183,9 @@ func (c *cutPoint) install(s *segment, now time.Time) {
 	s.lastIndexPos, s.lastTimeTs = c.lastIndexPos, c.lastTimeTs
 	s.index.mem, s.index.n = c.index, len(c.index)/indexEntrySize
 	s.timeIndex.mem, s.timeIndex.n = c.timeIndex, len(c.timeIndex)/timeEntrySize
-	s.index.written, s.timeIndex.written = s.index.n, s.timeIndex.n
+	// Entries still pending in memory were never written: keep them pending.
+	s.index.written = min(s.index.written, s.index.n)
+	s.timeIndex.written = min(s.timeIndex.written, s.timeIndex.n)
 	s.sealed, s.indexSynced = false, false
 	s.created = now
 }

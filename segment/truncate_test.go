@@ -102,6 +102,21 @@ func TestTruncateTo(t *testing.T) {
 			t.Errorf("#%d: rescan after truncation: got %+v, want no rebuild but of %s", i, rep, active)
 		}
 		lgSameBatches(t, lgReadAll(t, l), want)
+		// Truncate the active segment again, with index entries pending,
+		// and close cleanly: the files must hold every entry.
+		if err := l.TruncateTo(tt.wantEnd + 5); err != nil {
+			t.Fatal(err)
+		}
+		more = lgFill(t, l, 3, 3, 40, 3000)
+		want = append(want[:len(want)-3], more...)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = lgOpen(t, dir, cfg)
+		if rep := l.Recovery(); !rep.Clean || rep.ScannedSegments != 0 || len(rep.RebuiltIndexes) != 0 {
+			t.Errorf("#%d: reopen after truncation and close: got %+v, want nothing scanned or rebuilt", i, rep)
+		}
+		lgSameBatches(t, lgReadAll(t, l), want)
 	}
 }
 
@@ -137,5 +152,30 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 	lgSameBatches(t, lgReadAll(t, l), more)
 	if _, err := os.Stat(filepath.Join(dir, segmentName(0)+".index")); !os.IsNotExist(err) {
 		t.Errorf("old index file left behind: %v", err)
+	}
+}
+
+// TestTruncateKeepsPendingIndexEntries truncates an active segment whose
+// index entries are still only in memory: those kept must reach the file.
+func TestTruncateKeepsPendingIndexEntries(t *testing.T) {
+	dir := t.TempDir()
+	cfg := lgConfig()
+	cfg.IndexIntervalBytes = 0 // an entry for every batch but the first
+	l := lgOpen(t, dir, cfg)
+	want := lgFill(t, l, 10, 1, 20, 0)
+	if err := l.TruncateTo(6); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want[:6], lgFill(t, l, 2, 1, 20, 100)...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = lgOpen(t, dir, cfg)
+	if rep := l.Recovery(); !rep.Clean || rep.ScannedSegments != 0 || len(rep.RebuiltIndexes) != 0 {
+		t.Errorf("got %+v, want nothing scanned or rebuilt", rep)
+	}
+	lgSameBatches(t, lgReadAll(t, l), want)
+	if off, ts, found, err := l.OffsetForTimestamp(100); err != nil || !found || off != 6 || ts != 100 {
+		t.Errorf("OffsetForTimestamp(100): got %d@%d %v %v, want 6@100", off, ts, found, err)
 	}
 }

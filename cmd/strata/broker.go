@@ -65,7 +65,7 @@ Settings (Kafka's names; an unknown key or a bad value stops the broker
 with exit status 2 and a message naming it):
 `)
 	for _, kv := range broker.BrokerKeys() {
-		fmt.Fprintf(w, "  %-32s %s\n", kv[0], kv[1])
+		fmt.Fprintf(w, "  %-36s %s\n", kv[0], kv[1])
 	}
 	fmt.Fprint(w, `
 Topic configs (per topic through CreateTopics, AlterConfigs and
@@ -74,6 +74,15 @@ IncrementalAlterConfigs; the log.* settings above are their defaults):
   index.interval.bytes, max.message.bytes, message.timestamp.type,
   min.insync.replicas, retention.bytes, retention.ms, segment.bytes,
   segment.index.bytes, segment.ms
+
+Consumer groups:
+  The broker is the coordinator of every group. Committed offsets and group
+  state go to the internal topic __consumer_offsets, created at the first
+  start with offsets.topic.num.partitions partitions and unlimited retention
+  (retention.ms=-1, retention.bytes=-1: it is not compacted yet, so it grows
+  with every commit and a restart replays it). Clients may read it but not
+  produce to it, delete it, add partitions or limit its retention.
+  Transactions are not supported.
 
 Example:
   strata broker --override listeners=PLAINTEXT://127.0.0.1:0 \
@@ -86,7 +95,7 @@ Example:
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("strata broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { brokerUsage(stderr) }
+	fs.Usage = func() {} // printed below: to stdout for --help, stderr otherwise
 	configFile := fs.String("config", "", "properties file")
 	logLevel := fs.String("log-level", "info", "log level")
 	var overrides overrideFlag
@@ -96,6 +105,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			brokerUsage(stdout)
 			return 0
 		}
+		fmt.Fprintln(stderr, "Run 'strata broker --help' for the flags and settings.")
 		return 2
 	}
 	if fs.NArg() > 0 {
