@@ -66,7 +66,8 @@ staticcheck:
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./segment/ ./broker/
 	$(GO) run ./bench/segbench
-	@if [ -x bench/run-issue3.sh ]; then bash bench/run-issue3.sh; fi
+	bash deploy/scripts/install-bench-deps.sh
+	bash bench/run-issue3.sh
 
 bench-quick: build
 	$(GO) test -run '^$$' -bench . -benchtime 200ms ./segment/
