@@ -40,6 +40,9 @@ import (
 //   and not appended again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
 //   an old epoch INVALID_PRODUCER_EPOCH. Transactional batches are refused
 //   with INVALID_TXN_STATE: transactions are not supported.
+// * __consumer_offsets is written only by the group coordinator: a produce
+//   to it is INVALID_TOPIC_EXCEPTION, as Kafka answers clients other than
+//   its own admin tools.
 // * TimeoutMillis is ignored: there are no replicas to wait for.
 //
 // Version notes:
@@ -62,6 +65,8 @@ func handleProduce(s *Server, r *request) (reply, error) {
 		switch {
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			topicErr = newKafkaError(kerr.InvalidRequiredAcks, "acks must be 0, 1 or -1, got %d", req.Acks)
+		case isInternalTopic(rt.Topic):
+			topicErr = newKafkaError(kerr.InvalidTopicException, "cannot append to internal topic %s", rt.Topic)
 		default:
 			if ts = s.topic(rt.Topic); ts == nil {
 				ts, topicErr = s.autoCreateTopic(rt.Topic)

@@ -20,6 +20,7 @@ import (
 //   (AllowAutoTopicCreation, v4+; always before v4), and answered with its
 //   partitions at once; else UNKNOWN_TOPIC_OR_PARTITION. An illegal name is
 //   INVALID_TOPIC_EXCEPTION, an unknown ID UNKNOWN_TOPIC_ID.
+// * __consumer_offsets is reported with IsInternal (v1+).
 // * Every partition is led by this broker, with replicas and ISR [this
 //   broker] and the partition's leader epoch.
 // * Authorized operations (v8+), when asked for, are all operations: there
@@ -111,6 +112,7 @@ func (s *Server) metadataTopic(t *topicState, req *kmsg.MetadataRequest) kmsg.Me
 	name := t.name
 	mt.Topic = &name
 	mt.TopicID = t.id
+	mt.IsInternal = isInternalTopic(t.name)
 	mt.AuthorizedOperations = opsNotRequested
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicAuthorizedOps

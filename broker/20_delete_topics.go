@@ -16,6 +16,7 @@ import (
 // * By name (v1-5) or, from v6, by name or by topic ID. An unknown name is
 //   UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID, an entry
 //   with both or neither INVALID_REQUEST.
+// * __consumer_offsets cannot be deleted: INVALID_TOPIC_EXCEPTION.
 //
 // Version notes:
 // * v4: flexible versions

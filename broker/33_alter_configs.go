@@ -17,6 +17,8 @@ import (
 //   to the open partition logs at once (Log.UpdateConfig); produce picks up
 //   max.message.bytes, message.timestamp.type and min.insync.replicas with
 //   its next request. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
+// * __consumer_offsets must keep retention.ms=-1 and retention.bytes=-1
+//   (it is not compacted): anything else is INVALID_CONFIG.
 // * ValidateOnly checks and changes nothing.
 // * Broker resources are read-only here (INVALID_REQUEST): broker settings
 //   come from the properties file and --override. Other resource types are

@@ -15,6 +15,8 @@ import (
 //   INVALID_REQUEST.
 // * A manual Assignment must list one replica list per new partition, each
 //   naming only this broker (INVALID_REPLICA_ASSIGNMENT).
+// * __consumer_offsets keeps its partition count (groups are mapped to
+//   partitions by it): INVALID_TOPIC_EXCEPTION.
 // * ValidateOnly checks and changes nothing.
 //
 // Version notes:

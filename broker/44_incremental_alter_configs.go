@@ -17,7 +17,8 @@ import (
 //   (back to the default), APPEND and SUBTRACT (list configs only:
 //   cleanup.policy; others are INVALID_CONFIG). The result is validated as a
 //   whole, persisted in the coordinator and applied live, as AlterConfigs.
-//   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
+//   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION. __consumer_offsets keeps
+//   unlimited retention, as in AlterConfigs.
 // * A config named twice in one resource, or an unknown operation, is
 //   INVALID_REQUEST.
 // * ValidateOnly checks and changes nothing.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,6 +52,14 @@ type Config struct {
 	// copied through user space (strata.fetch.zero.copy=false; for the
 	// CPU comparison benchmark).
 	ZeroCopy bool
+	// Groups holds the consumer group coordinator's settings
+	// (offsets.topic.num.partitions, group.initial.rebalance.delay.ms,
+	// group.min.session.timeout.ms, group.max.session.timeout.ms,
+	// offsets.retention.minutes, offsets.retention.check.interval.ms,
+	// offset.metadata.max.bytes). The server sets its Logger and
+	// PartitionExists, and takes NumPartitions from __consumer_offsets
+	// once that topic exists.
+	Groups group.Config
 	// Properties are the broker settings as given, for DescribeConfigs on
 	// the broker resource.
 	Properties map[string]string
@@ -91,37 +100,44 @@ func (e *ConfigError) Error() string {
 // brokerKeys lists every accepted broker setting and a one-line note, for
 // --help and for DescribeConfigs.
 var brokerKeys = map[string]string{
-	"broker.id":                       "this broker's id (default 0)",
-	"listeners":                       "PLAINTEXT://host:port to listen on (default PLAINTEXT://127.0.0.1:9092; port 0 picks one)",
-	"advertised.listeners":            "PLAINTEXT://host:port clients are told to connect to (default: the listener)",
-	"log.dirs":                        "data directory (one; default ./data)",
-	"log.dir":                         "data directory if log.dirs is not set",
-	"auto.create.topics.enable":       "create unknown topics on Metadata and Produce (default true)",
-	"num.partitions":                  "partitions of auto-created topics (default 1)",
-	"default.replication.factor":      "replication factor of auto-created topics (default 1)",
-	"log.segment.bytes":               "default segment.bytes (1073741824)",
-	"log.roll.ms":                     "default segment.ms",
-	"log.roll.hours":                  "default segment.ms in hours (168)",
-	"log.index.size.max.bytes":        "default segment.index.bytes (10485760)",
-	"log.index.interval.bytes":        "default index.interval.bytes (4096)",
-	"log.retention.ms":                "default retention.ms",
-	"log.retention.minutes":           "default retention.ms in minutes",
-	"log.retention.hours":             "default retention.ms in hours (168)",
-	"log.retention.bytes":             "default retention.bytes (-1, unlimited)",
-	"log.flush.interval.messages":     "default flush.messages (never)",
-	"log.flush.interval.ms":           "default flush.ms (never)",
-	"log.segment.delete.delay.ms":     "default file.delete.delay.ms (60000)",
-	"log.cleanup.policy":              "default cleanup.policy (delete; compact is not supported)",
-	"log.message.timestamp.type":      "default message.timestamp.type (CreateTime or LogAppendTime)",
-	"message.max.bytes":               "default max.message.bytes (1048588)",
-	"min.insync.replicas":             "default min.insync.replicas (1)",
-	"socket.request.max.bytes":        "largest request frame accepted (104857600)",
-	"connections.max.idle.ms":         "idle connections are closed after this (600000)",
-	"log.retention.check.interval.ms": "how often retention runs (300000)",
-	"num.network.threads":             "accepted for compatibility; no effect (Go schedules connections)",
-	"num.io.threads":                  "accepted for compatibility; no effect (Go schedules requests)",
-	"zookeeper.connect":               "must be empty: ZooKeeper mode is not supported yet",
-	"strata.fetch.zero.copy":          "send fetched records with sendfile (default true); false copies, for benchmarks",
+	"broker.id":                           "this broker's id (default 0)",
+	"listeners":                           "PLAINTEXT://host:port to listen on (default PLAINTEXT://127.0.0.1:9092; port 0 picks one)",
+	"advertised.listeners":                "PLAINTEXT://host:port clients are told to connect to (default: the listener)",
+	"log.dirs":                            "data directory (one; default ./data)",
+	"log.dir":                             "data directory if log.dirs is not set",
+	"auto.create.topics.enable":           "create unknown topics on Metadata and Produce (default true)",
+	"num.partitions":                      "partitions of auto-created topics (default 1)",
+	"default.replication.factor":          "replication factor of auto-created topics (default 1)",
+	"log.segment.bytes":                   "default segment.bytes (1073741824)",
+	"log.roll.ms":                         "default segment.ms",
+	"log.roll.hours":                      "default segment.ms in hours (168)",
+	"log.index.size.max.bytes":            "default segment.index.bytes (10485760)",
+	"log.index.interval.bytes":            "default index.interval.bytes (4096)",
+	"log.retention.ms":                    "default retention.ms",
+	"log.retention.minutes":               "default retention.ms in minutes",
+	"log.retention.hours":                 "default retention.ms in hours (168)",
+	"log.retention.bytes":                 "default retention.bytes (-1, unlimited)",
+	"log.flush.interval.messages":         "default flush.messages (never)",
+	"log.flush.interval.ms":               "default flush.ms (never)",
+	"log.segment.delete.delay.ms":         "default file.delete.delay.ms (60000)",
+	"log.cleanup.policy":                  "default cleanup.policy (delete; compact is not supported)",
+	"log.message.timestamp.type":          "default message.timestamp.type (CreateTime or LogAppendTime)",
+	"message.max.bytes":                   "default max.message.bytes (1048588)",
+	"min.insync.replicas":                 "default min.insync.replicas (1)",
+	"socket.request.max.bytes":            "largest request frame accepted (104857600)",
+	"connections.max.idle.ms":             "idle connections are closed after this (600000)",
+	"log.retention.check.interval.ms":     "how often retention runs (300000)",
+	"num.network.threads":                 "accepted for compatibility; no effect (Go schedules connections)",
+	"num.io.threads":                      "accepted for compatibility; no effect (Go schedules requests)",
+	"zookeeper.connect":                   "must be empty: ZooKeeper mode is not supported yet",
+	"strata.fetch.zero.copy":              "send fetched records with sendfile (default true); false copies, for benchmarks",
+	"offsets.topic.num.partitions":        "partitions of __consumer_offsets when it is created (default 50); an existing topic keeps its count",
+	"group.initial.rebalance.delay.ms":    "how long the first rebalance of an empty group waits for more members (default 3000)",
+	"group.min.session.timeout.ms":        "shortest session timeout a group member may ask for (default 6000)",
+	"group.max.session.timeout.ms":        "longest session timeout a group member may ask for (default 1800000)",
+	"offsets.retention.minutes":           "committed offsets of a group that has been empty this long are deleted (default 10080)",
+	"offsets.retention.check.interval.ms": "how often expired committed offsets are looked for (default 600000)",
+	"offset.metadata.max.bytes":           "longest metadata a committed offset may carry (default 4096, at most 32767)",
 }
 
 // BrokerKeys returns the accepted broker settings with a note each, sorted
@@ -151,6 +167,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		RetentionCheckInterval:   300000 * time.Millisecond,
 		ZeroCopy:                 defaultZeroCopy,
 		TopicDefaults:            map[string]string{},
+		Groups:                   group.DefaultConfig(),
 		Properties:               map[string]string{},
 	}
 	for _, d := range topicConfigDefs {
@@ -268,6 +285,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		}
 		c.ZeroCopy = v == "true"
 	}
+	if err := c.groupSettings(intIn, bad); err != nil {
+		return c, err
+	}
 
 	// Broker defaults of topic configs. Where Kafka has several keys for
 	// one setting, the finer unit wins (ms over minutes over hours).
@@ -320,6 +340,37 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	return c, nil
 }
 
+// groupSettings reads the group coordinator's settings into c.Groups.
+func (c *Config) groupSettings(intIn func(k string, min, max int64) (int64, bool, error), bad func(k, reason string) error) error {
+	const maxMs = math.MaxInt64 / int64(time.Millisecond)
+	g := &c.Groups
+	for _, s := range []struct {
+		key      string
+		min, max int64
+		set      func(n int64)
+	}{
+		{"offsets.topic.num.partitions", 1, math.MaxInt32, func(n int64) { g.NumPartitions = int(n) }},
+		{"group.initial.rebalance.delay.ms", 0, math.MaxInt32, func(n int64) { g.InitialRebalanceDelay = time.Duration(n) * time.Millisecond }},
+		{"group.min.session.timeout.ms", 0, math.MaxInt32, func(n int64) { g.MinSessionTimeout = time.Duration(n) * time.Millisecond }},
+		{"group.max.session.timeout.ms", 0, math.MaxInt32, func(n int64) { g.MaxSessionTimeout = time.Duration(n) * time.Millisecond }},
+		{"offsets.retention.minutes", 1, math.MaxInt32, func(n int64) { g.OffsetsRetention = time.Duration(n) * time.Minute }},
+		{"offsets.retention.check.interval.ms", 1, maxMs, func(n int64) { g.OffsetsRetentionCheckInterval = time.Duration(n) * time.Millisecond }},
+		{"offset.metadata.max.bytes", 0, math.MaxInt16, func(n int64) { g.OffsetMetadataMaxBytes = int(n) }},
+	} {
+		n, ok, err := intIn(s.key, s.min, s.max)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.set(n)
+		}
+	}
+	if g.MinSessionTimeout > g.MaxSessionTimeout {
+		return bad("group.min.session.timeout.ms", fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds()))
+	}
+	return nil
+}
+
 // parseListener parses a listeners value: exactly one PLAINTEXT://host:port.
 func parseListener(v string) (string, error) {
 	if strings.Contains(v, ",") {
@@ -369,16 +420,23 @@ func (c *Config) advertised(bound net.Addr) (string, int32) {
 // DescribeConfigs on the broker resource.
 func (c *Config) brokerConfigEntries() []configEntry {
 	effective := map[string]string{
-		"broker.id":                       strconv.Itoa(int(c.BrokerID)),
-		"listeners":                       "PLAINTEXT://" + c.Listen,
-		"log.dirs":                        c.LogDir,
-		"auto.create.topics.enable":       strconv.FormatBool(c.AutoCreateTopics),
-		"num.partitions":                  strconv.Itoa(int(c.NumPartitions)),
-		"default.replication.factor":      strconv.Itoa(int(c.DefaultReplicationFactor)),
-		"socket.request.max.bytes":        strconv.Itoa(int(c.SocketRequestMaxBytes)),
-		"connections.max.idle.ms":         strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10),
-		"log.retention.check.interval.ms": strconv.FormatInt(c.RetentionCheckInterval.Milliseconds(), 10),
-		"strata.fetch.zero.copy":          strconv.FormatBool(c.ZeroCopy),
+		"broker.id":                           strconv.Itoa(int(c.BrokerID)),
+		"listeners":                           "PLAINTEXT://" + c.Listen,
+		"log.dirs":                            c.LogDir,
+		"auto.create.topics.enable":           strconv.FormatBool(c.AutoCreateTopics),
+		"num.partitions":                      strconv.Itoa(int(c.NumPartitions)),
+		"default.replication.factor":          strconv.Itoa(int(c.DefaultReplicationFactor)),
+		"socket.request.max.bytes":            strconv.Itoa(int(c.SocketRequestMaxBytes)),
+		"connections.max.idle.ms":             strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10),
+		"log.retention.check.interval.ms":     strconv.FormatInt(c.RetentionCheckInterval.Milliseconds(), 10),
+		"strata.fetch.zero.copy":              strconv.FormatBool(c.ZeroCopy),
+		"offsets.topic.num.partitions":        strconv.Itoa(c.Groups.NumPartitions),
+		"group.initial.rebalance.delay.ms":    strconv.FormatInt(c.Groups.InitialRebalanceDelay.Milliseconds(), 10),
+		"group.min.session.timeout.ms":        strconv.FormatInt(c.Groups.MinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":        strconv.FormatInt(c.Groups.MaxSessionTimeout.Milliseconds(), 10),
+		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Groups.OffsetsRetention/time.Minute), 10),
+		"offsets.retention.check.interval.ms": strconv.FormatInt(c.Groups.OffsetsRetentionCheckInterval.Milliseconds(), 10),
+		"offset.metadata.max.bytes":           strconv.Itoa(c.Groups.OffsetMetadataMaxBytes),
 	}
 	if c.AdvertisedHost != "" {
 		effective["advertised.listeners"] = "PLAINTEXT://" + net.JoinHostPort(c.AdvertisedHost, strconv.Itoa(int(c.AdvertisedPort)))
@@ -387,15 +445,21 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		effective[d.brokerKey] = c.TopicDefaults[d.name]
 	}
 	types := map[string]kmsg.ConfigType{
-		"auto.create.topics.enable":  kmsg.ConfigTypeBoolean,
-		"strata.fetch.zero.copy":     kmsg.ConfigTypeBoolean,
-		"listeners":                  kmsg.ConfigTypeString,
-		"advertised.listeners":       kmsg.ConfigTypeString,
-		"log.dirs":                   kmsg.ConfigTypeString,
-		"log.dir":                    kmsg.ConfigTypeString,
-		"zookeeper.connect":          kmsg.ConfigTypeString,
-		"log.message.timestamp.type": kmsg.ConfigTypeString,
-		"log.cleanup.policy":         kmsg.ConfigTypeList,
+		"auto.create.topics.enable":        kmsg.ConfigTypeBoolean,
+		"strata.fetch.zero.copy":           kmsg.ConfigTypeBoolean,
+		"listeners":                        kmsg.ConfigTypeString,
+		"advertised.listeners":             kmsg.ConfigTypeString,
+		"log.dirs":                         kmsg.ConfigTypeString,
+		"log.dir":                          kmsg.ConfigTypeString,
+		"zookeeper.connect":                kmsg.ConfigTypeString,
+		"log.message.timestamp.type":       kmsg.ConfigTypeString,
+		"log.cleanup.policy":               kmsg.ConfigTypeList,
+		"offsets.topic.num.partitions":     kmsg.ConfigTypeInt,
+		"group.initial.rebalance.delay.ms": kmsg.ConfigTypeInt,
+		"group.min.session.timeout.ms":     kmsg.ConfigTypeInt,
+		"group.max.session.timeout.ms":     kmsg.ConfigTypeInt,
+		"offsets.retention.minutes":        kmsg.ConfigTypeInt,
+		"offset.metadata.max.bytes":        kmsg.ConfigTypeInt,
 	}
 	var out []configEntry
 	for _, kv := range BrokerKeys() {

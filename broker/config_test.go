@@ -47,6 +47,39 @@ func TestConfigFromProperties(t *testing.T) {
 	}
 }
 
+func TestConfigGroupSettings(t *testing.T) {
+	c := DefaultConfig()
+	if g := c.Groups; g.NumPartitions != 50 || g.InitialRebalanceDelay != 3*time.Second || g.MinSessionTimeout != 6*time.Second ||
+		g.MaxSessionTimeout != 30*time.Minute || g.OffsetsRetention != 7*24*time.Hour || g.OffsetsRetentionCheckInterval != 10*time.Minute ||
+		g.OffsetMetadataMaxBytes != 4096 {
+		t.Fatalf("group defaults: %+v", g)
+	}
+	c, err := ConfigFromProperties(map[string]string{
+		"offsets.topic.num.partitions":        "7",
+		"group.initial.rebalance.delay.ms":    "0",
+		"group.min.session.timeout.ms":        "100",
+		"group.max.session.timeout.ms":        "200",
+		"offsets.retention.minutes":           "60",
+		"offsets.retention.check.interval.ms": "1000",
+		"offset.metadata.max.bytes":           "10",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.Groups; g.NumPartitions != 7 || g.InitialRebalanceDelay != 0 || g.MinSessionTimeout != 100*time.Millisecond ||
+		g.MaxSessionTimeout != 200*time.Millisecond || g.OffsetsRetention != time.Hour || g.OffsetsRetentionCheckInterval != time.Second ||
+		g.OffsetMetadataMaxBytes != 10 {
+		t.Fatalf("group settings: %+v", g)
+	}
+	got := map[string]string{}
+	for _, e := range c.brokerConfigEntries() {
+		got[e.name] = e.value
+	}
+	if got["offsets.topic.num.partitions"] != "7" || got["offsets.retention.minutes"] != "60" || got["offset.metadata.max.bytes"] != "10" {
+		t.Fatalf("described settings: %v", got)
+	}
+}
+
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	for i, tc := range []struct {
 		key, value string
@@ -72,6 +105,13 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"num.network.threads", "0"},
 		{"zookeeper.connect", "zk:2181"},
 		{"strata.fetch.zero.copy", "maybe"},
+		{"offsets.topic.num.partitions", "0"},
+		{"group.initial.rebalance.delay.ms", "-1"},
+		{"group.min.session.timeout.ms", "1900000"}, // above the default maximum
+		{"group.max.session.timeout.ms", "x"},
+		{"offsets.retention.minutes", "0"},
+		{"offsets.retention.check.interval.ms", "0"},
+		{"offset.metadata.max.bytes", "40000"},
 	} {
 		_, err := ConfigFromProperties(map[string]string{tc.key: tc.value})
 		var ce *ConfigError

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratastream/strata/broker/group"
 )
 
 // maxInFlight bounds the requests a connection has read but not yet
@@ -34,6 +37,16 @@ type conn struct {
 	queue chan *request
 	done  chan struct{} // closed when processLoop has finished
 
+	// ctx is handed to every request (with the client, group.WithClient);
+	// cancel is called when readLoop returns (the client went away, the
+	// connection failed or sent a frame that was refused, it was idle) and
+	// by stopReading at shutdown, so a request blocked in the group
+	// coordinator returns.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// host is the peer's IP address as Kafka shows it: "/" + IP.
+	host string
+
 	// inflight counts requests read and not yet answered; an idle timeout
 	// with requests in flight does not close the connection.
 	inflight atomic.Int32
@@ -55,9 +68,15 @@ func (s *Server) startConn(nc net.Conn) {
 		done:  make(chan struct{}),
 	}
 	c.tcp, _ = nc.(*net.TCPConn)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.host = "/" + nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+		c.host = "/" + host
+	}
 	s.mu.Lock()
 	if s.shuttingDown() {
 		s.mu.Unlock()
+		c.cancel()
 		_ = nc.Close()
 		return
 	}
@@ -71,10 +90,14 @@ func (s *Server) startConn(nc net.Conn) {
 }
 
 // stopReading makes the reader stop after the frame it is reading; the
-// requests already read are still answered.
+// requests already read are still answered, except those waiting in the
+// group coordinator for a rebalance: the connection's context is
+// cancelled at once (the reader may be blocked on a full queue behind
+// one of them).
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
 		c.stopping.Store(true)
+		c.cancel()
 		_ = c.nc.SetReadDeadline(time.Now())
 	})
 }
@@ -86,9 +109,12 @@ func isTimeout(err error) bool {
 
 // readLoop reads and decodes frames until the connection fails, a frame
 // is refused, or the server shuts down. Closing queue on return tells
-// processLoop to finish the queued requests and close the connection.
+// processLoop to finish the queued requests and close the connection;
+// cancelling the connection's context makes the requests that block in the
+// group coordinator (JoinGroup, SyncGroup) return at once.
 func (c *conn) readLoop() {
 	defer close(c.queue)
+	defer c.cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic reading request; closing connection", "panic", r, "stack", string(debug.Stack()))
@@ -127,6 +153,11 @@ func (c *conn) readLoop() {
 			c.log.Info("closing connection", "err", err)
 			return
 		}
+		cl := group.Client{Host: c.host}
+		if req.clientID != nil {
+			cl.ID = *req.clientID
+		}
+		req.ctx = group.WithClient(c.ctx, cl)
 		c.inflight.Add(1)
 		select {
 		case c.queue <- req:
@@ -139,6 +170,7 @@ func (c *conn) readLoop() {
 // processLoop handles the queued requests in order.
 func (c *conn) processLoop() {
 	defer func() {
+		c.cancel()
 		_ = c.nc.Close()
 		close(c.done)
 		c.s.mu.Lock()

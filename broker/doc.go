@@ -36,6 +36,21 @@
 // behavior. Each registers itself in init; ApiVersions answers from that
 // registry, so an API is advertised exactly when its file is compiled in.
 //
+// # Consumer groups
+//
+// The group APIs (OffsetCommit, OffsetFetch, JoinGroup, Heartbeat,
+// LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups,
+// OffsetDelete) are served by package group at the versions it lists;
+// FindCoordinator names this broker. The coordinator's log is the internal
+// topic __consumer_offsets, created at the first start and loaded before
+// the listener serves; group_coordinator.go says how it differs from other
+// topics. Every request carries its connection's context (client id and
+// address for the coordinator), cancelled when the connection's reader
+// stops or the server shuts down: a JoinGroup or SyncGroup waiting for a
+// rebalance then returns, unanswered, and the connection closes. These
+// requests block their connection while they wait, as in Kafka, which
+// handles one request per connection at a time.
+//
 // # Zero-copy fetch
 //
 // Fetch responses are encoded by hand (fetch_encode.go) around file ranges

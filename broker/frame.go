@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,12 @@ type request struct {
 	unsupported bool
 	// size is the frame size, for accounting.
 	size int
+	// ctx is the connection's context with the client (group.WithClient):
+	// it is cancelled when the connection's reader stops (the client went
+	// away, the connection failed or was refused a frame, the server shuts
+	// down). Handlers that block pass it on and drop their response when
+	// it is done.
+	ctx context.Context
 }
 
 // readFrame reads one size-prefixed frame. The size is checked against max

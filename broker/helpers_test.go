@@ -27,11 +27,14 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 
 // startServer runs a server on 127.0.0.1:0 in a temporary directory with
 // the given extra settings, stopped at the end of the test.
+// __consumer_offsets gets 3 partitions unless props say otherwise: 50
+// logs per server would slow every test down.
 func startServer(t *testing.T, props map[string]string) *Server {
 	t.Helper()
 	all := map[string]string{
-		"listeners": "PLAINTEXT://127.0.0.1:0",
-		"log.dirs":  t.TempDir(),
+		"listeners":                    "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":                     t.TempDir(),
+		"offsets.topic.num.partitions": "3",
 	}
 	for k, v := range props {
 		all[k] = v

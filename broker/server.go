@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/coord"
 )
@@ -33,6 +34,12 @@ type Server struct {
 	self   coord.Broker
 	nowFn  func() time.Time
 	closed chan struct{} // closed by Shutdown: stop accepting and reading
+
+	// groups is the consumer group coordinator over __consumer_offsets;
+	// groupLoadErrs holds the partitions that failed to load into it. Both
+	// are set by NewServer and not changed after.
+	groups        *group.Coordinator
+	groupLoadErrs map[int]error
 
 	adminMu sync.Mutex
 	mu      struct {
@@ -79,6 +86,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.lock = lock
 	fail := func(err error) (*Server, error) {
+		_ = s.closeGroups()
 		s.closeLogs()
 		if s.meta != nil {
 			_ = s.meta.Close()
@@ -109,6 +117,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.pids = producer.NewIDAllocator(pidBlocks, s.log)
 	if err := s.loadTopics(existed); err != nil {
+		return fail(err)
+	}
+	if err := s.startGroups(); err != nil {
 		return fail(err)
 	}
 	s.bgWG.Add(1)
@@ -175,9 +186,12 @@ func (s *Server) Serve() error {
 
 // Shutdown stops accepting connections, lets every connection finish the
 // requests it has read (long-polling fetches return at once with what they
-// have), closes the connections, and then closes the logs (syncing them and
-// writing their checkpoints) and the coordinator. If ctx ends first, the
-// remaining connections are closed forcibly before the logs are closed.
+// have; JoinGroup and SyncGroup waiting for a rebalance return unanswered,
+// as the connection's context is cancelled), closes the connections, stops
+// the group coordinator (which appends its queued writes), and then closes
+// the logs (syncing them and writing their checkpoints) and the metadata
+// coordinator. If ctx ends first, the remaining connections are closed
+// forcibly before the logs are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeMu.Lock()
 	if s.done {
@@ -207,11 +221,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		<-finished
 	}
+	var errs []error
+	if err := s.closeGroups(); err != nil {
+		errs = append(errs, err)
+	}
 	s.bgWG.Wait()
 
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
-	errs := s.closeLogs()
+	errs = append(errs, s.closeLogs()...)
 	if err := s.meta.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -150,6 +150,9 @@ func (s *Server) deleteTopic(name string) error {
 	if ts == nil {
 		return newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 	}
+	if isInternalTopic(name) {
+		return newKafkaError(kerr.InvalidTopicException, "topic %q is internal and cannot be deleted", name)
+	}
 	if err := s.meta.DeleteTopic(name); err != nil {
 		return newKafkaError(kerr.KafkaStorageError, "persist deletion: %v", err)
 	}
@@ -176,6 +179,9 @@ func (s *Server) addPartitions(name string, count int32, validateOnly bool) erro
 	ts := s.topic(name)
 	if ts == nil {
 		return newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
+	}
+	if isInternalTopic(name) {
+		return newKafkaError(kerr.InvalidTopicException, "topic %q is internal: groups map to its partitions by their count, which cannot change", name)
 	}
 	have := int32(len(ts.parts))
 	if count < have {
@@ -227,6 +233,9 @@ func (s *Server) setTopicConfig(name string, overrides map[string]string, valida
 	cfg, err := resolveTopicConfig(s.cfg.TopicDefaults, overrides)
 	if err != nil {
 		return newKafkaError(kerr.InvalidConfig, "%v", err)
+	}
+	if err := checkInternalTopicConfig(name, cfg); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator: v0-4
+//
+// Behavior:
+// * Key type 0 (group, the only type before v1): this broker, which leads
+//   every partition of __consumer_offsets. Any group id is accepted,
+//   including "" (OffsetCommit and OffsetFetch accept it, as in Kafka).
+//   COORDINATOR_NOT_AVAILABLE while the broker shuts down, or when the
+//   group's partition of __consumer_offsets failed to load at start.
+// * Key type 1 (transaction): UNSUPPORTED_VERSION, with the message that
+//   transactions are not supported, as InitProducerId answers a
+//   transactional id (see package producer).
+// * Any other key type (2 is share groups, KIP-932): INVALID_REQUEST, as
+//   Kafka answers an unknown coordinator type.
+// * v4 (KIP-699) batches keys: each key gets its own entry with its own
+//   error; the top-level fields stay empty. Before v4 the answer is in the
+//   top-level fields.
+// * On error the node is Kafka's "no node": id -1, host "", port -1.
+//
+// Version notes:
+// * v1: CoordinatorType, ErrorMessage, ThrottleMillis
+// * v3: flexible versions
+// * v4: CoordinatorKeys, Coordinators
+
+func init() { register(10, 0, 4, handleFindCoordinator) }
+
+// Coordinator key types of FindCoordinator.
+const (
+	coordinatorTypeGroup       int8 = 0
+	coordinatorTypeTransaction int8 = 1
+)
+
+func handleFindCoordinator(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if req.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key = key
+			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(req.CoordinatorType, key)
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return reply{msg: resp}, nil
+	}
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+	return reply{msg: resp}, nil
+}
+
+// findCoordinator answers one key: the coordinator's node, host and port,
+// or "no node" with an error code and message.
+func (s *Server) findCoordinator(keyType int8, key string) (node int32, host string, port int32, code int16, msg *string) {
+	var err error
+	switch keyType {
+	case coordinatorTypeGroup:
+		err = s.groupCoordinatorError(key)
+	case coordinatorTypeTransaction:
+		err = newKafkaError(kerr.UnsupportedVersion, "transactions are not supported: there is no transaction coordinator")
+	default:
+		err = newKafkaError(kerr.InvalidRequest, "unknown coordinator type %d", keyType)
+	}
+	if err != nil {
+		c, m := errorCode(err)
+		return -1, "", -1, c, &m
+	}
+	return s.self.ID, s.self.Host, s.self.Port, 0, nil
+}

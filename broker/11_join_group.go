@@ -1,0 +1,39 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// JoinGroup: v0-7
+//
+// Behavior (group/join.go has the details):
+// * Blocks this connection until the group's join phase completes (every
+//   member rejoined, the rebalance timeout passed, or for a new group
+//   group.initial.rebalance.delay.ms after the last newcomer), as Kafka
+//   answers requests of one connection one at a time. The leader alone
+//   gets the member list; the protocol chosen is one every member
+//   supports.
+// * v4+: a dynamic member without a member id gets one back with
+//   MEMBER_ID_REQUIRED and joins again with it (KIP-394). Static members
+//   (group.instance.id, v5+) replace their previous member.
+// * A session timeout outside group.min.session.timeout.ms and
+//   group.max.session.timeout.ms: INVALID_SESSION_TIMEOUT. No common
+//   protocol: INCONSISTENT_GROUP_PROTOCOL.
+// * When the client disconnects, or the server shuts down, while the join
+//   waits, the member is withdrawn from the rebalance and no answer is
+//   sent; the connection is closed.
+// * Member ids are "<client.id>-<uuid>"; the client id and the peer's
+//   address show in DescribeGroups.
+//
+// Version notes:
+// * v1: RebalanceTimeoutMillis
+// * v2: ThrottleMillis
+// * v4: MEMBER_ID_REQUIRED
+// * v5: InstanceID (static membership)
+// * v6: flexible versions
+// * v7: ProtocolType and ProtocolName in the response
+
+func init() { registerGroupAPI(11, handleJoinGroup) }
+
+func handleJoinGroup(s *Server, r *request) (reply, error) {
+	req := r.kreq.(*kmsg.JoinGroupRequest)
+	return blockingGroupReply(r, s.groups.JoinGroup(groupCtx(r), req)), nil
+}
