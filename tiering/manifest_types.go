@@ -1,0 +1,87 @@
+package tiering
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// RemoteSegment is one sealed segment held in the bucket, as the manifest
+// records it. Its objects are
+//
+//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.log
+//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.index
+//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.timeindex
+//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.snapshot (producer state at NextOffset, optional)
+//
+// where Epoch is the leader epoch of the uploading leader and ID a random
+// token, so a retried or concurrent upload never overwrites an object a
+// manifest already references.
+type RemoteSegment struct {
+	BaseOffset   int64                `json:"base_offset"`
+	NextOffset   int64                `json:"next_offset"` // offset after the segment's last record
+	Size         int64                `json:"size"`        // bytes of the .log object
+	MaxTimestamp int64                `json:"max_timestamp"`
+	Epoch        int32                `json:"epoch"` // leader epoch of the uploader
+	ID           string               `json:"id"`
+	LeaderEpochs []segment.EpochEntry `json:"leader_epochs"` // epochs whose start falls in or before the segment, clamped to BaseOffset
+	HasSnapshot  bool                 `json:"has_snapshot,omitempty"`
+	UploadedAt   time.Time            `json:"uploaded_at"`
+}
+
+// ObjectName is the object base name (without extension) of the segment.
+func (s RemoteSegment) ObjectName() string {
+	return fmt.Sprintf("%020d-%d-%s", s.BaseOffset, s.Epoch, s.ID)
+}
+
+// Manifest is the source of truth for what of one partition is remote.
+// It is stored at <prefix>/<topic>/<partition>/manifest and replaced only
+// with a conditional put. Segments are sorted by BaseOffset, contiguous
+// (each NextOffset is the next BaseOffset) and never overlap.
+type Manifest struct {
+	Version   int    `json:"version"` // format version, currently 1
+	Topic     string `json:"topic"`
+	TopicID   string `json:"topic_id"`
+	Partition int32  `json:"partition"`
+	// LeaderEpoch is the leader epoch of the broker that wrote this
+	// manifest. A writer whose epoch is lower must not replace it.
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// LogStartOffset is the first offset still readable remotely (moved
+	// by remote retention and DeleteRecords); it may fall inside the
+	// first segment.
+	LogStartOffset int64           `json:"log_start_offset"`
+	Segments       []RemoteSegment `json:"segments"`
+	// Configs are the topic's config overrides at the time of writing,
+	// so a restore can recreate the topic.
+	Configs       map[string]string `json:"configs,omitempty"`
+	NumPartitions int32             `json:"num_partitions,omitempty"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+}
+
+// EndOffset is the offset after the last remote record, or
+// LogStartOffset when no segment is remote.
+func (m *Manifest) EndOffset() int64 {
+	if len(m.Segments) == 0 {
+		return m.LogStartOffset
+	}
+	return m.Segments[len(m.Segments)-1].NextOffset
+}
+
+// SegmentFor returns the index of the remote segment that holds offset,
+// or -1 if none does.
+func (m *Manifest) SegmentFor(offset int64) int {
+	lo, hi := 0, len(m.Segments)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if m.Segments[mid].NextOffset <= offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(m.Segments) && m.Segments[lo].BaseOffset <= offset && offset >= m.LogStartOffset {
+		return lo
+	}
+	return -1
+}
