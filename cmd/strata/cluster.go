@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"text/tabwriter"
+)
+
+func init() {
+	register(&command{
+		name:    "cluster",
+		summary: "print the cluster id, the controller and the brokers",
+		run:     runCluster,
+	})
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	c := newClientCmd("cluster", `Usage: strata cluster [flags]
+
+Prints the cluster id, the controller's broker id, and every live broker
+with its id, advertised address and rack, from a Metadata request.
+`, `
+Example:
+  strata cluster --bootstrap-server 127.0.0.1:9092,127.0.0.1:9093
+`, stdout, stderr)
+	pos, status, ok := c.parse(args)
+	if !ok {
+		return status
+	}
+	if status, ok := c.noArgs(pos, ""); !ok {
+		return status
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	s, ctx, err := c.connect(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	md, err := s.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	cluster := md.Cluster
+	if cluster == "" {
+		cluster = "none"
+	}
+	fmt.Fprintf(stdout, "Cluster ID: %s\nController: %s\nBrokers: %d\n", cluster, brokerID(md.Controller), len(md.Brokers))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tRACK")
+	for _, b := range md.Brokers {
+		rack := "-"
+		if b.Rack != nil && *b.Rack != "" {
+			rack = *b.Rack
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), rack)
+	}
+	if err := tw.Flush(); err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
