@@ -8,7 +8,7 @@
 # missing. Run as root (make test does, on a clean Debian machine).
 set -euo pipefail
 
-packages=(kcat python3-confluent-kafka strace)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed

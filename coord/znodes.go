@@ -1,0 +1,138 @@
+package coord
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Znode paths under the chroot, and the JSON each holds (doc.go shows the
+// layout). Every JSON value has a "version" field, 1 today; a reader
+// refuses versions it does not know. These names and fields are stored
+// in ZooKeeper: never change them, only add.
+const (
+	zClusterID       = "cluster/id"
+	zBrokerIDs       = "brokers/ids"
+	zController      = "controller"
+	zControllerEpoch = "controller_epoch"
+	zTopics          = "topics"
+	zDeleteTopics    = "admin/delete_topics"
+	zRequests        = "admin/controller_requests"
+	zRequestPrefix   = "req-"
+)
+
+// zBaseNodes are created (persistent, empty) when missing, parents first.
+var zBaseNodes = []string{"cluster", "brokers", zBrokerIDs, zTopics, "admin", zDeleteTopics, zRequests}
+
+func zBroker(id int32) string          { return zBrokerIDs + "/" + strconv.Itoa(int(id)) }
+func zTopic(name string) string        { return zTopics + "/" + name }
+func zPartitions(name string) string   { return zTopics + "/" + name + "/partitions" }
+func zDeleteMarker(name string) string { return zDeleteTopics + "/" + name }
+func zPartition(name string, p int32) string {
+	return zPartitions(name) + "/" + strconv.Itoa(int(p))
+}
+func zState(name string, p int32) string { return zPartition(name, p) + "/state" }
+
+const znodeVersion = 1
+
+type zClusterIDData struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+}
+
+type zBrokerData struct {
+	Version         int    `json:"version"`
+	Host            string `json:"host"`
+	Port            int32  `json:"port"`
+	ReplicationPort int32  `json:"replication_port"`
+	Rack            string `json:"rack,omitempty"`
+	Timestamp       string `json:"timestamp"`
+}
+
+type zControllerData struct {
+	Version   int    `json:"version"`
+	BrokerID  int32  `json:"broker_id"`
+	Epoch     int32  `json:"epoch"`
+	Timestamp string `json:"timestamp"`
+}
+
+type zControllerEpochData struct {
+	Version int   `json:"version"`
+	Epoch   int32 `json:"epoch"`
+}
+
+type zTopicData struct {
+	Version    int                `json:"version"`
+	ID         TopicID            `json:"id"`
+	Partitions map[string][]int32 `json:"partitions"`
+	Configs    map[string]string  `json:"configs"`
+}
+
+type zStateData struct {
+	Version int `json:"version"`
+	PartitionState
+}
+
+type zDeleteMarkerData struct {
+	Version int     `json:"version"`
+	TopicID TopicID `json:"topic_id"`
+}
+
+func encodeZ(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("coord: encode znode: " + err.Error()) // only our own types
+	}
+	return b
+}
+
+// decodeZ parses a znode's JSON and checks its version.
+func decodeZ(path string, b []byte, v any) error {
+	var hdr struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &hdr); err != nil {
+		return fmt.Errorf("coord: znode %s: %w", path, err)
+	}
+	if hdr.Version != znodeVersion {
+		return fmt.Errorf("coord: znode %s has version %d, this build reads %d", path, hdr.Version, znodeVersion)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("coord: znode %s: %w", path, err)
+	}
+	return nil
+}
+
+func topicData(id TopicID, assignment [][]int32, configs map[string]string) zTopicData {
+	d := zTopicData{Version: znodeVersion, ID: id, Partitions: map[string][]int32{}, Configs: configs}
+	if d.Configs == nil {
+		d.Configs = map[string]string{}
+	}
+	for i, r := range assignment {
+		d.Partitions[strconv.Itoa(i)] = r
+	}
+	return d
+}
+
+// assignment returns the topic's replica lists in partition order; the
+// partition numbers must be 0..n-1.
+func (d *zTopicData) assignment(path string) ([][]int32, error) {
+	keys := make([]int, 0, len(d.Partitions))
+	for k := range d.Partitions {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("coord: znode %s: bad partition %q", path, k)
+		}
+		keys = append(keys, n)
+	}
+	sort.Ints(keys)
+	out := make([][]int32, len(keys))
+	for i, n := range keys {
+		if n != i {
+			return nil, fmt.Errorf("coord: znode %s: partitions are not numbered 0..%d", path, len(keys)-1)
+		}
+		out[i] = d.Partitions[strconv.Itoa(n)]
+	}
+	return out, nil
+}
