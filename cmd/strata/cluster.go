@@ -32,13 +32,11 @@ Example:
 	if status, ok := c.noArgs(pos, ""); !ok {
 		return status
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	md, err := s.adm.BrokerMetadata(ctx)
 	if err != nil {
 		return c.fail(err)

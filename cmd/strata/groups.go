@@ -72,13 +72,11 @@ Example:
 	if status, ok := c.noArgs(pos, ""); !ok {
 		return status
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	groups, err := s.adm.ListGroups(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -112,13 +110,11 @@ Example:
 	if *group == "" {
 		return c.usageError("--group is required")
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	lags, err := s.adm.Lag(ctx, *group)
 	if err != nil {
 		return c.fail(err)
@@ -263,13 +259,11 @@ Example:
 		afterMilli = ms
 	}
 
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 
 	described, err := s.adm.DescribeGroups(ctx, *group)
 	if err != nil {
@@ -391,13 +385,11 @@ Example:
 	if len(groups) == 0 {
 		return c.usageError("--group is required")
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	resps, err := s.adm.DeleteGroups(ctx, groups...)
 	if err != nil {
 		return c.fail(err)

@@ -61,6 +61,18 @@ func adminContext() (context.Context, context.CancelFunc) {
 	return ctx, func() { cancel(); stop() }
 }
 
+// connectAdmin connects for an admin command bounded by adminTimeout and
+// Ctrl-C. done closes the session and releases the context.
+func (c *clientCmd) connectAdmin() (s *session, ctx context.Context, done func(), err error) {
+	ctx, cancel := adminContext()
+	s, ctx, err = c.connect(ctx)
+	if err != nil {
+		cancel()
+		return nil, ctx, nil, err
+	}
+	return s, ctx, func() { s.close(); cancel() }, nil
+}
+
 // noArgs reports positional arguments as a usage error; topic and group
 // names go in flags.
 func (c *clientCmd) noArgs(pos []string, flagName string) (int, bool) {
@@ -125,13 +137,11 @@ Example:
 		return c.usageError("--replication-factor %d: want a positive number, or -1 for the broker's default", *rf)
 	}
 
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	resps, err := s.adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configMap(configs), *topic)
 	resp, ok := resps[*topic]
 	switch {
@@ -173,13 +183,11 @@ Example:
 	if status, ok := c.noArgs(pos, ""); !ok {
 		return status
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	topics, err := s.adm.ListTopicsWithInternal(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -215,13 +223,11 @@ Example:
 	if status, ok := c.noArgs(pos, "topic"); !ok {
 		return status
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	md, err := s.adm.Metadata(ctx, topics...)
 	if err != nil {
 		return c.fail(err)
@@ -314,13 +320,11 @@ Example:
 	if *topic == "" {
 		return c.usageError("--topic is required")
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	resps, err := s.adm.DeleteTopics(ctx, *topic)
 	resp, ok := resps[*topic]
 	switch {
@@ -375,13 +379,11 @@ Example:
 	case *partitions < 0 || *partitions > 1<<20:
 		return c.usageError("--partitions %d: want the new, larger partition count", *partitions)
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 
 	md, err := s.adm.Metadata(ctx, *topic)
 	if err != nil {
@@ -478,13 +480,11 @@ Example:
 		return c.usageError("--partition needs --topic")
 	}
 
-	ctx, cancel := adminContext()
-	defer cancel()
-	s, ctx, err := c.connect(ctx)
+	s, ctx, done, err := c.connectAdmin()
 	if err != nil {
 		return c.fail(err)
 	}
-	defer s.close()
+	defer done()
 	if !s.supports(apiElectLeaders) {
 		return c.failf("Strata's controller moves leaders by itself when brokers leave and return; on-demand election needs a broker version that serves ElectLeaders.",
 			"the broker at %s does not support leader election on demand (Kafka API ElectLeaders, key %d, is not among the APIs it serves)", strings.Join(s.seeds, ","), apiElectLeaders)
