@@ -8,6 +8,18 @@
 # missing. Run as root (make test does, on a clean Debian machine).
 set -euo pipefail
 
+# MinIO for the tiered-storage tests (tiering/miniotest): built once from the
+# Go module proxy into $(go env GOBIN) or $(go env GOPATH)/bin, where the
+# harness finds it; skipped when the binary is already there. It runs before
+# the Debian packages because that part exits early when they are present.
+minio_module=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
+minio_bin="$(go env GOBIN)"
+[ -n "$minio_bin" ] || minio_bin="$(go env GOPATH | cut -d: -f1)/bin"
+if [ ! -x "$minio_bin/minio" ]; then
+	echo "install-test-deps: building MinIO ($minio_module, about 3 minutes)" >&2
+	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
+fi
+
 packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java)
 
 installed() {

@@ -1,0 +1,432 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// PartitionLog is what an Archiver needs of a partition's local log.
+// *segment.Log implements it.
+type PartitionLog interface {
+	// Dir is the partition directory, where producer snapshots live too.
+	Dir() string
+	// Segments describes the segments, oldest first, the active one last.
+	Segments() []segment.SegmentInfo
+	// HighWatermark bounds what may be uploaded: only committed data.
+	HighWatermark() int64
+}
+
+// Archiver defaults.
+const (
+	DefaultSweepGrace      = time.Hour
+	defaultPollInterval    = time.Second
+	defaultRefreshInterval = 30 * time.Second
+	defaultRetryMin        = 500 * time.Millisecond
+	defaultRetryMax        = 30 * time.Second
+)
+
+// ArchiverConfig configures the Archiver of one partition.
+type ArchiverConfig struct {
+	Store     ObjectStore
+	Log       PartitionLog
+	Topic     string
+	TopicID   string // recorded in the manifest; a manifest of another id is never overwritten
+	Partition int32
+
+	// NumPartitions and Configs (the topic's config overrides) are
+	// recorded in the manifest so a restore can recreate the topic.
+	// UpdateTopic changes them.
+	NumPartitions int32
+	Configs       map[string]string
+	// Retention is the total retention (retention.ms, retention.bytes)
+	// applied to the remote log. SetRetention changes it.
+	Retention RemoteRetention
+
+	// Grace is the sweeper's grace period. The archiver never commits
+	// objects it uploaded longer than Grace/2 ago, so the sweeper cannot
+	// delete an object a manifest is about to reference. DefaultSweepGrace
+	// when 0.
+	Grace time.Duration
+	// PollInterval is how often a leader looks for sealed segments that
+	// became committed (the high watermark moves without a notice).
+	// Notify wakes it sooner. 1 s when 0.
+	PollInterval time.Duration
+	// RefreshInterval is how often a follower reloads the manifest, so
+	// that CanDeleteLocal follows the leader's uploads. 30 s when 0.
+	RefreshInterval time.Duration
+	// RetryMin and RetryMax bound the exponential backoff after a failed
+	// upload or commit. 500 ms and 30 s when 0.
+	RetryMin, RetryMax time.Duration
+
+	// OnLogStartOffset, if set, is called from the archiver's goroutine
+	// after a commit moved the remote log start (remote retention, a
+	// requested log start), with the new remote log start. The broker
+	// moves the local log start up to it if the local log still holds
+	// older data.
+	OnLogStartOffset func(offset int64)
+
+	Logger *slog.Logger
+	Now    func() time.Time // the clock, for tests; time.Now when nil
+}
+
+func (c ArchiverConfig) normalized() ArchiverConfig {
+	if c.Grace <= 0 {
+		c.Grace = DefaultSweepGrace
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = defaultPollInterval
+	}
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = defaultRefreshInterval
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = defaultRetryMin
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = defaultRetryMax
+	}
+	c.RetryMax = max(c.RetryMax, c.RetryMin)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.Configs = maps.Clone(c.Configs)
+	return c
+}
+
+// Archiver offloads one partition's sealed segments to the object store
+// and keeps the partition's view of the committed manifest.
+//
+// Create one per replica of a partition of a tiered topic, when the
+// partition opens; call BecomeLeader when this broker leads the partition
+// (with its leader epoch) and BecomeFollower when it stops leading. As
+// leader it uploads; as follower it only reloads the manifest now and then,
+// so CanDeleteLocal keeps local retention behind the leader's uploads.
+// Close stops it (remote.storage.enable turned off, partition closed or
+// deleted); remote data stays where it is, readable.
+//
+// All the work happens on one goroutine, the only writer of the manifest
+// for this archiver. Its methods never block on the store: CanDeleteLocal,
+// Notify, Lag and Manifest read state under a short mutex.
+type Archiver struct {
+	cfg  ArchiverConfig
+	log  *slog.Logger
+	wake chan struct{} // capacity 1
+	quit chan struct{}
+	done chan struct{}
+
+	ctx    context.Context // canceled by Close, aborting in-flight requests
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	startOnce sync.Once
+
+	mu struct {
+		sync.Mutex
+		// manifest is the last manifest known committed (immutable: it is
+		// replaced, never modified), nil until first loaded. etag is its
+		// version token, "" when none is stored.
+		manifest *Manifest
+		etag     string
+		stale    bool // reload before the next commit
+
+		leader bool
+		epoch  int32
+		fenced bool // a newer epoch wrote the manifest; no uploads until a newer BecomeLeader
+
+		retention     RemoteRetention
+		configs       map[string]string
+		numPartitions int32
+		wantLogStart  int64 // a requested remote log start (DeleteRecords), applied by the loop
+
+		retryAt       time.Time // no attempt before this after a failure
+		failures      int       // consecutive failed steps
+		lastUpload    time.Time
+		lastErr       error
+		lastErrAt     time.Time
+		lastRefresh   time.Time
+		uploadedSegs  int64
+		uploadedBytes int64
+	}
+}
+
+// NewArchiver returns a stopped archiver, as a follower; Start runs it.
+func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
+	cfg = cfg.normalized()
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("tiering: archiver: no object store")
+	case cfg.Log == nil:
+		return nil, errors.New("tiering: archiver: no log")
+	case cfg.Topic == "" || cfg.Partition < 0:
+		return nil, fmt.Errorf("tiering: archiver: bad partition %q/%d", cfg.Topic, cfg.Partition)
+	}
+	a := &Archiver{
+		cfg:  cfg,
+		log:  cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.mu.retention = cfg.Retention
+	a.mu.configs = cfg.Configs
+	a.mu.numPartitions = cfg.NumPartitions
+	return a, nil
+}
+
+// Start starts the archiver's goroutine. It first loads the manifest.
+func (a *Archiver) Start() {
+	a.startOnce.Do(func() { go a.run() })
+}
+
+// Close stops the archiver, aborting an upload in progress (its objects
+// are left for the sweeper), and waits for its goroutine to exit.
+func (a *Archiver) Close() error {
+	a.closeOnce.Do(func() {
+		close(a.quit)
+		a.cancel()
+		a.startOnce.Do(func() { close(a.done) }) // never started
+	})
+	<-a.done
+	return nil
+}
+
+// BecomeLeader makes the archiver upload as the leader of epoch. It
+// reloads the manifest first: the previous leader may have committed.
+func (a *Archiver) BecomeLeader(epoch int32) {
+	a.mu.Lock()
+	if !a.mu.leader || epoch != a.mu.epoch {
+		a.mu.stale = true
+		a.mu.retryAt = time.Time{}
+		a.mu.failures = 0
+	}
+	if epoch > a.mu.epoch || !a.mu.leader {
+		a.mu.fenced = false
+	}
+	a.mu.leader, a.mu.epoch = true, epoch
+	a.mu.Unlock()
+	a.Notify()
+}
+
+// BecomeFollower stops uploading; the manifest is still reloaded every
+// RefreshInterval. An upload in progress finishes (it holds committed data).
+func (a *Archiver) BecomeFollower() {
+	a.mu.Lock()
+	a.mu.leader, a.mu.fenced = false, false
+	a.mu.Unlock()
+	a.Notify()
+}
+
+// Notify wakes the archiver to look for work; the broker registers it as
+// segment.WithOnSeal (see Gate). It never blocks.
+func (a *Archiver) Notify() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// UpdateTopic changes the topic facts recorded in the next manifest
+// commit.
+func (a *Archiver) UpdateTopic(configs map[string]string, numPartitions int32) {
+	a.mu.Lock()
+	a.mu.configs = maps.Clone(configs)
+	a.mu.numPartitions = numPartitions
+	a.mu.Unlock()
+}
+
+// SetRetention changes the remote retention, applied from the next step.
+func (a *Archiver) SetRetention(r RemoteRetention) {
+	a.mu.Lock()
+	a.mu.retention = r
+	a.mu.Unlock()
+	a.Notify()
+}
+
+// Manifest returns the last manifest known committed, or nil when it was
+// not loaded yet. The caller must not modify it.
+func (a *Archiver) Manifest() *Manifest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.manifest
+}
+
+// CanDeleteLocal reports whether the committed manifest holds all of the
+// local segment's offsets (or the segment lies below the remote log
+// start), so that local retention may delete it. Use it as the
+// segment.WithDeleteVeto of the partition's log (see Gate). It says false
+// while the manifest is unknown.
+func (a *Archiver) CanDeleteLocal(si segment.SegmentInfo) bool {
+	a.mu.Lock()
+	m := a.mu.manifest
+	a.mu.Unlock()
+	return m != nil && si.NextOffset <= m.EndOffset()
+}
+
+// run is the archiver's goroutine.
+func (a *Archiver) run() {
+	defer close(a.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-timer.C:
+		case <-a.wake:
+			a.mu.Lock()
+			backingOff := a.cfg.Now().Before(a.mu.retryAt)
+			a.mu.Unlock()
+			if backingOff {
+				continue // the timer fires when the backoff ends
+			}
+		}
+		err := a.step(a.ctx)
+		select {
+		case <-a.quit:
+			return
+		default:
+		}
+		timer.Reset(a.afterStep(err))
+	}
+}
+
+// afterStep records the step's outcome and returns the wait before the
+// next one.
+func (a *Archiver) afterStep(err error) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.cfg.Now()
+	if err == nil {
+		if a.mu.failures > 0 {
+			a.log.Info("tiering: archiver recovered", "failures", a.mu.failures)
+		}
+		a.mu.failures = 0
+		a.mu.retryAt = time.Time{}
+		if a.mu.leader && !a.mu.fenced {
+			return a.cfg.PollInterval
+		}
+		return a.cfg.RefreshInterval
+	}
+	a.mu.failures++
+	a.mu.lastErr, a.mu.lastErrAt = err, now
+	if errors.Is(err, ErrFenced) {
+		if !a.mu.fenced {
+			a.log.Warn("tiering: archiver fenced by a newer leader; uploads stop", "epoch", a.mu.epoch, "err", err)
+		}
+		a.mu.fenced = true
+		a.mu.failures = 0
+		return a.cfg.RefreshInterval
+	}
+	if a.mu.failures == 1 || a.mu.failures%20 == 0 {
+		a.log.Warn("tiering: archiver step failed; retrying with backoff", "failures", a.mu.failures, "err", err)
+	}
+	d := a.cfg.RetryMin << min(a.mu.failures-1, 20)
+	d = min(d, a.cfg.RetryMax)
+	d = d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1)) // ±20%
+	a.mu.retryAt = now.Add(d)
+	return d
+}
+
+// step does one round of work: load or refresh the manifest; as leader,
+// upload every committed sealed segment not yet remote, then apply remote
+// retention.
+func (a *Archiver) step(ctx context.Context) error {
+	a.mu.Lock()
+	leader, fenced, stale, m := a.mu.leader, a.mu.fenced, a.mu.stale, a.mu.manifest
+	refreshDue := a.cfg.Now().Sub(a.mu.lastRefresh) >= a.cfg.RefreshInterval
+	a.mu.Unlock()
+
+	if m == nil || stale || ((!leader || fenced) && refreshDue) {
+		if err := a.reload(ctx); err != nil {
+			return err
+		}
+	}
+	if !leader || fenced {
+		return nil
+	}
+	for {
+		select {
+		case <-a.quit:
+			return nil
+		default:
+		}
+		did, err := a.uploadNext(ctx)
+		if err != nil {
+			return err
+		}
+		if !did {
+			break
+		}
+	}
+	return a.applyRetention(ctx)
+}
+
+// reload reads the stored manifest into the archiver's view. A leader
+// finding a newer epoch there is fenced.
+func (a *Archiver) reload(ctx context.Context) error {
+	m, etag, err := LoadManifest(ctx, a.cfg.Store, a.cfg.Topic, a.cfg.Partition)
+	if IsNotFound(err) {
+		m, etag, err = NewManifest(a.cfg.Topic, a.cfg.TopicID, a.cfg.Partition), "", nil
+	}
+	if err != nil {
+		return fmt.Errorf("tiering: load manifest of %s/%d: %w", a.cfg.Topic, a.cfg.Partition, err)
+	}
+	if a.cfg.TopicID != "" && m.TopicID != "" && m.TopicID != a.cfg.TopicID {
+		return fmt.Errorf("%w: %s/%d stored %s, partition %s", ErrTopicMismatch, a.cfg.Topic, a.cfg.Partition, m.TopicID, a.cfg.TopicID)
+	}
+	a.mu.Lock()
+	a.mu.manifest, a.mu.etag, a.mu.stale = m, etag, false
+	a.mu.lastRefresh = a.cfg.Now()
+	fenced := a.mu.leader && m.LeaderEpoch > a.mu.epoch
+	epoch := a.mu.epoch
+	a.mu.Unlock()
+	if fenced {
+		return fmt.Errorf("%w: manifest of %s/%d has leader epoch %d, ours %d", ErrFenced, a.cfg.Topic, a.cfg.Partition, m.LeaderEpoch, epoch)
+	}
+	return nil
+}
+
+// commit writes next (derived from the view) and installs it as the view.
+// Any failure other than fencing marks the view stale: the outcome of an
+// unanswered put is unknown, and a lost race means someone else wrote.
+func (a *Archiver) commit(ctx context.Context, next *Manifest) error {
+	a.mu.Lock()
+	etag, epoch := a.mu.etag, a.mu.epoch
+	next.LeaderEpoch = epoch
+	next.NumPartitions = a.mu.numPartitions
+	next.Configs = maps.Clone(a.mu.configs)
+	a.mu.Unlock()
+	if next.TopicID == "" {
+		next.TopicID = a.cfg.TopicID
+	}
+	next.UpdatedAt = a.cfg.Now().UTC()
+	newETag, err := CommitManifest(ctx, a.cfg.Store, next, etag)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.mu.stale = true
+		return err
+	}
+	a.mu.manifest, a.mu.etag = next, newETag
+	return nil
+}
+
+// view returns the current manifest view and whether this archiver may
+// write it.
+func (a *Archiver) view() (m *Manifest, epoch int32, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.manifest, a.mu.epoch, a.mu.leader && !a.mu.fenced && a.mu.manifest != nil && !a.mu.stale
+}

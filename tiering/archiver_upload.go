@@ -1,0 +1,238 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// ErrDiverged: the leader's local log has no batch boundary at the remote
+// end offset, so it cannot continue the remote log (its log diverged from
+// the one uploaded, as after an unclean leader election).
+var ErrDiverged = errors.New("tiering: local log does not continue the remote log")
+
+// uploadNext uploads the next segment the remote log lacks, if one is
+// sealed and committed, and commits the manifest with it. It reports
+// whether it uploaded one.
+func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
+	m, epoch, ok := a.view()
+	if !ok {
+		return false, nil
+	}
+	info, found := nextToUpload(a.cfg.Log.Segments(), a.cfg.Log.HighWatermark(), m.EndOffset())
+	if !found {
+		return false, nil
+	}
+	end := m.EndOffset()
+	next := m.Clone()
+	var dropped []RemoteSegment
+	from := info.BaseOffset
+	switch {
+	case len(m.Segments) == 0:
+		// The remote log starts here, or inside this segment when the log
+		// start was moved there.
+		next.LogStartOffset = max(m.LogStartOffset, info.BaseOffset)
+	case info.BaseOffset < end:
+		from = end // another replica's segment boundaries: upload the rest
+	case info.BaseOffset > end:
+		// Local data in [end, base) is gone: it was deleted while tiering
+		// was off, or by DeleteRecords. The remote segments below it are
+		// older than deleted data, so below the partition's log start.
+		a.log.Warn("tiering: gap between the remote log and the local log; dropping the older remote segments",
+			"remoteEnd", end, "localBase", info.BaseOffset, "segments", len(m.Segments))
+		dropped = next.Segments
+		next.Segments = nil
+		next.LogStartOffset = info.BaseOffset
+	}
+
+	started := a.cfg.Now()
+	rs, err := a.uploadObjects(ctx, info, from, epoch)
+	if err != nil {
+		return false, err
+	}
+	if age := a.cfg.Now().Sub(started); age > a.cfg.Grace/2 {
+		// The sweeper may take these objects for orphans any time now.
+		return false, fmt.Errorf("tiering: upload of %s/%d at %d took %v, over half the sweep grace; uploading again",
+			a.cfg.Topic, a.cfg.Partition, from, age)
+	}
+	next.Segments = append(next.Segments, rs)
+	if err := a.commit(ctx, next); err != nil {
+		return false, fmt.Errorf("tiering: commit manifest of %s/%d with segment %d: %w", a.cfg.Topic, a.cfg.Partition, from, err)
+	}
+	a.mu.Lock()
+	a.mu.lastUpload = a.cfg.Now()
+	a.mu.uploadedSegs++
+	a.mu.uploadedBytes += rs.Size
+	a.mu.Unlock()
+	a.log.Debug("tiering: segment uploaded", "base", rs.BaseOffset, "next", rs.NextOffset, "bytes", rs.Size, "id", rs.ID)
+	if len(dropped) > 0 {
+		a.deleteObjects(ctx, dropped)
+		a.logStartMoved(next.LogStartOffset)
+	}
+	return true, nil
+}
+
+// nextToUpload picks the oldest sealed, committed, non-empty segment that
+// reaches past the remote end.
+func nextToUpload(segs []segment.SegmentInfo, hw, remoteEnd int64) (segment.SegmentInfo, bool) {
+	for _, s := range segs {
+		if !s.Sealed || s.NextOffset > hw {
+			break
+		}
+		if s.NextOffset <= remoteEnd || s.Size == 0 || s.NextOffset <= s.BaseOffset {
+			continue
+		}
+		return s, true
+	}
+	return segment.SegmentInfo{}, false
+}
+
+// uploadObjects puts the objects of the local segment info from offset
+// from on (from is info.BaseOffset unless a slice is uploaded), under a
+// fresh id, and returns the manifest entry for them.
+func (a *Archiver) uploadObjects(ctx context.Context, info segment.SegmentInfo, from int64, epoch int32) (RemoteSegment, error) {
+	f, err := os.Open(info.LogPath)
+	if err != nil {
+		return RemoteSegment{}, fmt.Errorf("tiering: upload: %w", err) // deleted under us: the next step re-plans
+	}
+	defer f.Close()
+
+	rs := RemoteSegment{
+		BaseOffset:   from,
+		NextOffset:   info.NextOffset,
+		Size:         info.Size,
+		MaxTimestamp: info.MaxTimestamp,
+		Epoch:        epoch,
+		ID:           newObjectID(),
+		LeaderEpochs: clampEpochs(info.LeaderEpochs, from, info.NextOffset),
+	}
+	var index, timeIndex []byte
+	pos := int64(0)
+	if from == info.BaseOffset {
+		if index, err = os.ReadFile(info.IndexPath); err != nil {
+			return RemoteSegment{}, fmt.Errorf("tiering: upload: %w", err)
+		}
+		if timeIndex, err = os.ReadFile(info.TimeIndexPath); err != nil {
+			return RemoteSegment{}, fmt.Errorf("tiering: upload: %w", err)
+		}
+	} else {
+		sl, err := sliceSegment(f, info, from)
+		if err != nil {
+			return RemoteSegment{}, err
+		}
+		pos, index, timeIndex, rs.MaxTimestamp = sl.pos, sl.index, sl.timeIndex, sl.maxTimestamp
+		rs.Size = info.Size - pos
+	}
+	snapshot, err := readSnapshotFile(a.cfg.Log.Dir(), info.NextOffset)
+	if err != nil {
+		return RemoteSegment{}, err
+	}
+	rs.HasSnapshot = snapshot != nil
+
+	put := func(suffix string, r io.Reader, size int64) error {
+		key := SegmentKey(a.cfg.Topic, a.cfg.Partition, &rs, suffix)
+		if _, err := a.cfg.Store.Put(ctx, key, r, size, PutCondition{}); err != nil {
+			return fmt.Errorf("tiering: upload %s: %w", key, err)
+		}
+		return nil
+	}
+	if err := put(SuffixLog, io.NewSectionReader(f, pos, rs.Size), rs.Size); err != nil {
+		return RemoteSegment{}, err
+	}
+	if err := put(SuffixIndex, bytes.NewReader(index), int64(len(index))); err != nil {
+		return RemoteSegment{}, err
+	}
+	if err := put(SuffixTimeIndex, bytes.NewReader(timeIndex), int64(len(timeIndex))); err != nil {
+		return RemoteSegment{}, err
+	}
+	if snapshot != nil {
+		if err := put(SuffixSnapshot, bytes.NewReader(snapshot), int64(len(snapshot))); err != nil {
+			return RemoteSegment{}, err
+		}
+	}
+	rs.UploadedAt = a.cfg.Now().UTC()
+	return rs, nil
+}
+
+// readSnapshotFile reads the producer snapshot at offset in dir (named as
+// producer.SnapshotFileName does), or returns nil when there is none.
+func readSnapshotFile(dir string, offset int64) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", offset)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tiering: producer snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// clampEpochs keeps the epoch entries that wrote offsets in [from, next),
+// the first moved up to from.
+func clampEpochs(entries []segment.EpochEntry, from, next int64) []segment.EpochEntry {
+	var out []segment.EpochEntry
+	for i, e := range entries {
+		end := next
+		if i+1 < len(entries) {
+			end = min(end, entries[i+1].StartOffset)
+		}
+		if end <= from || e.StartOffset >= next {
+			continue
+		}
+		e.StartOffset = max(e.StartOffset, from)
+		out = append(out, e)
+	}
+	return out
+}
+
+// newObjectID returns a random token for object names.
+func newObjectID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// deleteObjects deletes the objects of segments no longer in the manifest.
+// Failures are logged: the sweeper removes what is left.
+func (a *Archiver) deleteObjects(ctx context.Context, segs []RemoteSegment) {
+	var keys []string
+	for i := range segs {
+		keys = append(keys, SegmentKeys(a.cfg.Topic, a.cfg.Partition, &segs[i])...)
+	}
+	if err := deleteKeys(ctx, a.cfg.Store, keys); err != nil {
+		a.log.Warn("tiering: deleting objects of dropped segments; the sweeper will retry", "err", err)
+	}
+}
+
+// logStartMoved tells the broker about a new remote log start.
+func (a *Archiver) logStartMoved(offset int64) {
+	if a.cfg.OnLogStartOffset != nil {
+		a.cfg.OnLogStartOffset(offset)
+	}
+}
+
+// deleteKeys deletes keys, a few at a time, and returns the errors joined.
+func deleteKeys(ctx context.Context, store ObjectStore, keys []string) error {
+	sem := make(chan struct{}, 8)
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = store.Delete(ctx, k)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,363 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// ManifestVersion is the manifest format this package writes and the only
+// one it reads. A change to the JSON layout (even an added field) takes a
+// new version: DecodeManifest refuses fields it does not know, so an older
+// broker never drops them by rewriting a newer manifest.
+const ManifestVersion = 1
+
+// Errors of the manifest logic.
+var (
+	// ErrFenced: the stored manifest was written by a newer leader epoch;
+	// this writer is deposed and must stop uploading.
+	ErrFenced = errors.New("tiering: fenced by a newer leader epoch")
+	// ErrBadManifest: a manifest does not decode or breaks an invariant.
+	ErrBadManifest = errors.New("tiering: invalid manifest")
+	// ErrTopicMismatch: the stored manifest belongs to another incarnation
+	// of the topic (a different topic id).
+	ErrTopicMismatch = errors.New("tiering: manifest belongs to another topic id")
+)
+
+// Suffixes of a remote segment's objects (see RemoteSegment).
+const (
+	SuffixLog       = ".log"
+	SuffixIndex     = ".index"
+	SuffixTimeIndex = ".timeindex"
+	SuffixSnapshot  = ".snapshot"
+)
+
+// manifestName is the last component of a manifest's key.
+const manifestName = "manifest"
+
+// PartitionPrefix is the key prefix of everything of one partition,
+// "<topic>/<partition>/".
+func PartitionPrefix(topic string, partition int32) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/"
+}
+
+// ManifestKey is the key of a partition's manifest.
+func ManifestKey(topic string, partition int32) string {
+	return PartitionPrefix(topic, partition) + manifestName
+}
+
+// SegmentKey is the key of one of a remote segment's objects; suffix is one
+// of the Suffix constants.
+func SegmentKey(topic string, partition int32, s *RemoteSegment, suffix string) string {
+	return PartitionPrefix(topic, partition) + s.ObjectName() + suffix
+}
+
+// SegmentKeys lists the keys of all of a remote segment's objects.
+func SegmentKeys(topic string, partition int32, s *RemoteSegment) []string {
+	keys := []string{
+		SegmentKey(topic, partition, s, SuffixLog),
+		SegmentKey(topic, partition, s, SuffixIndex),
+		SegmentKey(topic, partition, s, SuffixTimeIndex),
+	}
+	if s.HasSnapshot {
+		keys = append(keys, SegmentKey(topic, partition, s, SuffixSnapshot))
+	}
+	return keys
+}
+
+// NewManifest returns the empty manifest of a partition, as a partition
+// with nothing remote has.
+func NewManifest(topic, topicID string, partition int32) *Manifest {
+	return &Manifest{Version: ManifestVersion, Topic: topic, TopicID: topicID, Partition: partition}
+}
+
+// Clone returns a deep copy of m.
+func (m *Manifest) Clone() *Manifest {
+	c := *m
+	c.Segments = slices.Clone(m.Segments)
+	for i := range c.Segments {
+		c.Segments[i].LeaderEpochs = slices.Clone(c.Segments[i].LeaderEpochs)
+	}
+	c.Configs = maps.Clone(m.Configs)
+	return &c
+}
+
+// Bytes returns the size of the remote .log objects.
+func (m *Manifest) Bytes() int64 {
+	var n int64
+	for _, s := range m.Segments {
+		n += s.Size
+	}
+	return n
+}
+
+// LeaderEpochEntries merges the segments' leader-epoch entries into one
+// epoch history of the remote log, oldest first, each epoch with the first
+// remote offset it wrote (clamped to LogStartOffset). A restore seeds the
+// new log's epoch cache with it.
+func (m *Manifest) LeaderEpochEntries() []segment.EpochEntry {
+	var out []segment.EpochEntry
+	for _, s := range m.Segments {
+		for _, e := range s.LeaderEpochs {
+			if n := len(out); n > 0 && out[n-1].Epoch >= e.Epoch {
+				continue // the same epoch continuing into this segment
+			}
+			out = append(out, e)
+		}
+	}
+	// Drop epochs that ended before the log start; clamp the one holding it.
+	for len(out) > 1 && out[1].StartOffset <= m.LogStartOffset {
+		out = out[1:]
+	}
+	if len(out) > 0 && out[0].StartOffset < m.LogStartOffset {
+		out[0].StartOffset = m.LogStartOffset
+	}
+	return out
+}
+
+// Validate checks the manifest's invariants: the version, the partition
+// identity, segments sorted, non-empty, contiguous and not overlapping,
+// each with a sane size, epoch, id and leader-epoch entries inside it, and
+// the log start inside the first segment (or at the end of an empty
+// manifest). The error wraps ErrBadManifest.
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s/%d: %s", ErrBadManifest, m.Topic, m.Partition, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case m.Version != ManifestVersion:
+		return bad("version %d, want %d", m.Version, ManifestVersion)
+	case m.Topic == "" || strings.ContainsAny(m.Topic, "/\x00"):
+		return bad("topic %q", m.Topic)
+	case m.Partition < 0:
+		return bad("partition %d", m.Partition)
+	case m.LeaderEpoch < 0:
+		return bad("leader epoch %d", m.LeaderEpoch)
+	case m.LogStartOffset < 0:
+		return bad("log start offset %d", m.LogStartOffset)
+	case m.NumPartitions < 0:
+		return bad("num partitions %d", m.NumPartitions)
+	}
+	for i := range m.Segments {
+		s := &m.Segments[i]
+		switch {
+		case s.BaseOffset < 0 || s.NextOffset <= s.BaseOffset:
+			return bad("segment %d: offsets [%d, %d)", i, s.BaseOffset, s.NextOffset)
+		case i > 0 && s.BaseOffset != m.Segments[i-1].NextOffset:
+			return bad("segment %d at %d does not follow the previous one, which ends at %d", i, s.BaseOffset, m.Segments[i-1].NextOffset)
+		case s.Size <= 0:
+			return bad("segment %d at %d: size %d", i, s.BaseOffset, s.Size)
+		case s.Epoch < 0 || s.Epoch > m.LeaderEpoch:
+			return bad("segment %d at %d: uploader epoch %d, manifest epoch %d", i, s.BaseOffset, s.Epoch, m.LeaderEpoch)
+		case !validObjectID(s.ID):
+			return bad("segment %d at %d: id %q", i, s.BaseOffset, s.ID)
+		case s.MaxTimestamp < -1:
+			return bad("segment %d at %d: max timestamp %d", i, s.BaseOffset, s.MaxTimestamp)
+		}
+		for j, e := range s.LeaderEpochs {
+			if e.Epoch < 0 || e.StartOffset < s.BaseOffset || e.StartOffset >= s.NextOffset ||
+				(j > 0 && (e.Epoch <= s.LeaderEpochs[j-1].Epoch || e.StartOffset <= s.LeaderEpochs[j-1].StartOffset)) {
+				return bad("segment %d at %d: leader epoch entry %d %+v", i, s.BaseOffset, j, e)
+			}
+		}
+	}
+	if len(m.Segments) > 0 {
+		first := m.Segments[0]
+		if m.LogStartOffset < first.BaseOffset || m.LogStartOffset >= first.NextOffset {
+			return bad("log start offset %d outside the first segment [%d, %d)", m.LogStartOffset, first.BaseOffset, first.NextOffset)
+		}
+	}
+	return nil
+}
+
+// validObjectID reports whether id may appear in an object name: 1 to 64
+// ASCII letters and digits.
+func validObjectID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// EncodeManifest validates m and returns its JSON encoding.
+func EncodeManifest(m *Manifest) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// DecodeManifest parses and validates a manifest. An unknown version or
+// field, trailing data, or a broken invariant fail with ErrBadManifest.
+func DecodeManifest(b []byte) (*Manifest, error) {
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	if probe.Version != ManifestVersion {
+		return nil, fmt.Errorf("%w: unsupported version %d", ErrBadManifest, probe.Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	m := new(Manifest)
+	if err := dec.Decode(m); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the manifest", ErrBadManifest)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// LoadManifest reads and validates a partition's manifest and returns it
+// with its ETag, the version token CommitManifest wants. It fails with
+// ErrNotFound when the partition has no manifest, ErrBadManifest when the
+// stored one is invalid (or names another partition), ErrUnavailable when
+// the store cannot be reached.
+func LoadManifest(ctx context.Context, store ObjectStore, topic string, partition int32) (*Manifest, string, error) {
+	key := ManifestKey(topic, partition)
+	b, etag, err := readConsistent(ctx, store, key)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := DecodeManifest(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", key, err)
+	}
+	if m.Topic != topic || m.Partition != partition {
+		return nil, "", fmt.Errorf("%w: %s holds the manifest of %s/%d", ErrBadManifest, key, m.Topic, m.Partition)
+	}
+	return m, etag, nil
+}
+
+// CommitManifest replaces the stored manifest of m's partition with m and
+// returns the new ETag. prevETag is the ETag of the manifest m was derived
+// from ("" when the writer saw none). It reads the stored manifest first
+// and fails with
+//
+//   - ErrFenced when the stored LeaderEpoch is higher than m's;
+//   - ErrTopicMismatch when the stored one has another topic id;
+//   - ErrPreconditionFailed when the stored manifest is not the one m was
+//     derived from (its ETag differs from prevETag, or it appeared or
+//     vanished), so the writer must reload and redo its change;
+//
+// then puts conditionally (If-Match the stored ETag, or If-None-Match when
+// there is none), so a writer that raced in between makes the put fail the
+// same way. When CommitManifest returns nil, m is durable in the store. An
+// ErrUnavailable leaves the outcome unknown: reload to find out.
+func CommitManifest(ctx context.Context, store ObjectStore, m *Manifest, prevETag string) (string, error) {
+	data, err := EncodeManifest(m)
+	if err != nil {
+		return "", err
+	}
+	cur, curETag, err := LoadManifest(ctx, store, m.Topic, m.Partition)
+	if err != nil && !IsNotFound(err) {
+		return "", err
+	}
+	var cond PutCondition
+	if cur == nil {
+		if prevETag != "" {
+			return "", fmt.Errorf("%w: manifest of %s/%d was deleted", ErrPreconditionFailed, m.Topic, m.Partition)
+		}
+		cond.IfNoneMatch = true
+	} else {
+		if err := checkSupersedes(m, cur); err != nil {
+			return "", err
+		}
+		if curETag != prevETag {
+			return "", fmt.Errorf("%w: manifest of %s/%d changed since it was read", ErrPreconditionFailed, m.Topic, m.Partition)
+		}
+		cond.IfMatch = curETag
+	}
+	key := ManifestKey(m.Topic, m.Partition)
+	info, err := store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), cond)
+	if errors.Is(err, ErrPreconditionFailed) {
+		// Someone wrote in between; say whether it was a newer leader.
+		if cur, _, lerr := LoadManifest(ctx, store, m.Topic, m.Partition); lerr == nil {
+			if ferr := checkSupersedes(m, cur); ferr != nil {
+				return "", ferr
+			}
+		}
+		return "", err
+	}
+	if err != nil {
+		return "", err
+	}
+	return info.ETag, nil
+}
+
+// checkSupersedes says whether m may replace the stored manifest cur.
+func checkSupersedes(m, cur *Manifest) error {
+	if cur.LeaderEpoch > m.LeaderEpoch {
+		return fmt.Errorf("%w: manifest of %s/%d has leader epoch %d, writer %d", ErrFenced, m.Topic, m.Partition, cur.LeaderEpoch, m.LeaderEpoch)
+	}
+	if cur.TopicID != "" && m.TopicID != "" && cur.TopicID != m.TopicID {
+		return fmt.Errorf("%w: %s/%d stored %s, writer %s", ErrTopicMismatch, m.Topic, m.Partition, cur.TopicID, m.TopicID)
+	}
+	return nil
+}
+
+// infoGetter is implemented by stores that return an object's ETag with
+// its content in one request.
+type infoGetter interface {
+	getWithInfo(ctx context.Context, key string) ([]byte, ObjectInfo, error)
+}
+
+// readConsistent reads a whole (small) object and the ETag of exactly the
+// version read. Without an infoGetter it stats before and after the read
+// and retries when the two differ: ETags of different contents never
+// repeat, so equal ones bracket the version read.
+func readConsistent(ctx context.Context, store ObjectStore, key string) ([]byte, string, error) {
+	if g, ok := store.(infoGetter); ok {
+		b, info, err := g.getWithInfo(ctx, key)
+		return b, info.ETag, err
+	}
+	for range 5 {
+		before, err := store.Stat(ctx, key)
+		if err != nil {
+			return nil, "", err
+		}
+		rc, err := store.Get(ctx, key, 0, -1)
+		if err != nil {
+			return nil, "", err
+		}
+		b, err := io.ReadAll(rc)
+		if cerr := rc.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("tiering: read %s: %w", key, err)
+		}
+		after, err := store.Stat(ctx, key)
+		if err != nil {
+			return nil, "", err
+		}
+		if before.ETag == after.ETag && int64(len(b)) == after.Size {
+			return b, after.ETag, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%w: %s keeps changing while read", ErrPreconditionFailed, key)
+}
