@@ -24,10 +24,15 @@ import (
 // * The batch gets its offsets from the log end and the partition's leader
 //   epoch; with message.timestamp.type=LogAppendTime its timestamps become
 //   broker time (and the CRC is recomputed).
-// * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). On a single node the
-//   ISR is this broker, so acks=1 and acks=-1 both answer after the local
-//   append (which fsyncs first when flush.messages is reached); acks=-1
-//   with min.insync.replicas above 1 is NOT_ENOUGH_REPLICAS.
+// * Only the partition's leader appends: a partition another broker leads
+//   (or none does) is NOT_LEADER_OR_FOLLOWER, so the client refreshes its
+//   metadata and goes to the leader. The leadership and leader epoch are
+//   the coordinator's, as this broker last learned them.
+// * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Data replication is
+//   not there yet: the only replica that holds a batch is the leader, so
+//   acks=1 and acks=-1 both answer after the local append (which fsyncs
+//   first when flush.messages is reached); acks=-1 with
+//   min.insync.replicas above 1 is NOT_ENOUGH_REPLICAS.
 // * acks=0 gets no response; if any partition failed, the connection is
 //   closed instead, which is how Kafka tells such a producer.
 // * Unknown topics are created when auto.create.topics.enable is on (an
@@ -43,7 +48,7 @@ import (
 // * __consumer_offsets is written only by the group coordinator: a produce
 //   to it is INVALID_TOPIC_EXCEPTION, as Kafka answers clients other than
 //   its own admin tools.
-// * TimeoutMillis is ignored: there are no replicas to wait for.
+// * TimeoutMillis is ignored: there are no followers to wait for yet.
 //
 // Version notes:
 // * v5: LogStartOffset in the response
@@ -105,17 +110,17 @@ func handleProduce(s *Server, r *request) (reply, error) {
 // producePartition validates and appends one partition's records and
 // fills the response's offsets.
 func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
-	if index < 0 || int(index) >= len(ts.parts) {
-		return newKafkaError(kerr.UnknownTopicOrPartition, "topic %q has no partition %d", ts.name, index)
+	p, lead, err := s.leaderPartition(ts, ts.name, index)
+	if err != nil {
+		return err
 	}
-	p := ts.parts[index]
 	if err := validateProduceBatch(req.Version, records, ts.cfg.maxMessageBytes); err != nil {
 		return err
 	}
 	if req.Acks == -1 && ts.cfg.minInsyncReps > 1 {
 		return newKafkaError(kerr.NotEnoughReplicas, "in-sync replicas 1 is below min.insync.replicas %d", ts.cfg.minInsyncReps)
 	}
-	opts := segment.AppendOptions{LeaderEpoch: p.leaderEpoch}
+	opts := segment.AppendOptions{LeaderEpoch: lead.epoch}
 	if ts.cfg.logAppendTime {
 		opts.LogAppendTime = s.nowFn().UnixMilli()
 	}

@@ -25,7 +25,12 @@ import (
 // * A fetch offset below the log start or above the log end is
 //   OFFSET_OUT_OF_RANGE; one at the end returns no records.
 // * CurrentLeaderEpoch (v9+), unless -1, is checked against the
-//   partition's: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+//   partition's (from the coordinator's partition state): older is
+//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+// * Only the leader serves fetches: a partition another broker leads, or
+//   that this broker does not host, is NOT_LEADER_OR_FOLLOWER (after the
+//   epoch check, as in Kafka). Fetching from followers is for the
+//   replication issue.
 // * Long polling: when fewer than MinBytes are available and no partition
 //   has an error, the request waits up to MaxWaitMillis, woken by appends
 //   (Log.AppendNotify), never by polling; shutdown wakes it too.
@@ -69,6 +74,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		if left <= 0 {
 			return reply{raw: encodeFetch(res)}, nil
 		}
+		res.releaseAll() // not sent: unpin its remote chunks
 		if !s.waitForAppend(notify, left) {
 			// Timed out or shutting down: answer with what there is now.
 			res, _, _ = s.fetchOnce(req)
@@ -87,8 +93,8 @@ func (s *Server) fetchNotifiers(req *kmsg.FetchRequest) []<-chan struct{} {
 			continue
 		}
 		for _, rp := range rt.Partitions {
-			if rp.Partition >= 0 && int(rp.Partition) < len(t.parts) {
-				out = append(out, t.parts[rp.Partition].log.AppendNotify())
+			if p := t.local(rp.Partition); p != nil {
+				out = append(out, p.log.AppendNotify())
 			}
 		}
 	}
@@ -131,10 +137,12 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*fetchResult, int64, bool) {
 		for _, rp := range rt.Partitions {
 			pr := fetchPartResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted}
 			switch {
-			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+			case t == nil || !t.hasPartition(rp.Partition):
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
+			case t.local(rp.Partition) == nil:
+				pr.errorCode = kerr.NotLeaderForPartition.Code
 			default:
-				s.fetchPartition(t.parts[rp.Partition], req.Version, &rp, &budget, &minOne, &pr)
+				s.fetchPartition(t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			}
 			if pr.errorCode != 0 {
 				anyErr = true
@@ -155,17 +163,21 @@ func (s *Server) fetchPartition(p *partition, version int16, rp *kmsg.FetchReque
 			return
 		}
 	}
+	if _, err := p.leaderCheck(s.cfg.BrokerID); err != nil {
+		pr.errorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
 	hw := p.log.HighWatermark()
 	pr.highWatermark = hw
 	pr.lastStableOffset = hw
-	pr.logStartOffset = p.log.LogStartOffset()
+	pr.logStartOffset = p.logStart()
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	off := rp.FetchOffset
 	for {
 		if limit <= 0 && !*minOne {
 			return
 		}
-		sl, err := p.log.Read(off, int(max(limit, 0)), hw)
+		sl, err := s.readPartition(p, off, int(max(limit, 0)), hw, pr)
 		if err != nil {
 			pr.errorCode = readErrorCode(s, p, err)
 			if pr.size > 0 {

@@ -18,8 +18,10 @@ import (
 // * Any other timestamp: the first offset whose timestamp is at or after
 //   it, with that timestamp; offset and timestamp -1 when there is none
 //   below the high watermark.
-// * CurrentLeaderEpoch (v4+), unless -1, is checked: older is
-//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+// * CurrentLeaderEpoch (v4+), unless -1, is checked against the
+//   partition's leader epoch (the coordinator's): older is
+//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Then a partition this
+//   broker does not lead is NOT_LEADER_OR_FOLLOWER.
 // * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION; a
 //   partition named twice is INVALID_REQUEST.
 //
@@ -63,10 +65,12 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 			switch {
 			case seen[tp{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
-			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+			case t == nil || !t.hasPartition(rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case t.local(rp.Partition) == nil:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				s.listOffset(t.parts[rp.Partition], req.Version, &rp, &sp)
+				s.listOffset(t.local(rp.Partition), req.Version, &rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -82,12 +86,17 @@ func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsReq
 			return
 		}
 	}
+	lead, err := p.leaderCheck(s.cfg.BrokerID)
+	if err != nil {
+		sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
 	hw := p.log.HighWatermark()
 	switch rp.Timestamp {
 	case listLatest:
-		sp.Offset, sp.LeaderEpoch = hw, p.leaderEpoch
+		sp.Offset, sp.LeaderEpoch = hw, lead.epoch
 	case listEarliest:
-		start := p.log.LogStartOffset()
+		start := p.remoteEarliest()
 		sp.Offset, sp.LeaderEpoch = start, epochForOffset(p, start)
 	case listMaxTimestamp:
 		if version < 7 {
@@ -104,7 +113,10 @@ func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsReq
 			sp.ErrorCode = kerr.UnsupportedVersion.Code // -4, -5: tiered storage lookups, not served yet
 			return
 		}
-		off, ts, found, err := p.log.OffsetForTimestamp(rp.Timestamp)
+		off, ts, found, err := s.remoteOffsetForTimestamp(p, rp.Timestamp)
+		if err == nil && !found {
+			off, ts, found, err = p.log.OffsetForTimestamp(rp.Timestamp)
+		}
 		if err != nil {
 			sp.ErrorCode = readErrorCode(s, p, err)
 			return
@@ -151,10 +163,11 @@ func recordWithTimestamp(p *partition, off, ts, hw int64) int64 {
 // partition's: 0 if equal, FENCED_LEADER_EPOCH if the client's is older,
 // UNKNOWN_LEADER_EPOCH if newer.
 func checkLeaderEpoch(p *partition, clientEpoch int32) int16 {
+	epoch := p.leaderEpoch()
 	switch {
-	case clientEpoch < p.leaderEpoch:
+	case clientEpoch < epoch:
 		return kerr.FencedLeaderEpoch.Code
-	case clientEpoch > p.leaderEpoch:
+	case clientEpoch > epoch:
 		return kerr.UnknownLeaderEpoch.Code
 	}
 	return 0

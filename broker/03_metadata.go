@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,20 +11,26 @@ import (
 // Metadata: v0-12
 //
 // Behavior:
-// * Brokers: this broker at its advertised address; it is also the
-//   controller. The cluster ID is the one generated when the data
-//   directory was first used.
+// * Answers from this broker's metadata cache: the coordinator's snapshot,
+//   fed by ZooKeeper watches (or the embedded coordinator). While
+//   ZooKeeper is unreachable it is the last known state.
+// * Brokers: every live (registered) broker at its advertised address,
+//   with its rack; ControllerID the elected controller (-1 while there is
+//   none); the cluster ID, created once for the cluster.
 // * Topics: all of them for a null list (v1+) or an empty one (v0);
 //   otherwise those named, by name or (v10+) by topic ID. Topic IDs are
 //   the random UUIDs stored with each topic.
-// * An unknown topic is created with num.partitions when
-//   auto.create.topics.enable is on and the request allows it
-//   (AllowAutoTopicCreation, v4+; always before v4), and answered with its
-//   partitions at once; else UNKNOWN_TOPIC_OR_PARTITION. An illegal name is
+// * An unknown topic is created (with num.partitions and
+//   default.replication.factor) when auto.create.topics.enable is on and
+//   the request allows it (AllowAutoTopicCreation, v4+; always before v4),
+//   and answered with its partitions at once; else
+//   UNKNOWN_TOPIC_OR_PARTITION. An illegal name is
 //   INVALID_TOPIC_EXCEPTION, an unknown ID UNKNOWN_TOPIC_ID.
 // * __consumer_offsets is reported with IsInternal (v1+).
-// * Every partition is led by this broker, with replicas and ISR [this
-//   broker] and the partition's leader epoch.
+// * Per partition: the leader, leader epoch, replicas (preferred leader
+//   first), ISR and offline replicas (replicas whose broker is not live).
+//   A partition without a live leader is LEADER_NOT_AVAILABLE with leader
+//   -1, as Kafka answers, so clients wait and ask again.
 // * Authorized operations (v8+), when asked for, are all operations: there
 //   is no authorizer.
 //
@@ -51,14 +59,15 @@ const (
 func handleMetadata(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	for _, b := range s.meta.Brokers() {
+	snap := s.coord.Snapshot()
+	for _, b := range snap.Brokers {
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, b.Rack
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
-	cid := s.meta.ClusterID()
+	cid := snap.ClusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = s.meta.Controller()
+	resp.ControllerID = snap.Controller.ID
 	resp.AuthorizedOperations = opsNotRequested
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterAuthorizedOps
@@ -66,27 +75,34 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		for _, t := range s.topicsSorted() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+		for _, name := range snap.TopicNames() {
+			resp.Topics = append(resp.Topics, metadataTopic(snap, snap.Topics[name], req))
 		}
 		return reply{msg: resp}, nil
 	}
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
-		var t *topicState
+		var t *coord.TopicInfo
 		var err error
 		switch {
 		case rt.Topic == nil && rt.TopicID != [16]byte{}:
-			if t = s.topicByID(coord.TopicID(rt.TopicID)); t == nil {
+			var ok bool
+			if t, ok = snap.TopicByID(coord.TopicID(rt.TopicID)); !ok {
 				err = newKafkaError(kerr.UnknownTopicID, "no topic with id %s", coord.TopicID(rt.TopicID))
 			}
 		case rt.Topic == nil:
 			err = newKafkaError(kerr.InvalidRequest, "topic with neither name nor id")
 		default:
-			if t = s.topic(*rt.Topic); t == nil {
+			var ok bool
+			if t, ok = snap.Topic(*rt.Topic); !ok {
 				if err = validTopicName(*rt.Topic); err == nil {
 					if autoCreate {
-						t, err = s.autoCreateTopic(*rt.Topic)
+						if _, err = s.autoCreateTopic(*rt.Topic); err == nil {
+							snap = s.coord.Snapshot()
+							if t, ok = snap.Topic(*rt.Topic); !ok {
+								err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q was deleted right after its creation", *rt.Topic)
+							}
+						}
 					} else {
 						err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", *rt.Topic)
 					}
@@ -102,30 +118,47 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+		resp.Topics = append(resp.Topics, metadataTopic(snap, t, req))
 	}
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) metadataTopic(t *topicState, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+// rackOf is a broker's rack as Kafka responses carry it: null for none.
+func rackOf(b coord.BrokerInfo) *string {
+	if b.Rack == "" {
+		return nil
+	}
+	r := b.Rack
+	return &r
+}
+
+func metadataTopic(snap *coord.Snapshot, t *coord.TopicInfo, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
-	name := t.name
+	name := t.Name
 	mt.Topic = &name
-	mt.TopicID = t.id
-	mt.IsInternal = isInternalTopic(t.name)
+	mt.TopicID = t.ID
+	mt.IsInternal = isInternalTopic(t.Name)
 	mt.AuthorizedOperations = opsNotRequested
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicAuthorizedOps
 	}
-	id := s.cfg.BrokerID
-	for _, p := range t.parts {
+	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p.index
-		mp.Leader = id
-		mp.LeaderEpoch = p.leaderEpoch
-		mp.Replicas = []int32{id}
-		mp.ISR = []int32{id}
-		mp.OfflineReplicas = []int32{}
+		mp.Partition = int32(i)
+		mp.Leader = p.State.Leader
+		mp.LeaderEpoch = p.State.LeaderEpoch
+		if mp.Leader != coord.NoLeader && !snap.Live(mp.Leader) {
+			mp.Leader = coord.NoLeader // dead; the controller elects another
+		}
+		if mp.Leader == coord.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mp.Replicas = slices.Clone(p.Replicas)
+		mp.ISR = slices.Clone(p.State.ISR)
+		mp.OfflineReplicas = snap.OfflineReplicas(p)
+		if mp.OfflineReplicas == nil {
+			mp.OfflineReplicas = []int32{}
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	if mt.Partitions == nil {

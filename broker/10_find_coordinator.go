@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -8,11 +9,14 @@ import (
 // FindCoordinator: v0-4
 //
 // Behavior:
-// * Key type 0 (group, the only type before v1): this broker, which leads
-//   every partition of __consumer_offsets. Any group id is accepted,
-//   including "" (OffsetCommit and OffsetFetch accept it, as in Kafka).
-//   COORDINATOR_NOT_AVAILABLE while the broker shuts down, or when the
-//   group's partition of __consumer_offsets failed to load at start.
+// * Key type 0 (group, the only type before v1): the leader of the
+//   group's partition of __consumer_offsets (Kafka's hash of the group id
+//   modulo the partition count), at its advertised address. The topic is
+//   created by the first FindCoordinator in a cluster that lacks it. Any
+//   group id is accepted, including "" (OffsetCommit and OffsetFetch
+//   accept it, as in Kafka). COORDINATOR_NOT_AVAILABLE while the broker
+//   shuts down, while the partition has no live leader, or when it failed
+//   to load on this broker, its leader.
 // * Key type 1 (transaction): UNSUPPORTED_VERSION, with the message that
 //   transactions are not supported, as InitProducerId answers a
 //   transactional id (see package producer).
@@ -56,9 +60,10 @@ func handleFindCoordinator(s *Server, r *request) (reply, error) {
 // or "no node" with an error code and message.
 func (s *Server) findCoordinator(keyType int8, key string) (node int32, host string, port int32, code int16, msg *string) {
 	var err error
+	var b coord.BrokerInfo
 	switch keyType {
 	case coordinatorTypeGroup:
-		err = s.groupCoordinatorError(key)
+		b, err = s.groupCoordinator(key)
 	case coordinatorTypeTransaction:
 		err = newKafkaError(kerr.UnsupportedVersion, "transactions are not supported: there is no transaction coordinator")
 	default:
@@ -68,5 +73,5 @@ func (s *Server) findCoordinator(keyType int8, key string) (node int32, host str
 		c, m := errorCode(err)
 		return -1, "", -1, c, &m
 	}
-	return s.self.ID, s.self.Host, s.self.Port, 0, nil
+	return b.ID, b.Host, b.Port, 0, nil
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,18 +15,25 @@ import (
 //   (INVALID_TOPIC_EXCEPTION). An existing name is TOPIC_ALREADY_EXISTS.
 // * NumPartitions must be > 0, or -1 for num.partitions
 //   (INVALID_PARTITIONS). ReplicationFactor must be > 0 and no larger than
-//   the live brokers (one), or -1 for default.replication.factor
+//   the live brokers, or -1 for default.replication.factor
 //   (INVALID_REPLICATION_FACTOR).
+// * Replicas are assigned as Kafka does (coord.AssignReplicas): preferred
+//   leaders round-robin from a random broker so leaders spread evenly,
+//   followers shifted, and with broker.rack on every broker a partition's
+//   replicas on distinct racks. Each partition's first live replica
+//   leads, with the live replicas as ISR, at leader epoch 0.
 // * A manual ReplicaAssignment requires NumPartitions and
 //   ReplicationFactor -1 (else INVALID_REQUEST), partitions numbered from 0
-//   without gaps, and only this broker as replica
-//   (INVALID_REPLICA_ASSIGNMENT).
+//   without gaps, the same number of distinct replicas for each, and only
+//   live brokers (INVALID_REPLICA_ASSIGNMENT).
 // * Configs use Kafka's topic config names; an unknown name or a bad value
 //   is INVALID_CONFIG (see topic_config.go for the supported set).
 // * A topic named twice in one request is INVALID_REQUEST.
 // * ValidateOnly checks everything and creates nothing.
-// * The topic and its configs are persisted in the coordinator before the
-//   response; its partition logs are open when the response leaves.
+// * The topic, its assignment and configs are persisted in the
+//   coordinator (ZooKeeper, or the embedded file) before the response;
+//   this broker's replicas are open when the response leaves, the other
+//   brokers open theirs when their metadata watches fire.
 //
 // Version notes:
 // * v4: -1 for default partitions and replication factor
@@ -64,7 +73,7 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 		}
 		if err == nil {
 			if req.ValidateOnly {
-				err = s.checkCreateTopic(&spec)
+				err = s.checkCreateTopic(&spec, s.coord.Snapshot())
 			} else {
 				var t *topicState
 				if t, err = s.createTopic(spec); err == nil {
@@ -95,33 +104,32 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
-// checkAssignment validates a manual replica assignment and sets the
-// spec's partition count and replication factor from it.
+// checkAssignment validates the form of a manual replica assignment and
+// sets the spec's assignment, partition count and replication factor
+// from it; checkCreateTopic checks its brokers are live.
 func (s *Server) checkAssignment(spec *createTopicSpec, as []kmsg.CreateTopicsRequestTopicReplicaAssignment) error {
 	if spec.partitions != -1 || spec.replFactor != -1 {
 		return newKafkaError(kerr.InvalidRequest, "both numPartitions or replicationFactor and replicasAssignments were set; both cannot be used at the same time")
 	}
-	seen := make([]bool, len(as))
+	asg := make([][]int32, len(as))
 	for _, a := range as {
-		if a.Partition < 0 || int(a.Partition) >= len(as) || seen[a.Partition] {
+		if a.Partition < 0 || int(a.Partition) >= len(as) || asg[a.Partition] != nil {
 			return newKafkaError(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
 		}
-		seen[a.Partition] = true
 		if len(a.Replicas) == 0 {
 			return newKafkaError(kerr.InvalidReplicaAssignment, "partition %d has no replicas", a.Partition)
 		}
 		if len(a.Replicas) != len(as[0].Replicas) {
 			return newKafkaError(kerr.InvalidReplicaAssignment, "all partitions should have the same number of replicas")
 		}
-		for _, b := range a.Replicas {
-			if b != s.cfg.BrokerID {
-				return newKafkaError(kerr.InvalidReplicaAssignment, "broker %d in the assignment of partition %d is not a live broker", b, a.Partition)
+		for j, b := range a.Replicas {
+			if slices.Contains(a.Replicas[:j], b) {
+				return newKafkaError(kerr.InvalidReplicaAssignment, "partition %d names broker %d more than once", a.Partition, b)
 			}
 		}
-		if len(a.Replicas) > 1 {
-			return newKafkaError(kerr.InvalidReplicaAssignment, "partition %d names broker %d more than once", a.Partition, s.cfg.BrokerID)
-		}
+		asg[a.Partition] = slices.Clone(a.Replicas)
 	}
+	spec.assignment = asg
 	spec.partitions = int32(len(as))
 	spec.replFactor = int16(len(as[0].Replicas))
 	return nil

@@ -9,10 +9,13 @@ import (
 // DeleteTopics: v1-6
 //
 // Behavior:
-// * Removes the topic from the coordinator (persisted first), then closes
-//   and deletes its partition logs: the data is gone when the response
-//   leaves. A crash in between leaves directories that the next start
-//   removes, since no topic names them.
+// * Deletes the topic in the coordinator first (through a pending-deletion
+//   marker, so that a deletion cut short by a crash is finished by the
+//   controller), then this broker closes and deletes its logs of the topic
+//   before the response leaves; the other brokers delete theirs when their
+//   metadata watches fire, or at their next start. Logs are matched by
+//   topic ID (partition.metadata), so a topic created again under the same
+//   name keeps its new logs.
 // * By name (v1-5) or, from v6, by name or by topic ID. An unknown name is
 //   UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID, an entry
 //   with both or neither INVALID_REQUEST.

@@ -14,7 +14,9 @@ import (
 //   epoch at or below the requested one. An epoch newer than every known
 //   one (or an empty cache) answers epoch -1, offset -1.
 // * CurrentLeaderEpoch, unless -1, is checked: older is
-//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+//   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Then a partition this
+//   broker does not lead is NOT_LEADER_OR_FOLLOWER (followers asking the
+//   leader is for the replication issue).
 // * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Version notes:
@@ -36,12 +38,17 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			switch {
-			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+			case t == nil || !t.hasPartition(rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case t.local(rp.Partition) == nil:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				p := t.parts[rp.Partition]
+				p := t.local(rp.Partition)
 				if rp.CurrentLeaderEpoch != -1 {
 					sp.ErrorCode = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
+				}
+				if _, err := p.leaderCheck(s.cfg.BrokerID); err != nil && sp.ErrorCode == 0 {
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				}
 				if sp.ErrorCode == 0 {
 					sp.LeaderEpoch, sp.EndOffset = p.log.Epochs().EndOffsetFor(rp.LeaderEpoch)

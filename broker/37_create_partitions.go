@@ -9,12 +9,17 @@ import (
 //
 // Behavior:
 // * Grows a topic to Count partitions; the new partitions are persisted in
-//   the coordinator and their logs opened before the response.
+//   the coordinator before the response, and this broker's replicas of
+//   them opened. Their replicas continue the topic's assignment
+//   (coord.AssignReplicas from the topic's start broker), with the topic's
+//   replication factor, which must not exceed the live brokers
+//   (INVALID_REPLICATION_FACTOR).
 // * Count must exceed the current number (INVALID_PARTITIONS); an unknown
 //   topic is UNKNOWN_TOPIC_OR_PARTITION; a topic named twice is
 //   INVALID_REQUEST.
 // * A manual Assignment must list one replica list per new partition, each
-//   naming only this broker (INVALID_REPLICA_ASSIGNMENT).
+//   with the topic's replication factor of distinct live brokers
+//   (INVALID_REPLICA_ASSIGNMENT).
 // * __consumer_offsets keeps its partition count (groups are mapped to
 //   partitions by it): INVALID_TOPIC_EXCEPTION.
 // * ValidateOnly checks and changes nothing.
@@ -35,14 +40,17 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		switch {
-		case count[rt.Topic] > 1:
+		var asg [][]int32
+		if count[rt.Topic] > 1 {
 			err = newKafkaError(kerr.InvalidRequest, "duplicate topic %q in the request", rt.Topic)
-		case rt.Assignment != nil:
-			err = s.checkNewAssignment(rt)
+		} else if rt.Assignment != nil {
+			asg = make([][]int32, len(rt.Assignment))
+			for i, a := range rt.Assignment {
+				asg[i] = a.Replicas
+			}
 		}
 		if err == nil {
-			err = s.addPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			err = s.addPartitions(rt.Topic, rt.Count, asg, req.ValidateOnly)
 		}
 		if err != nil {
 			code, msg := errorCode(err)
@@ -52,20 +60,4 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{msg: resp}, nil
-}
-
-func (s *Server) checkNewAssignment(rt kmsg.CreatePartitionsRequestTopic) error {
-	t := s.topic(rt.Topic)
-	if t == nil {
-		return newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rt.Topic)
-	}
-	if want := int(rt.Count) - len(t.parts); want > 0 && len(rt.Assignment) != want {
-		return newKafkaError(kerr.InvalidReplicaAssignment, "increasing the number of partitions by %d but %d assignments provided", want, len(rt.Assignment))
-	}
-	for _, a := range rt.Assignment {
-		if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.BrokerID {
-			return newKafkaError(kerr.InvalidReplicaAssignment, "replica assignment %v: the only live broker is %d", a.Replicas, s.cfg.BrokerID)
-		}
-	}
-	return nil
 }

@@ -8,8 +8,9 @@ import (
 // DescribeCluster: v0-1
 //
 // Behavior:
-// * The cluster ID, this broker as controller and as the only broker, at
-//   its advertised address.
+// * The cluster ID, the controller (-1 while there is none) and every live
+//   broker at its advertised address, with its rack, from the metadata
+//   cache (see Metadata).
 // * Cluster authorized operations, when asked for, are all of them: there
 //   is no authorizer.
 // * v1: EndpointType must be 1 (brokers); anything else is
@@ -32,15 +33,16 @@ func handleDescribeCluster(s *Server, r *request) (reply, error) {
 		resp.EndpointType = req.EndpointType
 		return reply{msg: resp}, nil
 	}
-	resp.ClusterID = s.meta.ClusterID()
-	resp.ControllerID = s.meta.Controller()
+	snap := s.coord.Snapshot()
+	resp.ClusterID = snap.ClusterID
+	resp.ControllerID = snap.Controller.ID
 	resp.ClusterAuthorizedOperations = opsNotRequested
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
 	}
-	for _, b := range s.meta.Brokers() {
+	for _, b := range snap.Brokers {
 		mb := kmsg.NewDescribeClusterResponseBroker()
-		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, b.Rack
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	return reply{msg: resp}, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -52,6 +53,35 @@ type Config struct {
 	// copied through user space (strata.fetch.zero.copy=false; for the
 	// CPU comparison benchmark).
 	ZeroCopy bool
+	// ZooKeeperConnect is zookeeper.connect: "host:port[,host:port...][/chroot]"
+	// (chroot default /strata). Empty runs a single node with the
+	// embedded coordinator in LogDir.
+	ZooKeeperConnect string
+	// ZooKeeperSessionTimeout is zookeeper.session.timeout.ms: a broker
+	// that ZooKeeper does not hear from this long is dead to the cluster.
+	ZooKeeperSessionTimeout time.Duration
+	// ZooKeeperConnectionTimeout is zookeeper.connection.timeout.ms: how
+	// long the broker waits at start for its first session. Zero means
+	// the session timeout.
+	ZooKeeperConnectionTimeout time.Duration
+	// Rack is broker.rack ("" for none); replica assignment spreads a
+	// partition's replicas over racks.
+	Rack string
+	// ReplicationPort is replication.port, published in the broker's
+	// registration for broker-to-broker replication (gRPC). Reserved:
+	// nothing listens on it yet. 0 means none.
+	ReplicationPort int32
+	// ControlledShutdown is controlled.shutdown.enable: on Shutdown, ask
+	// the controller to move this broker's leadership away first.
+	ControlledShutdown bool
+	// AutoLeaderRebalance is auto.leader.rebalance.enable: the controller
+	// (in whichever broker holds the role) moves leadership back to a
+	// partition's preferred replica when it is live and in the ISR.
+	AutoLeaderRebalance bool
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor:
+	// __consumer_offsets is created with min(this, live brokers)
+	// replicas.
+	OffsetsTopicReplicationFactor int16
 	// Groups holds the consumer group coordinator's settings
 	// (offsets.topic.num.partitions, group.initial.rebalance.delay.ms,
 	// group.min.session.timeout.ms, group.max.session.timeout.ms,
@@ -60,6 +90,9 @@ type Config struct {
 	// PartitionExists, and takes NumPartitions from __consumer_offsets
 	// once that topic exists.
 	Groups group.Config
+	// Tiering holds the tiered storage settings (remote.storage.*,
+	// remote.cache.*; see tiering.go).
+	Tiering TieringConfig
 	// Properties are the broker settings as given, for DescribeConfigs on
 	// the broker resource.
 	Properties map[string]string
@@ -129,7 +162,15 @@ var brokerKeys = map[string]string{
 	"log.retention.check.interval.ms":     "how often retention runs (300000)",
 	"num.network.threads":                 "accepted for compatibility; no effect (Go schedules connections)",
 	"num.io.threads":                      "accepted for compatibility; no effect (Go schedules requests)",
-	"zookeeper.connect":                   "must be empty: ZooKeeper mode is not supported yet",
+	"zookeeper.connect":                   "host:port[,host:port...][/chroot] of the ZooKeeper ensemble that holds the cluster's metadata (chroot default /strata); empty (the default) runs a single node with the embedded coordinator",
+	"zookeeper.session.timeout.ms":        "a broker ZooKeeper does not hear from this long is dead to the cluster and its partitions get new leaders (default 18000)",
+	"zookeeper.connection.timeout.ms":     "how long the broker waits at start for its ZooKeeper session (default: zookeeper.session.timeout.ms)",
+	"broker.rack":                         "this broker's rack; replicas of a partition are spread over racks (all brokers or none must have one)",
+	"replication.port":                    "reserved for broker-to-broker replication (gRPC, next release): published in the broker's registration, nothing listens on it yet (default 0: none)",
+	"controlled.shutdown.enable":          "on SIGTERM, move this broker's partition leadership to other replicas before exiting (default true)",
+	"auto.leader.rebalance.enable":        "move leadership back to a partition's preferred replica when it is live and in sync again (default true)",
+	"unclean.leader.election.enable":      "default unclean.leader.election.enable: elect an out-of-sync replica rather than leave a partition offline (default false)",
+	"offsets.topic.replication.factor":    "replicas of __consumer_offsets when it is created, capped at the live brokers (default 3)",
 	"strata.fetch.zero.copy":              "send fetched records with sendfile (default true); false copies, for benchmarks",
 	"offsets.topic.num.partitions":        "partitions of __consumer_offsets when it is created (default 50); an existing topic keeps its count",
 	"group.initial.rebalance.delay.ms":    "how long the first rebalance of an empty group waits for more members (default 3000)",
@@ -169,6 +210,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		TopicDefaults:            map[string]string{},
 		Groups:                   group.DefaultConfig(),
 		Properties:               map[string]string{},
+
+		ZooKeeperSessionTimeout:       18000 * time.Millisecond,
+		ControlledShutdown:            true,
+		AutoLeaderRebalance:           true,
+		OffsetsTopicReplicationFactor: 3,
 	}
 	for _, d := range topicConfigDefs {
 		c.TopicDefaults[d.name] = d.kafkaDefault
@@ -276,8 +322,8 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			return c, err
 		}
 	}
-	if v, ok := val("zookeeper.connect"); ok && v != "" {
-		return c, bad("zookeeper.connect", "ZooKeeper mode is not supported yet; leave it unset for a single node")
+	if err := c.clusterSettings(val, intIn, bad); err != nil {
+		return c, err
 	}
 	if v, ok := val("strata.fetch.zero.copy"); ok {
 		if v != "true" && v != "false" {
@@ -286,6 +332,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		c.ZeroCopy = v == "true"
 	}
 	if err := c.groupSettings(intIn, bad); err != nil {
+		return c, err
+	}
+	if err := c.tieringSettings(val, intIn, bad); err != nil {
 		return c, err
 	}
 
@@ -338,6 +387,55 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// clusterSettings reads the coordination settings: ZooKeeper, rack,
+// controller behaviour.
+func (c *Config) clusterSettings(val func(k string) (string, bool), intIn func(k string, min, max int64) (int64, bool, error), bad func(k, reason string) error) error {
+	if v, ok := val("zookeeper.connect"); ok && v != "" {
+		if _, _, err := coord.ParseConnect(v); err != nil {
+			return bad("zookeeper.connect", "want host:port[,host:port...][/chroot]: "+err.Error())
+		}
+		c.ZooKeeperConnect = v
+	}
+	if n, ok, err := intIn("zookeeper.session.timeout.ms", 1, math.MaxInt32); err != nil {
+		return err
+	} else if ok {
+		c.ZooKeeperSessionTimeout = time.Duration(n) * time.Millisecond
+	}
+	if n, ok, err := intIn("zookeeper.connection.timeout.ms", 1, math.MaxInt32); err != nil {
+		return err
+	} else if ok {
+		c.ZooKeeperConnectionTimeout = time.Duration(n) * time.Millisecond
+	}
+	if v, ok := val("broker.rack"); ok {
+		c.Rack = v
+	}
+	if n, ok, err := intIn("replication.port", 0, 65535); err != nil {
+		return err
+	} else if ok {
+		c.ReplicationPort = int32(n)
+	}
+	for _, b := range []struct {
+		key string
+		set *bool
+	}{
+		{"controlled.shutdown.enable", &c.ControlledShutdown},
+		{"auto.leader.rebalance.enable", &c.AutoLeaderRebalance},
+	} {
+		if v, ok := val(b.key); ok {
+			if v != "true" && v != "false" {
+				return bad(b.key, "must be true or false")
+			}
+			*b.set = v == "true"
+		}
+	}
+	if n, ok, err := intIn("offsets.topic.replication.factor", 1, math.MaxInt16); err != nil {
+		return err
+	} else if ok {
+		c.OffsetsTopicReplicationFactor = int16(n)
+	}
+	return nil
 }
 
 // groupSettings reads the group coordinator's settings into c.Groups.
@@ -437,6 +535,18 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Groups.OffsetsRetention/time.Minute), 10),
 		"offsets.retention.check.interval.ms": strconv.FormatInt(c.Groups.OffsetsRetentionCheckInterval.Milliseconds(), 10),
 		"offset.metadata.max.bytes":           strconv.Itoa(c.Groups.OffsetMetadataMaxBytes),
+		"zookeeper.connect":                   c.ZooKeeperConnect,
+		"zookeeper.session.timeout.ms":        strconv.FormatInt(c.ZooKeeperSessionTimeout.Milliseconds(), 10),
+		"replication.port":                    strconv.Itoa(int(c.ReplicationPort)),
+		"controlled.shutdown.enable":          strconv.FormatBool(c.ControlledShutdown),
+		"auto.leader.rebalance.enable":        strconv.FormatBool(c.AutoLeaderRebalance),
+		"offsets.topic.replication.factor":    strconv.Itoa(int(c.OffsetsTopicReplicationFactor)),
+	}
+	if c.ZooKeeperConnectionTimeout > 0 {
+		effective["zookeeper.connection.timeout.ms"] = strconv.FormatInt(c.ZooKeeperConnectionTimeout.Milliseconds(), 10)
+	}
+	if c.Rack != "" {
+		effective["broker.rack"] = c.Rack
 	}
 	if c.AdvertisedHost != "" {
 		effective["advertised.listeners"] = "PLAINTEXT://" + net.JoinHostPort(c.AdvertisedHost, strconv.Itoa(int(c.AdvertisedPort)))
@@ -445,21 +555,38 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		effective[d.brokerKey] = c.TopicDefaults[d.name]
 	}
 	types := map[string]kmsg.ConfigType{
-		"auto.create.topics.enable":        kmsg.ConfigTypeBoolean,
-		"strata.fetch.zero.copy":           kmsg.ConfigTypeBoolean,
-		"listeners":                        kmsg.ConfigTypeString,
-		"advertised.listeners":             kmsg.ConfigTypeString,
-		"log.dirs":                         kmsg.ConfigTypeString,
-		"log.dir":                          kmsg.ConfigTypeString,
-		"zookeeper.connect":                kmsg.ConfigTypeString,
-		"log.message.timestamp.type":       kmsg.ConfigTypeString,
-		"log.cleanup.policy":               kmsg.ConfigTypeList,
-		"offsets.topic.num.partitions":     kmsg.ConfigTypeInt,
-		"group.initial.rebalance.delay.ms": kmsg.ConfigTypeInt,
-		"group.min.session.timeout.ms":     kmsg.ConfigTypeInt,
-		"group.max.session.timeout.ms":     kmsg.ConfigTypeInt,
-		"offsets.retention.minutes":        kmsg.ConfigTypeInt,
-		"offset.metadata.max.bytes":        kmsg.ConfigTypeInt,
+		"auto.create.topics.enable":           kmsg.ConfigTypeBoolean,
+		"strata.fetch.zero.copy":              kmsg.ConfigTypeBoolean,
+		"listeners":                           kmsg.ConfigTypeString,
+		"advertised.listeners":                kmsg.ConfigTypeString,
+		"log.dirs":                            kmsg.ConfigTypeString,
+		"log.dir":                             kmsg.ConfigTypeString,
+		"zookeeper.connect":                   kmsg.ConfigTypeString,
+		"broker.rack":                         kmsg.ConfigTypeString,
+		"zookeeper.session.timeout.ms":        kmsg.ConfigTypeInt,
+		"zookeeper.connection.timeout.ms":     kmsg.ConfigTypeInt,
+		"replication.port":                    kmsg.ConfigTypeInt,
+		"controlled.shutdown.enable":          kmsg.ConfigTypeBoolean,
+		"auto.leader.rebalance.enable":        kmsg.ConfigTypeBoolean,
+		"unclean.leader.election.enable":      kmsg.ConfigTypeBoolean,
+		"offsets.topic.replication.factor":    kmsg.ConfigTypeShort,
+		"log.message.timestamp.type":          kmsg.ConfigTypeString,
+		"log.cleanup.policy":                  kmsg.ConfigTypeList,
+		"offsets.topic.num.partitions":        kmsg.ConfigTypeInt,
+		"group.initial.rebalance.delay.ms":    kmsg.ConfigTypeInt,
+		"group.min.session.timeout.ms":        kmsg.ConfigTypeInt,
+		"group.max.session.timeout.ms":        kmsg.ConfigTypeInt,
+		"offsets.retention.minutes":           kmsg.ConfigTypeInt,
+		"offset.metadata.max.bytes":           kmsg.ConfigTypeInt,
+		"remote.log.storage.system.enable":    kmsg.ConfigTypeBoolean,
+		"remote.storage.s3.endpoint":          kmsg.ConfigTypeString,
+		"remote.storage.s3.bucket":            kmsg.ConfigTypeString,
+		"remote.storage.s3.region":            kmsg.ConfigTypeString,
+		"remote.storage.s3.prefix":            kmsg.ConfigTypeString,
+		"remote.storage.s3.path.style.access": kmsg.ConfigTypeBoolean,
+		"remote.storage.dir":                  kmsg.ConfigTypeString,
+		"remote.cache.dir":                    kmsg.ConfigTypeString,
+		"strata.remote.restore.topics":        kmsg.ConfigTypeList,
 	}
 	var out []configEntry
 	for _, kv := range BrokerKeys() {

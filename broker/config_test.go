@@ -80,6 +80,33 @@ func TestConfigGroupSettings(t *testing.T) {
 	}
 }
 
+func TestConfigClusterSettings(t *testing.T) {
+	c := DefaultConfig()
+	if c.ZooKeeperConnect != "" || c.ZooKeeperSessionTimeout != 18*time.Second || !c.ControlledShutdown || !c.AutoLeaderRebalance ||
+		c.OffsetsTopicReplicationFactor != 3 || c.TopicDefaults["unclean.leader.election.enable"] != "false" || c.Rack != "" || c.ReplicationPort != 0 {
+		t.Fatalf("cluster defaults: %+v", c)
+	}
+	c, err := ConfigFromProperties(map[string]string{
+		"zookeeper.connect":                "zk1:2181,zk2:2181/prod",
+		"zookeeper.session.timeout.ms":     "4000",
+		"zookeeper.connection.timeout.ms":  "1000",
+		"broker.rack":                      "r1",
+		"replication.port":                 "9093",
+		"controlled.shutdown.enable":       "false",
+		"auto.leader.rebalance.enable":     "false",
+		"unclean.leader.election.enable":   "true",
+		"offsets.topic.replication.factor": "1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ZooKeeperConnect != "zk1:2181,zk2:2181/prod" || c.ZooKeeperSessionTimeout != 4*time.Second || c.ZooKeeperConnectionTimeout != time.Second ||
+		c.Rack != "r1" || c.ReplicationPort != 9093 || c.ControlledShutdown || c.AutoLeaderRebalance || c.OffsetsTopicReplicationFactor != 1 ||
+		c.TopicDefaults["unclean.leader.election.enable"] != "true" {
+		t.Fatalf("cluster settings: %+v", c)
+	}
+}
+
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	for i, tc := range []struct {
 		key, value string
@@ -103,7 +130,15 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"socket.request.max.bytes", "0"},
 		{"connections.max.idle.ms", "0"},
 		{"num.network.threads", "0"},
-		{"zookeeper.connect", "zk:2181"},
+		{"zookeeper.connect", "/strata"},
+		{"zookeeper.connect", "zk:2181/a//b"},
+		{"zookeeper.session.timeout.ms", "0"},
+		{"zookeeper.connection.timeout.ms", "x"},
+		{"replication.port", "70000"},
+		{"controlled.shutdown.enable", "yes"},
+		{"auto.leader.rebalance.enable", "1"},
+		{"unclean.leader.election.enable", "maybe"},
+		{"offsets.topic.replication.factor", "0"},
 		{"strata.fetch.zero.copy", "maybe"},
 		{"offsets.topic.num.partitions", "0"},
 		{"group.initial.rebalance.delay.ms", "-1"},

@@ -234,6 +234,9 @@ func (c *conn) write(corr int32, rep reply) error {
 		_, err := c.nc.Write(c.wbuf)
 		return err
 	}
+	if rep.raw.release != nil {
+		defer rep.raw.release()
+	}
 	return c.writeRaw(corr, rep.raw)
 }
 

@@ -41,15 +41,28 @@
 // The group APIs (OffsetCommit, OffsetFetch, JoinGroup, Heartbeat,
 // LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups,
 // OffsetDelete) are served by package group at the versions it lists;
-// FindCoordinator names this broker. The coordinator's log is the internal
-// topic __consumer_offsets, created at the first start and loaded before
-// the listener serves; group_coordinator.go says how it differs from other
-// topics. Every request carries its connection's context (client id and
+// FindCoordinator names the leader of the group's partition of the
+// internal topic __consumer_offsets, which loads that partition's groups
+// while it leads it; group_coordinator.go says how the topic differs from
+// other topics. Every request carries its connection's context (client id and
 // address for the coordinator), cancelled when the connection's reader
 // stops or the server shuts down: a JoinGroup or SyncGroup waiting for a
 // rebalance then returns, unanswered, and the connection closes. These
 // requests block their connection while they wait, as in Kafka, which
 // handles one request per connection at a time.
+//
+// # Cluster
+//
+// A Server is one broker of a cluster whose metadata lives in a
+// coord.Coordinator (ZooKeeper with zookeeper.connect, else the embedded
+// single-node coordinator): cluster.go registers the broker, runs its
+// controller candidate and feeds the metadata cache; metadata_apply.go
+// opens the logs of the partitions the broker is a replica of, deletes
+// those of deleted topics and records each partition's leader and leader
+// epoch, which the data handlers check (NOT_LEADER_OR_FOLLOWER elsewhere);
+// topic_admin.go makes topic changes through the coordinator. Data
+// replication between brokers is not there yet: a follower replica holds
+// its log, empty. docs/cluster.md is the operator's view.
 //
 // # Zero-copy fetch
 //

@@ -61,6 +61,9 @@ type fetchPartResult struct {
 	// allowed.
 	ranges []recordRange
 	size   int64
+	// releases unpin the remote chunks the records come from
+	// (fetch_remote.go); encodeFetch hands them to the body.
+	releases []func()
 }
 
 // recordRange is a byte range of a file, or inline bytes when file is nil.
@@ -144,5 +147,9 @@ func encodeFetch(res *fetchResult) *rawBody {
 		tags()
 	}
 	tags()
-	return b.finish(flexible)
+	body := b.finish(flexible)
+	if res.hasReleases() {
+		body.release = res.releaseAll
+	}
+	return body
 }

@@ -2,21 +2,34 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file connects the consumer group coordinator (package group) to the
-// server: the internal topic __consumer_offsets is created at the first
-// start and each of its partitions is loaded into the coordinator before
-// the server accepts connections; the handlers 08_offset_commit.go to
+// server. A group is coordinated by the leader of its partition of the
+// internal topic __consumer_offsets (group.PartitionFor): FindCoordinator
+// names that broker, and each broker loads into its coordinator the
+// partitions it leads and unloads those it stops leading (groupLoader), so
+// a group request on any other broker gets NOT_COORDINATOR and the client
+// looks the coordinator up again. The handlers 08_offset_commit.go to
 // 47_offset_delete.go hand their requests to the coordinator.
+//
+// __consumer_offsets is created with offsets.topic.num.partitions
+// partitions and min(offsets.topic.replication.factor, live brokers)
+// replicas: by a single node (embedded coordinator) at its first start,
+// before it serves; in a ZooKeeper cluster by the first FindCoordinator
+// for a group, as Kafka does, so that it is not created with one replica
+// by the first broker of a cluster that is still starting. A single node
+// loads every partition before it accepts connections.
 //
 // __consumer_offsets is an ordinary partitioned topic of segment logs with
 // these differences:
@@ -62,50 +75,82 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 
 // offsetsLog is one partition of __consumer_offsets as the coordinator
 // writes it: batches are stamped with the partition's leader epoch and
-// appended under the partition's append lock, like produced batches.
+// appended under the partition's append lock, like produced batches. An
+// append after the partition's leadership moved away fails, and the
+// coordinator answers the write NOT_COORDINATOR.
 type offsetsLog struct {
 	*segment.Log
-	p *partition
+	p    *partition
+	self int32
 }
 
 // Append appends the coordinator's batches with the partition's epoch.
 func (l offsetsLog) Append(batches []byte, o segment.AppendOptions) (segment.AppendResult, error) {
 	l.p.appendMu.Lock()
 	defer l.p.appendMu.Unlock()
-	o.LeaderEpoch = l.p.leaderEpoch
+	lead, err := l.p.leaderCheck(l.self)
+	if err != nil {
+		return segment.AppendResult{}, err
+	}
+	o.LeaderEpoch = lead.epoch
 	return l.Log.Append(batches, o)
 }
 
-// startGroups creates __consumer_offsets if it is missing, starts the
-// coordinator and loads every partition into it, several at a time. A
-// partition that fails to load is logged and its groups are answered
-// COORDINATOR_NOT_AVAILABLE by FindCoordinator; the other groups and all
-// data are served.
+// ensureOffsetsTopic creates __consumer_offsets if the cluster does not
+// have it, with the group coordinator's partition count and
+// min(offsets.topic.replication.factor, live brokers) replicas, and
+// returns it as the snapshot after the creation shows it.
+func (s *Server) ensureOffsetsTopic(partitions int) (*coord.TopicInfo, error) {
+	if t, ok := s.coord.Snapshot().Topic(group.Topic); ok {
+		return t, nil
+	}
+	live := len(s.coord.Snapshot().Brokers)
+	rf := min(int(s.cfg.OffsetsTopicReplicationFactor), live)
+	if rf < 1 {
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", group.Topic)
+	}
+	_, err := s.createTopic(createTopicSpec{
+		name:       group.Topic,
+		partitions: int32(partitions),
+		replFactor: int16(rf),
+		configs:    offsetsTopicConfigs(),
+	})
+	var ke *kafkaError
+	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
+		return nil, err
+	}
+	t, ok := s.coord.Snapshot().Topic(group.Topic)
+	if !ok {
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", group.Topic)
+	}
+	return t, nil
+}
+
+// startGroups creates the group coordinator over __consumer_offsets:
+// with the topic's partition count if it exists, else the setting. A
+// single node (embedded coordinator) creates the topic first.
 func (s *Server) startGroups() error {
-	t := s.topic(group.Topic)
-	if t == nil {
-		var err error
-		t, err = s.createTopic(createTopicSpec{
-			name:       group.Topic,
-			partitions: int32(s.cfg.Groups.NumPartitions),
-			replFactor: 1,
-			configs:    offsetsTopicConfigs(),
-		})
-		if err != nil {
+	n := s.cfg.Groups.NumPartitions
+	if s.cfg.ZooKeeperConnect == "" {
+		if _, err := s.ensureOffsetsTopic(n); err != nil {
 			return fmt.Errorf("broker: create %s: %w", group.Topic, err)
 		}
 	}
-	if len(t.parts) != s.cfg.Groups.NumPartitions {
-		// Kafka does the same: the topic, not the setting, decides.
-		s.log.Warn("offsets.topic.num.partitions differs from the existing topic; using the topic's partition count",
-			"topic", group.Topic, "setting", s.cfg.Groups.NumPartitions, "partitions", len(t.parts))
+	if t, ok := s.coord.Snapshot().Topic(group.Topic); ok {
+		if len(t.Partitions) != n {
+			// Kafka does the same: the topic, not the setting, decides.
+			s.log.Warn("offsets.topic.num.partitions differs from the existing topic; using the topic's partition count",
+				"topic", group.Topic, "setting", n, "partitions", len(t.Partitions))
+		}
+		n = len(t.Partitions)
+		if ts := s.topic(group.Topic); ts != nil {
+			if err := checkInternalTopicConfig(ts.name, ts.cfg); err != nil {
+				s.log.Warn("internal topic has limited retention; committed offsets may be lost", "topic", ts.name, "err", err)
+			}
+		}
 	}
-	if err := checkInternalTopicConfig(t.name, t.cfg); err != nil {
-		s.log.Warn("internal topic has limited retention; committed offsets may be lost", "topic", t.name, "err", err)
-	}
-
 	cfg := s.cfg.Groups
-	cfg.NumPartitions = len(t.parts)
+	cfg.NumPartitions = n
 	cfg.Logger = s.log.With("component", "group")
 	cfg.PartitionExists = s.partitionExists
 	c, err := group.New(cfg)
@@ -113,47 +158,163 @@ func (s *Server) startGroups() error {
 		return fmt.Errorf("broker: group coordinator: %w", err)
 	}
 	s.groups = c
-	s.groupLoadErrs = map[int]error{}
+	s.groupLoader.s = s
+	return nil
+}
 
-	var mu sync.Mutex
+// groupLoader loads into the group coordinator the __consumer_offsets
+// partitions this broker leads and unloads those it stops leading. One
+// goroutine (run) does it, so Load and Unload of a partition never
+// overlap; loads of several partitions run in parallel.
+type groupLoader struct {
+	s    *Server
+	wake chan struct{} // buffered, 1
+
+	mu struct {
+		sync.Mutex
+		want   map[int]bool  // led by this broker, as last applied
+		loaded map[int]bool  // loaded into the coordinator
+		errs   map[int]error // failed to load, until the next attempt
+	}
+}
+
+func (g *groupLoader) init() {
+	g.wake = make(chan struct{}, 1)
+	g.mu.want = map[int]bool{}
+	g.mu.loaded = map[int]bool{}
+	g.mu.errs = map[int]error{}
+}
+
+// want records the partitions this broker leads and wakes the loader.
+func (g *groupLoader) want(led map[int]bool) {
+	g.mu.Lock()
+	g.mu.want = led
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loadErr is why partition p failed to load, or nil.
+func (g *groupLoader) loadErr(p int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.errs[p]
+}
+
+// run loads and unloads until the server shuts down.
+func (g *groupLoader) run() {
+	defer g.s.bgWG.Done()
+	for {
+		select {
+		case <-g.s.closed:
+			return
+		case <-g.wake:
+			g.sync()
+		}
+	}
+}
+
+// sync makes the loaded partitions the wanted ones.
+func (g *groupLoader) sync() {
+	s := g.s
+	if s.groups == nil {
+		return
+	}
+	g.mu.Lock()
+	want := g.mu.want
+	var unload, load []int
+	for p := range g.mu.loaded {
+		if !want[p] {
+			unload = append(unload, p)
+		}
+	}
+	for p := range want {
+		if !g.mu.loaded[p] && p < s.groups.NumPartitions() {
+			load = append(load, p)
+		}
+	}
+	g.mu.Unlock()
+
+	for _, p := range unload {
+		s.groups.Unload(p)
+		s.log.Info("consumer groups unloaded: leadership moved away", "topic", group.Topic, "partition", p)
+		g.mu.Lock()
+		delete(g.mu.loaded, p)
+		g.mu.Unlock()
+	}
+	if len(load) == 0 {
+		return
+	}
+	t := s.topic(group.Topic)
+	if t == nil {
+		t = &topicState{}
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	for _, p := range t.parts {
+	for _, p := range load {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := c.Load(int(p.index), offsetsLog{Log: p.log, p: p}); err != nil {
-				s.log.Error("loading consumer groups failed; their coordinator is unavailable", "topic", group.Topic, "partition", p.index, "err", err)
-				mu.Lock()
-				s.groupLoadErrs[int(p.index)] = err
-				mu.Unlock()
+			err := errors.New("this broker has no open replica of the partition")
+			if lp := t.local(int32(p)); lp != nil {
+				_, err = s.groups.Load(p, offsetsLog{Log: lp.log, p: lp, self: s.cfg.BrokerID})
 			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if err != nil {
+				s.log.Error("loading consumer groups failed; their coordinator is unavailable", "topic", group.Topic, "partition", p, "err", err)
+				g.mu.errs[p] = err
+				return
+			}
+			delete(g.mu.errs, p)
+			g.mu.loaded[p] = true
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // partitionExists tells the coordinator whether a commit names a partition
-// this broker has (Config.PartitionExists). It takes only Server.mu.
+// that exists in the cluster (Config.PartitionExists). It reads only the
+// coordinator's snapshot.
 func (s *Server) partitionExists(topic string, index int32) bool {
-	_, p := s.lookupPartition(topic, index)
-	return p != nil
+	_, ok := s.coord.Snapshot().Partition(coord.TopicPartition{Topic: topic, Partition: index})
+	return ok
 }
 
-// groupCoordinatorError returns why no coordinator serves the group on
-// this broker, or nil.
-func (s *Server) groupCoordinatorError(id string) error {
-	p := s.groups.PartitionFor(id)
-	if err := s.groupLoadErrs[p]; err != nil {
-		return newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, group.Topic)
-	}
+// groupCoordinator returns the broker that coordinates group id: the
+// leader of its partition of __consumer_offsets, which is created here if
+// the cluster does not have it yet. COORDINATOR_NOT_AVAILABLE when the
+// partition has no live leader, failed to load on this broker, or the
+// broker shuts down.
+func (s *Server) groupCoordinator(id string) (coord.BrokerInfo, error) {
 	if s.shuttingDown() {
-		return newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
 	}
-	return nil
+	t, err := s.ensureOffsetsTopic(s.groups.NumPartitions())
+	if err != nil {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", group.Topic, err)
+	}
+	if len(t.Partitions) != s.groups.NumPartitions() {
+		s.log.Error("the group coordinator was started with another partition count than the cluster's offsets topic has; restart the broker",
+			"topic", group.Topic, "partitions", len(t.Partitions), "coordinator_partitions", s.groups.NumPartitions())
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s has %d partitions, this broker's coordinator %d", group.Topic, len(t.Partitions), s.groups.NumPartitions())
+	}
+	p := s.groups.PartitionFor(id)
+	leader := t.Partitions[p].State.Leader
+	b, ok := s.coord.Snapshot().Broker(leader)
+	if !ok {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s has no live leader", p, group.Topic)
+	}
+	if leader == s.cfg.BrokerID {
+		if err := s.groupLoader.loadErr(p); err != nil {
+			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, group.Topic)
+		}
+	}
+	return b, nil
 }
 
 // closeGroups stops the coordinator: waiting members are answered and

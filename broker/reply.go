@@ -28,6 +28,9 @@ type rawBody struct {
 	flexible bool
 	pieces   []piece
 	size     int64
+	// release, if set, is called once the body was sent or could not
+	// be (it unpins remote chunks; fetch_remote.go).
+	release func()
 }
 
 // piece is either bytes (file == nil) or a range of a file.

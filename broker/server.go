@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -17,31 +16,45 @@ import (
 	"github.com/stratastream/strata/coord"
 )
 
-// Server is a single-node Kafka protocol server over the segment logs in
-// its data directory, with the embedded coordinator.
+// Server is a Kafka protocol server over the partition logs in its data
+// directory, one broker of a cluster whose metadata lives in a
+// coord.Coordinator: ZooKeeper when zookeeper.connect is set, else the
+// embedded single-node coordinator in the data directory (cluster.go).
 //
-// Lock order: adminMu, then mu. mu is never held across disk or network
-// I/O; adminMu serializes topic changes (create, delete, alter, add
-// partitions), which persist metadata and open or delete logs while
-// holding it.
+// Lock order: adminMu, then applyMu, then mu. mu is never held across
+// disk or network I/O; adminMu serializes this broker's topic changes
+// (create, delete, alter, add partitions) through the coordinator;
+// applyMu serializes applying metadata to the logs (metadata_apply.go),
+// which opens and deletes logs while holding it.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	meta   coord.Metadata
+	coord  coord.Coordinator
+	sub    *coord.Subscription // the metadata cache's events
 	pids   *producer.IDAllocator
 	ln     net.Listener
 	lock   *os.File // flock on the data directory
-	self   coord.Broker
+	self   coord.BrokerInfo
 	nowFn  func() time.Time
 	closed chan struct{} // closed by Shutdown: stop accepting and reading
+	fatal  chan error    // buffered: why the broker must stop (Fatal)
 
-	// groups is the consumer group coordinator over __consumer_offsets;
-	// groupLoadErrs holds the partitions that failed to load into it. Both
-	// are set by NewServer and not changed after.
-	groups        *group.Coordinator
-	groupLoadErrs map[int]error
+	// groups is the consumer group coordinator over __consumer_offsets,
+	// set by NewServer and not changed after; groupLoader loads into it
+	// the partitions this broker leads.
+	groups      *group.Coordinator
+	groupLoader groupLoader
+
+	// tier is the broker's tiered storage (tiering.go), set by NewServer.
+	tier *brokerTier
+
+	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
+	ctrlCancel context.CancelFunc
+	ctrlDone   chan struct{}
 
 	adminMu sync.Mutex
+	applyMu sync.Mutex
+	apply   applyState // guarded by applyMu
 	mu      struct {
 		sync.RWMutex
 		topics map[string]*topicState
@@ -62,20 +75,25 @@ type Server struct {
 var ErrServerClosed = errors.New("broker: server closed")
 
 // NewServer opens the data directory (taking an exclusive lock on it),
-// loads the metadata, opens every partition log (running recovery) and
-// binds the listener. Call Serve to accept connections and Shutdown to
-// stop.
+// binds the listener, opens the coordinator (connecting to ZooKeeper if
+// zookeeper.connect is set), opens the logs of the partitions this broker
+// hosts (running recovery), registers the broker, and starts its
+// controller candidate and metadata cache (cluster.go). Call Serve to
+// accept connections and Shutdown to stop. A broker id that another live
+// broker has registered is refused with an error wrapping
+// coord.ErrBrokerIDInUse.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.TopicDefaults == nil {
 		return nil, errors.New("broker: config not built by DefaultConfig or ConfigFromProperties")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), nowFn: time.Now}
+	s := &Server{cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), fatal: make(chan error, 1), nowFn: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	s.mu.topics = map[string]*topicState{}
 	s.mu.byID = map[coord.TopicID]*topicState{}
 	s.mu.conns = map[*conn]struct{}{}
+	s.groupLoader.init()
 
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: data directory: %w", err)
@@ -86,10 +104,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.lock = lock
 	fail := func(err error) (*Server, error) {
+		s.stopBackground()
 		_ = s.closeGroups()
 		s.closeLogs()
-		if s.meta != nil {
-			_ = s.meta.Close()
+		if s.coord != nil {
+			_ = s.coord.Close()
 		}
 		if s.ln != nil {
 			_ = s.ln.Close()
@@ -104,41 +123,17 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.ln = ln
 	host, port := cfg.advertised(ln.Addr())
-	s.self = coord.Broker{ID: cfg.BrokerID, Host: host, Port: port}
-
-	meta, existed, err := coord.OpenEmbedded(cfg.LogDir, s.self)
-	if err != nil {
+	s.self = coord.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, ReplicationPort: cfg.ReplicationPort, Rack: cfg.Rack}
+	if err := s.openTiering(); err != nil {
 		return fail(err)
 	}
-	s.meta = meta
-	pidBlocks, err := producer.OpenFileBlockSource(cfg.LogDir, producer.DefaultBlockSize)
-	if err != nil {
-		return fail(fmt.Errorf("broker: producer id blocks: %w", err))
-	}
-	s.pids = producer.NewIDAllocator(pidBlocks, s.log)
-	if err := s.loadTopics(existed); err != nil {
+	if err := s.joinCluster(); err != nil {
 		return fail(err)
 	}
-	if err := s.startGroups(); err != nil {
-		return fail(err)
-	}
+	s.restoreTopics()
 	s.bgWG.Add(1)
 	go s.retentionLoop()
 	return s, nil
-}
-
-// lockDir takes an exclusive, non-blocking flock on dir/.lock so two
-// brokers never share a data directory.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("broker: lock data directory: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("broker: data directory %s is in use by another broker: %w", dir, err)
-	}
-	return f, nil
 }
 
 // Addr is the address the listener is bound to.
@@ -148,7 +143,13 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
 
 // ClusterID is the cluster's ID.
-func (s *Server) ClusterID() string { return s.meta.ClusterID() }
+func (s *Server) ClusterID() string { return s.coord.ClusterID() }
+
+// Fatal delivers the reason the broker cannot go on serving: its
+// registration was lost for good after a ZooKeeper session expiry
+// (another broker took its id). The caller should Shutdown and exit with
+// an error.
+func (s *Server) Fatal() <-chan error { return s.fatal }
 
 // Serve accepts connections until Shutdown, then returns ErrServerClosed.
 // It may be called once.
@@ -184,14 +185,19 @@ func (s *Server) Serve() error {
 	}
 }
 
-// Shutdown stops accepting connections, lets every connection finish the
-// requests it has read (long-polling fetches return at once with what they
-// have; JoinGroup and SyncGroup waiting for a rebalance return unanswered,
-// as the connection's context is cancelled), closes the connections, stops
-// the group coordinator (which appends its queued writes), and then closes
-// the logs (syncing them and writing their checkpoints) and the metadata
-// coordinator. If ctx ends first, the remaining connections are closed
-// forcibly before the logs are closed.
+// Shutdown leaves the cluster and stops the broker. With
+// controlled.shutdown.enable and other brokers live, it first asks the
+// controller to move this broker's partition leadership away (clients get
+// NOT_LEADER_OR_FOLLOWER and go to the new leaders). Then it stops
+// accepting connections, lets every connection finish the requests it has
+// read (long-polling fetches return at once with what they have; JoinGroup
+// and SyncGroup waiting for a rebalance return unanswered, as the
+// connection's context is cancelled), closes the connections, stops the
+// group coordinator (which appends its queued writes), resigns the
+// controller role if it holds it, removes its registration, and closes the
+// logs (syncing them and writing their checkpoints) and the coordinator.
+// If ctx ends first, the remaining connections are closed forcibly before
+// the logs are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeMu.Lock()
 	if s.done {
@@ -201,6 +207,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.done = true
 	s.closeMu.Unlock()
 
+	if s.cfg.ControlledShutdown {
+		s.controlledShutdown(ctx)
+	}
 	close(s.closed)
 	_ = s.ln.Close()
 	s.mu.Lock()
@@ -225,18 +234,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.closeGroups(); err != nil {
 		errs = append(errs, err)
 	}
-	s.bgWG.Wait()
+	s.stopBackground()
+	s.leaveCluster()
 
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
+	s.applyMu.Lock()
+	s.apply.closed = true
+	s.applyMu.Unlock()
 	errs = append(errs, s.closeLogs()...)
-	if err := s.meta.Close(); err != nil {
+	if err := s.coord.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.lock.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// stopBackground stops the background goroutines (retention, metadata
+// cache, group loader, controller) and waits for them.
+func (s *Server) stopBackground() {
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	if s.ctrlCancel != nil {
+		s.ctrlCancel()
+		<-s.ctrlDone
+	}
+	s.bgWG.Wait()
+	s.stopTiering()
 }
 
 // shuttingDown reports whether Shutdown has begun.

@@ -93,6 +93,12 @@ var topicConfigDefs = []topicConfigDef{
 		"CreateTime keeps the producer's timestamps; LogAppendTime sets broker time."},
 	{"min.insync.replicas", "min.insync.replicas", kmsg.ConfigTypeInt, "1", intAtLeast(1),
 		"Replicas that must hold a batch for acks=all to succeed."},
+	{"local.retention.bytes", "log.local.retention.bytes", kmsg.ConfigTypeLong, "-2", longAtLeast(-2),
+		"With remote.storage.enable: size of the local log before uploaded segments are deleted locally; -2 is retention.bytes."},
+	{"local.retention.ms", "log.local.retention.ms", kmsg.ConfigTypeLong, "-2", longAtLeast(-2),
+		"With remote.storage.enable: age after which uploaded segments are deleted locally; -2 is retention.ms."},
+	{"remote.storage.enable", "remote.log.storage.system.enable", kmsg.ConfigTypeBoolean, "false", oneOf("true", "false"),
+		"Offload sealed segments to the object store and serve old offsets from there (tiered storage)."},
 	{"retention.bytes", "log.retention.bytes", kmsg.ConfigTypeLong, "-1", longAtLeast(math.MinInt64),
 		"Size a partition may grow to before old segments are deleted; -1 is unlimited."},
 	{"retention.ms", "log.retention.ms", kmsg.ConfigTypeLong, "604800000", longAtLeast(-1),
@@ -103,6 +109,8 @@ var topicConfigDefs = []topicConfigDef{
 		"Size of a segment's offset index; a full index rolls the segment."},
 	{"segment.ms", "log.roll.ms", kmsg.ConfigTypeLong, "604800000", longAtLeast(1),
 		"Age at which a segment is rolled even if not full."},
+	{"unclean.leader.election.enable", "unclean.leader.election.enable", kmsg.ConfigTypeBoolean, "false", oneOf("true", "false"),
+		"With no live in-sync replica, elect an out-of-sync one (losing what it lacks) rather than leave the partition offline."},
 }
 
 var topicConfigByName = func() map[string]*topicConfigDef {
@@ -136,6 +144,10 @@ type topicConfig struct {
 	maxMessageBytes int32
 	logAppendTime   bool
 	minInsyncReps   int32
+	// Tiered storage (tiering.go).
+	remoteStorage       bool
+	localRetentionMs    int64
+	localRetentionBytes int64
 }
 
 // resolveTopicConfig merges overrides over defaults (both by topic config
@@ -173,6 +185,9 @@ func resolveTopicConfig(defaults, overrides map[string]string) (topicConfig, err
 	tc.maxMessageBytes = int32(long("max.message.bytes"))
 	tc.minInsyncReps = int32(long("min.insync.replicas"))
 	tc.logAppendTime = get("message.timestamp.type") == "LogAppendTime"
+	if terr := parseTierTopicConfig(&tc, get); terr != nil && err == nil {
+		err = terr
+	}
 	return tc, err
 }
 

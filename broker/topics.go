@@ -2,43 +2,65 @@ package broker
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// topicState is a topic as the handlers see it. It is immutable once
-// published in Server.mu.topics: a change builds a new topicState (sharing
-// the partitions) and swaps it in, so a handler holding one sees a
-// consistent topic without holding a lock.
+// topicState is a topic as the handlers see it: every topic of the
+// cluster has one, whether or not this broker hosts a replica of it. It is
+// immutable once published in Server.mu.topics: a change builds a new
+// topicState (sharing the partitions) and swaps it in, so a handler
+// holding one sees a consistent topic without holding a lock.
 type topicState struct {
 	name      string
 	id        coord.TopicID
-	parts     []*partition
 	overrides map[string]string
 	cfg       topicConfig
+	// parts has one entry per partition of the topic; nil where this
+	// broker is not a replica (or the log failed to open).
+	parts []*partition
 }
 
-// partition is one open partition log. The leader epoch is fixed while the
-// partition is open on a single node.
+// local returns the open partition index, or nil if the topic has no
+// such partition or this broker does not host it.
+func (t *topicState) local(index int32) *partition {
+	if index < 0 || int(index) >= len(t.parts) {
+		return nil
+	}
+	return t.parts[index]
+}
+
+// hasPartition reports whether the topic has partition index.
+func (t *topicState) hasPartition(index int32) bool { return index >= 0 && int(index) < len(t.parts) }
+
+// partition is one partition log this broker hosts as a replica, with the
+// leadership the coordinator gives it.
 //
 // appendMu serializes the produce path of the partition: the idempotence
 // check, the append and the producer-state update happen under it, so two
 // batches of one producer cannot pass the sequence check together. Lock
 // order: appendMu, then the producer.StateManager's own lock.
 type partition struct {
-	topic       string
-	index       int32
-	dir         string
-	log         *segment.Log
-	leaderEpoch int32
+	topic string
+	index int32
+	dir   string
+	log   *segment.Log
+	// tier is the partition's tiered storage gate and archiver
+	// (tiering.go).
+	tier *partTier
+
+	// lead is the partition's leadership as this broker last learned it
+	// from the coordinator (see metadata_apply.go).
+	lead atomic.Pointer[leadership]
 
 	appendMu  sync.Mutex
 	producers *producer.StateManager
@@ -47,83 +69,48 @@ type partition struct {
 	snapshotEnd int64
 }
 
+// leadership is a partition's leader and leader epoch.
+type leadership struct {
+	leader, epoch int32
+}
+
+// leadership returns the partition's current leader and epoch.
+func (p *partition) leadership() leadership { return *p.lead.Load() }
+
+// leaderEpoch is the partition's current leader epoch.
+func (p *partition) leaderEpoch() int32 { return p.lead.Load().epoch }
+
+// leaderCheck returns the partition's leadership if broker self leads it,
+// else a NOT_LEADER_OR_FOLLOWER error for the client, which then refreshes
+// its metadata and goes to the leader.
+func (p *partition) leaderCheck(self int32) (leadership, error) {
+	l := p.leadership()
+	if l.leader != self {
+		return l, notLeaderError(p.topic, p.index, l.leader)
+	}
+	return l, nil
+}
+
+func notLeaderError(topic string, index, leader int32) error {
+	if leader < 0 {
+		return newKafkaError(kerr.NotLeaderForPartition, "partition %s-%d has no leader", topic, index)
+	}
+	return newKafkaError(kerr.NotLeaderForPartition, "broker %d leads partition %s-%d", leader, topic, index)
+}
+
 // partitionDir is Kafka's directory name for a partition: topic-partition.
 func (s *Server) partitionDir(topic string, index int32) string {
 	return filepath.Join(s.cfg.LogDir, topic+"-"+strconv.Itoa(int(index)))
 }
 
-// loadTopics opens the logs of every topic in the metadata. Partition
-// directories that no topic owns are leftovers of a deletion interrupted
-// by a crash and are removed, but only when the metadata file already
-// existed: a data directory with partitions and no metadata is refused.
-func (s *Server) loadTopics(metadataExisted bool) error {
-	topics := s.meta.Topics()
-	owned := map[string]bool{}
-	for _, t := range topics {
-		for i := range t.Partitions {
-			owned[filepath.Base(s.partitionDir(t.Name, int32(i)))] = true
-		}
-	}
-	ents, err := os.ReadDir(s.cfg.LogDir)
-	if err != nil {
-		return fmt.Errorf("broker: read data directory: %w", err)
-	}
-	for _, e := range ents {
-		if !e.IsDir() || owned[e.Name()] || !looksLikePartitionDir(e.Name()) {
-			continue
-		}
-		if !metadataExisted {
-			return fmt.Errorf("broker: %s holds partition directory %s but no %s; refusing to start without the metadata that names its topics", s.cfg.LogDir, e.Name(), coord.MetadataFile)
-		}
-		s.log.Warn("removing partition directory of a deleted topic", "dir", e.Name())
-		if err := os.RemoveAll(filepath.Join(s.cfg.LogDir, e.Name())); err != nil {
-			return fmt.Errorf("broker: remove stray partition directory: %w", err)
-		}
-	}
-	for _, t := range topics {
-		ts, err := s.openTopic(t)
-		if err != nil {
-			return err
-		}
-		s.mu.topics[ts.name] = ts
-		s.mu.byID[ts.id] = ts
-	}
-	return nil
-}
-
-func looksLikePartitionDir(name string) bool {
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 || i == len(name)-1 {
-		return false
-	}
-	_, err := strconv.ParseUint(name[i+1:], 10, 31)
-	return err == nil && validTopicName(name[:i]) == nil
-}
-
-// openTopic opens the logs of t's partitions.
-func (s *Server) openTopic(t coord.Topic) (*topicState, error) {
-	cfg, err := resolveTopicConfig(s.cfg.TopicDefaults, t.Configs)
-	if err != nil {
-		return nil, fmt.Errorf("broker: topic %s: %w", t.Name, err)
-	}
-	ts := &topicState{name: t.Name, id: t.ID, overrides: t.Configs, cfg: cfg}
-	for i, p := range t.Partitions {
-		part, err := s.openPartition(t.Name, int32(i), p.LeaderEpoch, cfg)
-		if err != nil {
-			for _, q := range ts.parts {
-				_ = q.log.Close()
-			}
-			return nil, err
-		}
-		ts.parts = append(ts.parts, part)
-	}
-	return ts, nil
-}
-
-func (s *Server) openPartition(topic string, index, epoch int32, cfg topicConfig) (*partition, error) {
+// openPartition opens (creating or recovering) the log of one partition of
+// topic id and records the topic ID in its directory.
+func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead leadership, cfg topicConfig) (*partition, error) {
 	dir := s.partitionDir(topic, index)
 	opts := append([]segment.Option{segment.WithLogger(s.log.With("topic", topic, "partition", index))}, s.cfg.LogOptions...)
-	l, err := segment.Open(dir, cfg.seg, opts...)
+	pt := newPartTier(topic, cfg)
+	opts = append(opts, pt.gate.SegmentOptions()...)
+	l, err := segment.Open(dir, pt.segConfig(cfg), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
 	}
@@ -132,12 +119,35 @@ func (s *Server) openPartition(topic string, index, epoch int32, cfg topicConfig
 			"truncated_at", r.TruncatedAt, "dropped_bytes", r.DroppedBytes, "dropped_batches", r.DroppedBatches,
 			"rebuilt_indexes", r.RebuiltIndexes, "reason", r.Reason)
 	}
-	p := &partition{topic: topic, index: index, dir: dir, log: l, leaderEpoch: epoch}
+	if have, ok, err := readPartitionTopicID(dir); err != nil || !ok || have != id {
+		if err == nil {
+			err = writePartitionTopicID(dir, id)
+		}
+		if err != nil {
+			_ = l.Close()
+			return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+		}
+	}
+	p := &partition{topic: topic, index: index, dir: dir, log: l, tier: pt}
+	p.lead.Store(&lead)
 	if err := p.loadProducers(s.log); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
 	}
 	return p, nil
+}
+
+// closePartition snapshots the producer state and closes the log.
+func closePartition(p *partition) []error {
+	p.tierStop()
+	var errs []error
+	if err := p.snapshotProducers(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: producer snapshot %s-%d: %w", p.topic, p.index, err))
+	}
+	if err := p.log.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close %s-%d: %w", p.topic, p.index, err))
+	}
+	return errs
 }
 
 // closeLogs closes every open log and returns the errors.
@@ -150,11 +160,8 @@ func (s *Server) closeLogs() []error {
 	var errs []error
 	for _, t := range topics {
 		for _, p := range t.parts {
-			if err := p.snapshotProducers(); err != nil {
-				errs = append(errs, fmt.Errorf("broker: producer snapshot %s-%d: %w", p.topic, p.index, err))
-			}
-			if err := p.log.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("broker: close %s-%d: %w", p.topic, p.index, err))
+			if p != nil {
+				errs = append(errs, closePartition(p)...)
 			}
 		}
 	}
@@ -197,17 +204,31 @@ func (s *Server) allPartitions() []*partition {
 	defer s.mu.RUnlock()
 	var out []*partition
 	for _, t := range s.mu.topics {
-		out = append(out, t.parts...)
+		for _, p := range t.parts {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
 	}
 	return out
 }
 
-// lookupPartition finds a partition: the topic (nil if unknown) and the
-// partition (nil if the topic or the partition is unknown).
-func (s *Server) lookupPartition(topic string, index int32) (*topicState, *partition) {
-	t := s.topic(topic)
-	if t == nil || index < 0 || int(index) >= len(t.parts) {
-		return t, nil
+// leaderPartition finds a partition this broker leads, for Produce, Fetch,
+// ListOffsets and OffsetForLeaderEpoch: UNKNOWN_TOPIC_OR_PARTITION if the
+// topic or partition does not exist, NOT_LEADER_OR_FOLLOWER if another
+// broker leads it (or nobody does).
+func (s *Server) leaderPartition(t *topicState, topic string, index int32) (*partition, leadership, error) {
+	if t == nil || !t.hasPartition(index) {
+		return nil, leadership{}, newKafkaError(kerr.UnknownTopicOrPartition, "topic %q has no partition %d", topic, index)
 	}
-	return t, t.parts[index]
+	p := t.local(index)
+	if p == nil {
+		leader := int32(coord.NoLeader)
+		if pi, ok := s.coord.Snapshot().Partition(coord.TopicPartition{Topic: topic, Partition: index}); ok {
+			leader = pi.State.Leader
+		}
+		return nil, leadership{}, notLeaderError(topic, index, leader)
+	}
+	l, err := p.leaderCheck(s.cfg.BrokerID)
+	return p, l, err
 }

@@ -19,10 +19,8 @@
 //     atomically (temp file, fsync, rename, fsync dir); ephemeral state
 //     in memory, per session, with the same semantics as ZooKeeper.
 //
-// Open picks one from a Config. Metadata and Embedded are the older,
-// single-node interface the broker used before clustering; they stay
-// until the broker is moved to Coordinator. Local reads Embedded's file
-// (format 1) and rewrites it in format 2, which Embedded refuses.
+// Open picks one from a Config. Local reads the file the single-node
+// broker wrote before clustering (format 1) and rewrites it in format 2.
 //
 // # How a broker uses a Coordinator
 //
@@ -167,7 +165,8 @@
 //
 // # Embedded file
 //
-// Embedded (format 1) and Local (format 2) keep MetadataFile:
+// Local keeps MetadataFile in format 2 (it reads format 1, the
+// single-node broker's before clustering):
 //
 //	{
 //	  "version": 2,

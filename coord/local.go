@@ -13,8 +13,12 @@ import (
 	"sync"
 )
 
+// MetadataFile is the name of the embedded coordinator's file inside its
+// directory.
+const MetadataFile = "strata-metadata.json"
+
 // localFileVersion is the format Local writes. It reads version 1 (the
-// file Embedded writes) and 2. Bump only with a reader for the old one.
+// file of the single-node broker before clustering) and 2. Bump only with a reader for the old one.
 const localFileVersion = 2
 
 // localFile is the JSON layout of MetadataFile as Local writes it (see
@@ -301,4 +305,47 @@ func (s *LocalStore) dropEphemeralsLocked(ss *LocalSession) bool {
 		ss.mu.lead = nil
 	}
 	return dropped
+}
+
+// WriteFileAtomic replaces path with data so that a crash leaves either the
+// old or the new content: it writes a temporary file in the same
+// directory, fsyncs it, renames it over path and fsyncs the directory.
+// Every error, including from fsync and close, is returned.
+func WriteFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("coord: write %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("coord: fsync %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("coord: close %s: %w", tmp.Name(), err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("coord: open dir: %w", err)
+	}
+	if err = d.Sync(); err != nil {
+		_ = d.Close()
+		return fmt.Errorf("coord: fsync dir %s: %w", dir, err)
+	}
+	if err = d.Close(); err != nil {
+		return fmt.Errorf("coord: close dir %s: %w", dir, err)
+	}
+	return nil
 }

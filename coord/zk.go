@@ -116,6 +116,9 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 	if err := z.waitSession(ctx, cfg.ConnectTimeout); err != nil {
 		return fail(err)
 	}
+	// The events of establishing this first session are not news: the
+	// cache would take the initial StateConnecting for an outage.
+	z.sessionEvents.dropThroughSession()
 	if err := z.ensureBase(ctx, chroot); err != nil {
 		return fail(err)
 	}
@@ -357,6 +360,19 @@ func (q *eventQueue) push(ev zk.Event) {
 	select {
 	case q.signal <- struct{}{}:
 	default:
+	}
+}
+
+// dropThroughSession drops the queued events up to and including the
+// last StateHasSession.
+func (q *eventQueue) dropThroughSession() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := len(q.events) - 1; i >= 0; i-- {
+		if q.events[i].State == zk.StateHasSession {
+			q.events = append([]zk.Event(nil), q.events[i+1:]...)
+			return
+		}
 	}
 }
 

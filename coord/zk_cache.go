@@ -309,8 +309,11 @@ func (c *zkCache) handle(key watchKey) error {
 }
 
 // fullReload reads everything the cache holds, setting missing watches.
+// Partition states are read again too: after a session expiry their
+// watches are gone, and they may have changed meanwhile.
 func (c *zkCache) fullReload() error {
-	for _, load := range []func() error{c.loadBrokers, c.loadController, c.loadTopics, c.loadPending} {
+	loadTopics := func() error { return c.loadTopicList(true) }
+	for _, load := range []func() error{c.loadBrokers, c.loadController, loadTopics, c.loadPending} {
 		if err := load(); err != nil {
 			c.needFull = true
 			return err
@@ -404,7 +407,11 @@ func (c *zkCache) loadController() error {
 	return nil
 }
 
-func (c *zkCache) loadTopics() error {
+func (c *zkCache) loadTopics() error { return c.loadTopicList(false) }
+
+// loadTopicList reads the topic list and each topic; with all, every
+// partition state as well (see loadTopic).
+func (c *zkCache) loadTopicList(all bool) error {
 	kids, err := c.children(c.z.path(zTopics))
 	if err != nil {
 		return err
@@ -412,7 +419,7 @@ func (c *zkCache) loadTopics() error {
 	seen := map[string]bool{}
 	for _, name := range kids {
 		seen[name] = true
-		if err := c.loadTopic(name, false); err != nil {
+		if err := c.loadTopic(name, all); err != nil {
 			return err
 		}
 	}

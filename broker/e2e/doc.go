@@ -2,7 +2,10 @@
 // itself but starts a real `strata broker` process (the binary is built once
 // per `go test` run, in TestMain), drives it with real Kafka clients (kcat,
 // librdkafka through python3-confluent-kafka, franz-go, sarama, kafka-go)
-// and raw TCP, kills and restarts it, and checks what comes back.
+// and raw TCP, kills and restarts it, and checks what comes back. The
+// cluster tests (cluster_test.go) run a real ZooKeeper (coord/zktest,
+// Debian's package) with three broker processes and kill brokers, the
+// controller and ZooKeeper itself.
 //
 // The package has no code of its own outside its tests; the harness lives in
 // harness_test.go. Tools that are missing (kcat, the Debian Python module,

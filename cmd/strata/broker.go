@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:    "broker",
-		summary: "run a broker (a single node with the embedded coordinator)",
+		summary: "run a broker: a single node, or one broker of a ZooKeeper cluster",
 		run:     runBroker,
 	})
 }
@@ -50,9 +50,16 @@ func brokerUsage(w io.Writer) {
 
 Runs a Strata broker that speaks the Kafka protocol. With no flags it is a
 single node with the embedded coordinator, listening on 127.0.0.1:9092 with
-its data in ./data. It prints "strata broker listening on HOST:PORT" once it
-accepts connections, and on SIGTERM or Ctrl-C it stops accepting, finishes
-the requests in flight and closes its logs cleanly.
+its data in ./data. With zookeeper.connect it is one broker of a cluster
+whose membership, controller and topic metadata live in ZooKeeper (see
+docs/cluster.md). It prints "strata broker listening on HOST:PORT" once it
+accepts connections, and on SIGTERM or Ctrl-C it moves its partition
+leadership to other brokers (controlled.shutdown.enable), stops accepting,
+finishes the requests in flight and closes its logs cleanly. It exits with
+status 1 if it cannot start (another live broker has registered its
+broker.id, ZooKeeper cannot be reached within
+zookeeper.connection.timeout.ms, the data directory belongs to another
+cluster or broker), or if it loses its registration for good.
 
 Flags:
   --config FILE         broker settings in Java properties format (key=value
@@ -72,23 +79,53 @@ Topic configs (per topic through CreateTopics, AlterConfigs and
 IncrementalAlterConfigs; the log.* settings above are their defaults):
   cleanup.policy (delete), file.delete.delay.ms, flush.messages, flush.ms,
   index.interval.bytes, max.message.bytes, message.timestamp.type,
-  min.insync.replicas, retention.bytes, retention.ms, segment.bytes,
-  segment.index.bytes, segment.ms
+  local.retention.bytes, local.retention.ms, min.insync.replicas,
+  remote.storage.enable, retention.bytes, retention.ms, segment.bytes,
+  segment.index.bytes, segment.ms, unclean.leader.election.enable
+
+Tiered storage (remote.storage.enable on a topic, or
+remote.log.storage.system.enable for all): sealed segments are uploaded to
+the object store (S3/MinIO with remote.storage.s3.*, else the directory
+remote.storage.dir, default <log.dirs>/objects); local segments are deleted
+by local.retention.* only once uploaded; fetches below the local log start
+are served from the store through the chunk cache in remote.cache.dir.
+An unreachable store is logged at start and retried; local data is served
+meanwhile.
+
+Cluster (zookeeper.connect set):
+  Every broker registers in ZooKeeper and campaigns for the controller
+  role; the controller assigns replicas (rack-aware), elects a new leader
+  from the in-sync replicas within about zookeeper.session.timeout.ms of a
+  broker's death, and moves leadership back to the preferred replica
+  (auto.leader.rebalance.enable). Clients are told NOT_LEADER_OR_FOLLOWER
+  by brokers that do not lead a partition and follow the metadata to the
+  leader. While ZooKeeper is unreachable the brokers keep serving produce
+  and fetch for the partitions they lead. Data replication between brokers
+  is not there yet: a follower replica holds an empty log, and acks=all
+  answers after the leader's append.
 
 Consumer groups:
-  The broker is the coordinator of every group. Committed offsets and group
-  state go to the internal topic __consumer_offsets, created at the first
-  start with offsets.topic.num.partitions partitions and unlimited retention
-  (retention.ms=-1, retention.bytes=-1: it is not compacted yet, so it grows
-  with every commit and a restart replays it). Clients may read it but not
-  produce to it, delete it, add partitions or limit its retention.
-  Transactions are not supported.
+  A group's coordinator is the leader of its partition of the internal
+  topic __consumer_offsets, which holds committed offsets and group state.
+  It is created with offsets.topic.num.partitions partitions and
+  min(offsets.topic.replication.factor, live brokers) replicas: by a single
+  node at its first start, in a cluster by the first FindCoordinator. Its
+  retention is unlimited (retention.ms=-1, retention.bytes=-1: it is not
+  compacted yet, so it grows with every commit and a restart replays it).
+  Clients may read it but not produce to it, delete it, add partitions or
+  limit its retention. Transactions are not supported.
 
-Example:
+Examples:
   strata broker --override listeners=PLAINTEXT://127.0.0.1:0 \
       --override log.dirs=/tmp/strata-data --override num.partitions=3
   kcat -b 127.0.0.1:9092 -P -t demo -K: <<< 'k1:hello'
   kcat -b 127.0.0.1:9092 -C -t demo -o beginning -e
+
+  # one of three brokers of a cluster (ids 1-3, ports 9092-9094)
+  strata broker --override broker.id=1 \
+      --override listeners=PLAINTEXT://127.0.0.1:9092 \
+      --override log.dirs=/tmp/strata-1 \
+      --override zookeeper.connect=127.0.0.1:2181/strata
 `)
 }
 
@@ -163,6 +200,10 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		logger.Info("shutting down")
 	case err := <-served:
 		logger.Error("serving failed", "err", err)
+		status = 1
+	case err := <-srv.Fatal():
+		logger.Error("stopping", "err", err)
+		fmt.Fprintf(stderr, "strata broker: %v\n", err)
 		status = 1
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -70,7 +70,7 @@ func TestBrokerCommandRejectsBadConfig(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runBroker([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Example:") || !strings.Contains(stdout.String(), "log.retention.bytes") {
+	if code := runBroker([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Examples:") || !strings.Contains(stdout.String(), "log.retention.bytes") {
 		t.Fatalf("--help: exit %d, output %q", code, stdout.String())
 	}
 }

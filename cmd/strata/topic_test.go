@@ -93,13 +93,25 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 }
 
-// The broker does not serve ElectLeaders yet: the command says so and
-// fails.
-func TestTopicElectLeadersUnsupported(t *testing.T) {
+// On a single node every partition is led by its preferred replica: a
+// preferred election is not needed, and an unclean one neither.
+func TestTopicElectLeaders(t *testing.T) {
 	_, addr := startBroker(t)
-	mustCLI(t, "topic", "create", "--topic", "orders", "--bootstrap-server", addr)
+	mustCLI(t, "topic", "create", "--topic", "orders", "--partitions", "2", "--bootstrap-server", addr)
 	r := cli(t, "topic", "elect-leaders", "--election-type", "preferred", "--topic", "orders", "--partition", "0", "--bootstrap-server", addr)
-	if r.code != 1 || !strings.Contains(r.stderr, "does not support leader election on demand") || !strings.Contains(r.stderr, "ElectLeaders") {
-		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r.code != 0 || r.stdout != "Partitions already led by the right replica: orders-0.\n" {
+		t.Errorf("preferred: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "topic", "elect-leaders", "--election-type", "unclean", "--topic", "orders", "--bootstrap-server", addr)
+	if r.code != 0 || r.stdout != "Partitions already led by the right replica: orders-0, orders-1.\n" {
+		t.Errorf("unclean: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "topic", "elect-leaders", "--bootstrap-server", addr)
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("all partitions: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "topic", "elect-leaders", "--topic", "nope", "--bootstrap-server", addr)
+	if r.code != 1 {
+		t.Errorf("unknown topic: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/tiering"
+)
+
+// Remote reads for Fetch and ListOffsets (tiered storage, tiering.go).
+//
+// A fetch offset below the local log start and at or above the remote log
+// start (the committed manifest's LogStartOffset) is served by the
+// broker's RemoteReader: whole batches of one cached chunk file, which the
+// connection sends with sendfile like a segment range. The chunk stays
+// pinned in the cache until the response is written (rawBody.release) or
+// dropped (a long-polling fetch that reads again). A remote read blocks
+// only the request that needs it: it runs on the connection's goroutine,
+// and the reader takes no lock across a GET.
+
+// remoteFetchTimeout bounds the GETs of one remote read.
+const remoteFetchTimeout = 30 * time.Second
+
+// readPartition reads whole batches at off of partition p: from the
+// remote log when off is only there, else from the local log. Remote
+// slices are registered in pr for release after the response is sent.
+func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, pr *fetchPartResult) (segment.ReadSlice, error) {
+	if s.tier != nil && off < p.log.LogStartOffset() {
+		if m := p.remoteManifest(); m != nil {
+			if off < m.LogStartOffset {
+				return segment.ReadSlice{}, segment.ErrOffsetOutOfRange
+			}
+			if off < m.EndOffset() {
+				ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
+				rs, err := s.tier.reader.Read(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, maxBytes)
+				cancel()
+				if err != nil {
+					if errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
+						return segment.ReadSlice{}, segment.ErrOffsetOutOfRange
+					}
+					return segment.ReadSlice{}, err
+				}
+				if rs.Size > 0 {
+					pr.releases = append(pr.releases, rs.Release)
+					return segment.ReadSlice{File: rs.File, Pos: rs.Pos, Size: rs.Size, FirstOffset: rs.FirstOffset, NextOffset: rs.NextOffset}, nil
+				}
+				rs.Release()
+				if rs.NextOffset <= off {
+					return segment.ReadSlice{NextOffset: off}, nil
+				}
+				off = rs.NextOffset // a compacted tail: go on locally
+			}
+		}
+	}
+	return p.log.Read(off, maxBytes, hw)
+}
+
+// hasReleases reports whether the result holds pinned remote chunks.
+func (res *fetchResult) hasReleases() bool {
+	for i := range res.topics {
+		for j := range res.topics[i].parts {
+			if len(res.topics[i].parts[j].releases) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// releaseAll unpins the result's remote chunks. Safe to call twice.
+func (res *fetchResult) releaseAll() {
+	for i := range res.topics {
+		for j := range res.topics[i].parts {
+			pr := &res.topics[i].parts[j]
+			for _, f := range pr.releases {
+				f()
+			}
+			pr.releases = nil
+		}
+	}
+}
+
+// remoteEarliest is ListOffsets earliest: the remote log start when the
+// partition is tiered and the remote log reaches below the local one.
+func (p *partition) remoteEarliest() int64 { return p.logStart() }
+
+// remoteOffsetForTimestamp answers ListOffsets by timestamp from the
+// remote log first: the first offset below the local log start whose
+// batch holds a timestamp ≥ ts. found is false when the remote log has no
+// such offset (or there is none), and the local log answers.
+func (s *Server) remoteOffsetForTimestamp(p *partition, ts int64) (offset, timestamp int64, found bool, err error) {
+	if s.tier == nil {
+		return 0, 0, false, nil
+	}
+	m := p.remoteManifest()
+	if m == nil || m.LogStartOffset >= p.log.LogStartOffset() {
+		return 0, 0, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
+	defer cancel()
+	off, t, ok, err := s.tier.reader.OffsetForTimestamp(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, ts)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	if off >= p.log.LogStartOffset() {
+		// The local log holds it too; let the local log answer (it
+		// may hold an earlier match the remote segment ended before).
+		return 0, 0, false, nil
+	}
+	return off, t, true, nil
+}

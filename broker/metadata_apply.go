@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/coord"
+)
+
+// This file keeps the broker's topics and partition logs in line with the
+// cluster metadata: applySnapshot takes a coordinator snapshot (from the
+// subscription's events, or right after this broker changed the metadata
+// itself) and
+//   - deletes the logs of topics that left the snapshot, or whose ID
+//     changed (deleted and created again), matched by topic ID;
+//   - opens the logs of partitions this broker is a replica of, as
+//     partitions appear (new topics, added partitions);
+//   - applies topic config changes to the open logs;
+//   - records each hosted partition's leader and leader epoch, which the
+//     Produce, Fetch, ListOffsets and OffsetForLeaderEpoch handlers check;
+//   - tells the group coordinator which __consumer_offsets partitions this
+//     broker now leads (group_coordinator.go loads and unloads them).
+//
+// A follower replica only holds its log for now: data replication comes
+// with the replication issue.
+//
+// Snapshots carry a sequence number; an older snapshot than the last one
+// applied is ignored, so the event loop and an admin request applying
+// concurrently cannot roll the broker back. applyMu serializes
+// applications; it is taken after adminMu and before mu.
+
+// applyState is guarded by Server.applyMu.
+type applyState struct {
+	seq     uint64
+	applied bool // seq is valid
+	closed  bool // Shutdown has closed the logs: apply nothing more
+}
+
+// applySnapshot brings the broker's topics and logs in line with snap.
+func (s *Server) applySnapshot(snap *coord.Snapshot) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.apply.closed || (s.apply.applied && snap.Seq <= s.apply.seq) {
+		return
+	}
+	first := !s.apply.applied
+	s.apply.seq, s.apply.applied = snap.Seq, true
+
+	s.mu.RLock()
+	cur := maps.Clone(s.mu.topics)
+	s.mu.RUnlock()
+
+	// Deletions first: a topic created again under the same name reuses
+	// the directory names of the old one.
+	var gone []*topicState
+	for name, t := range cur {
+		if nt, ok := snap.Topics[name]; !ok || nt.ID != t.id {
+			gone = append(gone, t)
+			delete(cur, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.swapTopics(cur)
+		for _, t := range gone {
+			s.deleteTopicLogs(t)
+		}
+	}
+
+	next := make(map[string]*topicState, len(snap.Topics))
+	for name, ti := range snap.Topics {
+		next[name] = s.syncTopic(cur[name], ti, first)
+	}
+	s.swapTopics(next)
+	s.noteOffsetsLeadership(snap)
+}
+
+func (s *Server) swapTopics(topics map[string]*topicState) {
+	byID := make(map[coord.TopicID]*topicState, len(topics))
+	for _, t := range topics {
+		byID[t.id] = t
+	}
+	s.mu.Lock()
+	s.mu.topics = topics
+	s.mu.byID = byID
+	s.mu.Unlock()
+}
+
+// deleteTopicLogs closes and deletes the logs of a topic that is gone.
+func (s *Server) deleteTopicLogs(t *topicState) {
+	n := 0
+	for _, p := range t.parts {
+		if p == nil {
+			continue
+		}
+		n++
+		s.tierDelete(p, t.cfg.remoteStorage)
+		if err := p.log.Delete(); err != nil {
+			// The topic is gone from the metadata: the next start
+			// removes what is left (by topic ID).
+			s.log.Error("deleting partition data failed", "topic", t.name, "partition", p.index, "err", err)
+		}
+	}
+	s.log.Info("topic deleted", "topic", t.name, "id", t.id.String(), "local_partitions", n)
+}
+
+// syncTopic returns the topicState for ti, reusing old (the same topic as
+// this broker last knew it, or nil) where nothing changed.
+func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *topicState {
+	self := s.cfg.BrokerID
+	ts := &topicState{name: ti.Name, id: ti.ID, overrides: ti.Configs}
+	configChanged := old == nil || !maps.Equal(old.overrides, ti.Configs)
+	if configChanged {
+		ts.cfg = s.resolveStoredConfig(ti.Name, ti.Configs)
+	} else {
+		ts.overrides, ts.cfg = old.overrides, old.cfg
+	}
+	changed := old == nil || configChanged || len(old.parts) != len(ti.Partitions)
+	ts.parts = make([]*partition, len(ti.Partitions))
+	for i, pi := range ti.Partitions {
+		idx := int32(i)
+		lead := leadership{leader: pi.State.Leader, epoch: pi.State.LeaderEpoch}
+		var p *partition
+		if old != nil {
+			p = old.local(idx)
+		}
+		if p == nil && slices.Contains(pi.Replicas, self) {
+			var err error
+			if p, err = s.openPartition(ti.Name, ti.ID, idx, lead, ts.cfg); err != nil {
+				// Not served (NOT_LEADER_OR_FOLLOWER); tried again
+				// at the next metadata change.
+				s.log.Error("opening a hosted partition failed", "topic", ti.Name, "partition", idx, "err", err)
+				continue
+			}
+			changed = true
+			s.tierStart(p, ti.ID.String(), ts.cfg, ti.Configs, int32(len(ti.Partitions)))
+			if !first {
+				s.log.Debug("partition replica opened", "topic", ti.Name, "partition", idx, "leader", lead.leader, "leader_epoch", lead.epoch, "replicas", pi.Replicas)
+			}
+		}
+		if p == nil {
+			continue
+		}
+		if configChanged && old != nil {
+			s.tierConfigChanged(p, ts)
+		}
+		if prev := p.leadership(); prev != lead {
+			p.lead.Store(&lead)
+			s.tierLeadership(p)
+			switch {
+			case lead.leader == self && prev.leader != self:
+				s.log.Info("became leader", "topic", ti.Name, "partition", idx, "leader_epoch", lead.epoch, "isr", pi.State.ISR)
+			case lead.leader != self && prev.leader == self:
+				s.log.Info("no longer leader", "topic", ti.Name, "partition", idx, "leader", lead.leader, "leader_epoch", lead.epoch)
+			}
+		}
+		ts.parts[i] = p
+	}
+	if !changed {
+		for i := range ts.parts {
+			if ts.parts[i] != old.parts[i] {
+				changed = true
+				break
+			}
+		}
+	}
+	if !changed {
+		return old
+	}
+	return ts
+}
+
+// resolveStoredConfig resolves a topic's stored config overrides. An
+// override this broker cannot use (written by another broker version) is
+// logged and left out rather than making the topic unusable.
+func (s *Server) resolveStoredConfig(name string, overrides map[string]string) topicConfig {
+	cfg, err := resolveTopicConfig(s.cfg.TopicDefaults, overrides)
+	if err == nil {
+		return cfg
+	}
+	usable := map[string]string{}
+	for k, v := range overrides {
+		if checkTopicConfig(k, &v) == nil {
+			usable[k] = v
+		} else {
+			s.log.Error("ignoring a topic config override this broker cannot apply", "topic", name, "config", k, "value", v)
+		}
+	}
+	cfg, err = resolveTopicConfig(s.cfg.TopicDefaults, usable)
+	if err != nil {
+		s.log.Error("topic configs do not resolve; using the broker defaults", "topic", name, "err", err)
+		cfg, _ = resolveTopicConfig(s.cfg.TopicDefaults, nil)
+	}
+	return cfg
+}
+
+// noteOffsetsLeadership hands the __consumer_offsets partitions this
+// broker leads in snap to the group loader.
+func (s *Server) noteOffsetsLeadership(snap *coord.Snapshot) {
+	t, ok := snap.Topic(group.Topic)
+	if !ok {
+		return
+	}
+	led := map[int]bool{}
+	for i, p := range t.Partitions {
+		if p.State.Leader == s.cfg.BrokerID {
+			led[i] = true
+		}
+	}
+	s.groupLoader.want(led)
+}

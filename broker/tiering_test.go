@@ -1,0 +1,349 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/tiering"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// tieredProps are broker settings that make tiering fast to observe.
+var tieredProps = map[string]string{
+	"log.retention.check.interval.ms": "200",
+	"strata.remote.poll.interval.ms":  "100",
+}
+
+// tieredTopicConfigs: tiny segments, tiny local retention.
+var tieredTopicConfigs = map[string]string{
+	"remote.storage.enable": "true",
+	"segment.bytes":         "4096",
+	"local.retention.bytes": "1",
+	"file.delete.delay.ms":  "0",
+}
+
+func tierRecord(i int) *kgo.Record {
+	return &kgo.Record{
+		Key:   []byte(fmt.Sprintf("k%05d", i)),
+		Value: []byte(fmt.Sprintf("value-%05d-%s", i, bytes.Repeat([]byte{byte('a' + i%26)}, 40))),
+	}
+}
+
+// produceTiered produces records [from, to) to partition 0 of topic.
+func produceTiered(t *testing.T, cl *kgo.Client, topic string, from, to int) {
+	t.Helper()
+	const batch = 50
+	for i := from; i < to; i += batch {
+		var rs []*kgo.Record
+		for j := i; j < min(i+batch, to); j++ {
+			r := tierRecord(j)
+			r.Topic, r.Partition = topic, 0
+			rs = append(rs, r)
+		}
+		if err := cl.ProduceSync(testCtx(t), rs...).FirstErr(); err != nil {
+			t.Fatalf("produce %d..: %v", i, err)
+		}
+	}
+}
+
+// consumeTiered reads n records of partition 0 from offset 0 and checks
+// each is the one produced, in order.
+func consumeTiered(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxBytes(64<<10), kgo.FetchMaxPartitionBytes(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	next := 0
+	for next < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records before the deadline", next, n)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			want := tierRecord(next)
+			if r.Offset != int64(next) || !bytes.Equal(r.Key, want.Key) || !bytes.Equal(r.Value, want.Value) {
+				t.Fatalf("record %d: got offset %d key %q value %q", next, r.Offset, r.Key, r.Value)
+			}
+			next++
+		})
+	}
+}
+
+func tierListEarliest(t *testing.T, cl *kgo.Client, topic string) (int64, int16) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = 0, -2
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	return p.Offset, p.ErrorCode
+}
+
+// waitTiered waits until the partition's local log start is above 0 and
+// its manifest holds segments, and returns the partition.
+func waitTiered(t *testing.T, s *Server, topic string) *partition {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := s.topic(topic).local(0)
+		m := p.remoteManifest()
+		if p.log.LogStartOffset() > 0 && m != nil && len(m.Segments) > 0 {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not tiered after 30s: local log start %d, manifest %v", p.log.LogStartOffset(), m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTieringLocalStoreReplayFromZero(t *testing.T) {
+	s := startServer(t, tieredProps)
+	cl := newClient(t, s)
+	const topic, n = "tiered", 2000
+	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	produceTiered(t, cl, topic, 0, n)
+	p := waitTiered(t, s, topic)
+
+	// Nothing local was deleted before it was uploaded: the local log
+	// starts at or below the remote end.
+	m := p.remoteManifest()
+	if local := p.log.LogStartOffset(); local > m.EndOffset() {
+		t.Fatalf("local log start %d above the remote end %d", local, m.EndOffset())
+	}
+	if m.LogStartOffset != 0 {
+		t.Fatalf("remote log start %d, want 0", m.LogStartOffset)
+	}
+	// The objects are in the local-directory store.
+	objs := filepath.Join(s.cfg.LogDir, "objects", topic, "0")
+	if ents, err := os.ReadDir(objs); err != nil || len(ents) < 2 {
+		t.Fatalf("objects in %s: %d, %v", objs, len(ents), err)
+	}
+
+	if off, code := tierListEarliest(t, cl, topic); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest = %d (error %d), want 0", off, code)
+	}
+	consumeTiered(t, s.Addr().String(), topic, n)
+
+	// A fetch from offset 0 reports the remote log start.
+	fp := fetchRaw(t, cl, topic, 0, 0, 1<<20)
+	if fp.ErrorCode != 0 || fp.LogStartOffset != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch at 0: error %d, log start %d, %d bytes", fp.ErrorCode, fp.LogStartOffset, len(fp.RecordBatches))
+	}
+	if st := s.tier.reader.Stats(); st.Cache.Misses == 0 {
+		t.Fatalf("remote reader was not used: %+v", st)
+	}
+	// Every remote chunk sent was released after its response was written.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.tier.reader.Stats().Cache.Pinned != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("remote chunks still pinned after the fetches: %+v", s.tier.reader.Stats().Cache)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestTieringRemoteRetentionAndOutOfRange(t *testing.T) {
+	s := startServer(t, tieredProps)
+	cl := newClient(t, s)
+	const topic, n = "tiered-ret", 1000
+	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	produceTiered(t, cl, topic, 0, n)
+	p := waitTiered(t, s, topic)
+
+	// Total retention cuts the remote log: the remote log start moves up
+	// and fetches below it are OFFSET_OUT_OF_RANGE.
+	cfgs := map[string]string{"retention.bytes": "8000"}
+	for k, v := range tieredTopicConfigs {
+		cfgs[k] = v
+	}
+	alter(t, cl, topic, cfgs)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := p.remoteManifest(); m != nil && m.LogStartOffset > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			m := p.remoteManifest()
+			t.Errorf("remote retention did not move the remote log start: cfg %+v arch %v manifest bytes %d segs %d start %d", s.topic(topic).cfg, p.tier.archiver() != nil, m.Bytes(), len(m.Segments), m.LogStartOffset)
+			t.Logf("lag %+v hw %d segs %+v", p.tier.archiver().Lag(), p.log.HighWatermark(), p.log.Segments())
+			t.FailNow()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	start, code := tierListEarliest(t, cl, topic)
+	if code != 0 || start <= 0 {
+		t.Fatalf("ListOffsets earliest = %d (error %d), want > 0", start, code)
+	}
+	if fp := fetchRaw(t, cl, topic, 0, 0, 1<<20); fp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch below the remote log start: error %d, want OFFSET_OUT_OF_RANGE", fp.ErrorCode)
+	}
+	if fp := fetchRaw(t, cl, topic, 0, start, 1<<20); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch at the remote log start %d: error %d, %d bytes", start, fp.ErrorCode, len(fp.RecordBatches))
+	}
+}
+
+func TestTieringOffsetsTopicNotTiered(t *testing.T) {
+	s := startServer(t, map[string]string{"remote.log.storage.system.enable": "true"})
+	cl := newClient(t, s)
+	createTopic(t, cl, "plain", 1, nil)
+	if p := s.topic("plain").local(0); p.tier.archiver() == nil {
+		t.Fatal("remote.log.storage.system.enable=true: no archiver for a new topic")
+	}
+	if s.topic("__consumer_offsets") == nil {
+		createTopic(t, cl, "__consumer_offsets", 1, nil)
+	}
+	if p := s.topic("__consumer_offsets").local(0); p.tier.archiver() != nil || p.tier.gate.Tiered() {
+		t.Fatal("__consumer_offsets is tiered")
+	}
+}
+
+func TestTieringToggleAndDelete(t *testing.T) {
+	s := startServer(t, tieredProps)
+	cl := newClient(t, s)
+	const topic = "tiered-toggle"
+	createTopic(t, cl, topic, 1, map[string]string{"segment.bytes": "4096"})
+	p := s.topic(topic).local(0)
+	if p.tier.archiver() != nil {
+		t.Fatal("archiver runs for a topic without remote.storage.enable")
+	}
+	alter(t, cl, topic, tieredTopicConfigs)
+	produceTiered(t, cl, topic, 0, 500)
+	p = waitTiered(t, s, topic)
+	if off, code := tierListEarliest(t, cl, topic); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest = %d (error %d), want 0", off, code)
+	}
+
+	// Off: the archiver stops, remote data stays readable.
+	off := map[string]string{}
+	for k, v := range tieredTopicConfigs {
+		off[k] = v
+	}
+	off["remote.storage.enable"] = "false"
+	alter(t, cl, topic, off)
+	if p.tier.archiver() != nil {
+		t.Fatal("archiver still runs after remote.storage.enable=false")
+	}
+	if p.log.LogStartOffset() == 0 {
+		t.Fatal("local log start is 0: the remote read below is not tested")
+	}
+	if fp := fetchRaw(t, cl, topic, 0, 0, 1<<20); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch at 0 with tiering off: error %d, %d bytes; remote data must stay readable", fp.ErrorCode, len(fp.RecordBatches))
+	}
+	if off, code := tierListEarliest(t, cl, topic); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest with tiering off = %d (error %d), want 0", off, code)
+	}
+
+	// Deleting the topic deletes its remote data.
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{topic}
+	rt := kmsg.NewDeleteTopicsRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	if _, err := req.RequestWith(testCtx(t), cl); err != nil {
+		t.Fatal(err)
+	}
+	store := s.tier.store
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		objs, err := store.List(context.Background(), tiering.PartitionPrefix(topic, 0))
+		if err == nil && len(objs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remote data of the deleted topic remains: %d objects, %v", len(objs), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTieringRestoreIntoFreshBroker(t *testing.T) {
+	objects := t.TempDir()
+	props := map[string]string{"remote.storage.dir": objects}
+	for k, v := range tieredProps {
+		props[k] = v
+	}
+	const topic = "tiered-restore"
+	a := startServer(t, props)
+	cla := newClient(t, a, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cla, topic, 2, tieredTopicConfigs)
+	produceTiered(t, cla, topic, 0, 1500)
+	waitTiered(t, a, topic)
+	cla.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store, err := tiering.NewLocalStore(objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := tiering.LoadManifest(ctx, store, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := m.EndOffset()
+	if end == 0 {
+		t.Fatal("nothing remote")
+	}
+
+	// A fresh broker (new data directory, new coordinator state) on the
+	// same store.
+	props["strata.remote.restore.topics"] = "*"
+	b := startServer(t, props)
+	tb := b.topic(topic)
+	if tb == nil || len(tb.parts) != 2 || tb.id.String() != m.TopicID || !tb.cfg.remoteStorage || tb.cfg.seg.SegmentBytes != 4096 {
+		t.Fatalf("restored topic: %+v", tb)
+	}
+	p := tb.local(0)
+	if got := p.log.LogEndOffset(); got != end {
+		t.Fatalf("restored log end %d, want the remote end %d", got, end)
+	}
+	clb := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if off, code := tierListEarliest(t, clb, topic); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest = %d (error %d), want 0", off, code)
+	}
+	consumeTiered(t, b.Addr().String(), topic, int(end))
+
+	// Producers continue after the remote end, and uploads go on.
+	r := tierRecord(int(end))
+	r.Topic, r.Partition = topic, 0
+	res, err := clb.ProduceSync(testCtx(t), r).First()
+	if err != nil || res.Offset != end {
+		t.Fatalf("produce after restore: offset %d, %v; want %d", res.Offset, err, end)
+	}
+	produceTiered(t, clb, topic, int(end)+1, int(end)+600)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m2 := p.remoteManifest(); m2 != nil && m2.EndOffset() > end && m2.LogStartOffset == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no uploads after restore: %+v", p.tier.archiver().Lag())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	consumeTiered(t, b.Addr().String(), topic, int(end)+600)
+}
