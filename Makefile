@@ -92,7 +92,7 @@ cluster: build
 cluster-status:
 	@bash deploy/local/status.sh
 
-# Stops the brokers, MinIO and ZooKeeper; keeps the data.
+# Stops ZooKeeper, the brokers, then MinIO (order: deploy/README.md); keeps the data.
 cluster-stop:
 	@bash deploy/local/down.sh
 
