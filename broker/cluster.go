@@ -30,7 +30,7 @@ import (
 // to a controlled shutdown.
 const controlledShutdownTimeout = 15 * time.Second
 
-// leaveTimeout bounds resigning and deregistering at shutdown.
+// leaveTimeout bounds deregistering at shutdown.
 const leaveTimeout = 5 * time.Second
 
 // joinCluster opens the coordinator, checks the data directory against
@@ -90,7 +90,7 @@ func (s *Server) joinCluster() error {
 		return err
 	}
 	s.applySnapshot(c.Snapshot())
-	s.groupLoader.sync() // a single node serves its groups from the start
+	s.groupLoader.sync() // the groups this broker coordinates, before it serves
 
 	s.bgWG.Add(2)
 	go s.metadataLoop()
@@ -230,9 +230,10 @@ func (s *Server) controlledShutdown(ctx context.Context) {
 	}
 }
 
-// leaveCluster ends the controller candidate (resigning the role if held;
-// already stopped by stopBackground) and removes the registration, so the
-// other brokers see this one leave at once.
+// leaveCluster removes the broker's registration, so the other brokers
+// see it leave at once rather than a session timeout later. The
+// controller candidate was stopped before (stopBackground), resigning the
+// role if it held it.
 func (s *Server) leaveCluster() {
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()

@@ -34,6 +34,7 @@ var contractTests = []struct {
 	{"ClusterID", testClusterID},
 	{"Register", testRegister},
 	{"BrokerLossSeenByWatch", testBrokerLoss},
+	{"StateChangesSeenAfterExpiry", testStatesAfterExpiry},
 	{"ElectionAndFencing", testElectionFencing},
 	{"PartitionStateCAS", testStateCAS},
 	{"Topics", testTopics},
@@ -230,6 +231,44 @@ func testBrokerLoss(t *testing.T, e env) {
 			break
 		}
 	}
+}
+
+// testStatesAfterExpiry: a session that expired sees the partition states
+// written while it was cut off, and later changes too.
+func testStatesAfterExpiry(t *testing.T, e env) {
+	a, b := e.open(t), e.open(t)
+	register(t, a, 1, "")
+	register(t, b, 2, "")
+	createTopic(t, b, "exp", [][]int32{{1, 2}}, nil)
+	waitSnap(t, a, 5*time.Second, "a sees the topic", func(s *Snapshot) bool { _, ok := s.Topic("exp"); return ok })
+	_, asub := a.Subscribe()
+	defer asub.Close()
+
+	e.partition(t, a)
+	ctx := ctxT(t, 10*time.Second)
+	write := func(leader, epoch int32) {
+		t.Helper()
+		st, v, err := b.PartitionState(ctx, "exp", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Leader, st.LeaderEpoch = leader, epoch
+		if _, err := b.UpdatePartitionState(ctx, "exp", 0, st, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(2, 1)
+	e.heal(t, a)
+	waitEvent(t, asub, EventSessionExpired, 15*time.Second)
+	leads := func(leader, epoch int32) func(s *Snapshot) bool {
+		return func(s *Snapshot) bool {
+			p, ok := s.Partition(TopicPartition{"exp", 0})
+			return ok && p.State.Leader == leader && p.State.LeaderEpoch == epoch
+		}
+	}
+	waitSnap(t, a, 5*time.Second, "the state written during the outage", leads(2, 1))
+	write(1, 2)
+	waitSnap(t, a, 5*time.Second, "the state written after the new session", leads(1, 2))
 }
 
 func testElectionFencing(t *testing.T, e env) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // clusterSessionTimeout is the brokers' zookeeper.session.timeout.ms in the
@@ -43,13 +44,43 @@ func StartCluster(t *testing.T, n int, overrides ...string) *Cluster {
 	for id := 1; id <= n; id++ {
 		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, overrides)...))
 	}
-	c.WaitMetadata(t, 30*time.Second, "all brokers registered and a controller", func(md kadm.Metadata) string {
-		if len(md.Brokers) != n || md.Controller < 1 {
-			return fmt.Sprintf("%d brokers, controller %d", len(md.Brokers), md.Controller)
-		}
-		return ""
-	})
+	c.waitAllSee(t, 30*time.Second, n)
 	return c
+}
+
+// waitAllSee waits until every running broker's metadata lists n brokers
+// and a controller.
+func (c *Cluster) waitAllSee(t testing.TB, timeout time.Duration, n int) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, b := range c.brokers {
+		for {
+			got := func() string {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DialTimeout(time.Second))
+				if err != nil {
+					return err.Error()
+				}
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+				if err != nil {
+					return err.Error()
+				}
+				if len(resp.Brokers) != n || resp.ControllerID < 1 {
+					return fmt.Sprintf("%d brokers, controller %d", len(resp.Brokers), resp.ControllerID)
+				}
+				return ""
+			}()
+			if got == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker at %s: %s; want %d brokers and a controller", b.Addr, got, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 func (c *Cluster) brokerOverrides(id int, extra []string) []string {
