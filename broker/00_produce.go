@@ -133,6 +133,7 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	}
 	s.stats.produceBatches.Add(1)
 	s.stats.produceBytes.Add(int64(len(records)))
+	s.metrics.topic(ts.name).in.Add(float64(len(records)))
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset

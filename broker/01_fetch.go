@@ -55,7 +55,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
 	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
 		res := &fetchResult{version: req.Version, errorCode: kerr.FetchSessionIDNotFound.Code}
-		return reply{raw: encodeFetch(res)}, nil
+		return s.fetchReply(res), nil
 	}
 	deadline := s.nowFn().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
@@ -68,17 +68,17 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		}
 		res, bytes, anyErr := s.fetchOnce(req)
 		if !wait || anyErr || bytes >= int64(req.MinBytes) || len(req.Topics) == 0 {
-			return reply{raw: encodeFetch(res)}, nil
+			return s.fetchReply(res), nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return reply{raw: encodeFetch(res)}, nil
+			return s.fetchReply(res), nil
 		}
 		res.releaseAll() // not sent: unpin its remote chunks
 		if !s.waitForAppend(notify, left) {
 			// Timed out or shutting down: answer with what there is now.
 			res, _, _ = s.fetchOnce(req)
-			return reply{raw: encodeFetch(res)}, nil
+			return s.fetchReply(res), nil
 		}
 	}
 }

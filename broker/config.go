@@ -53,6 +53,12 @@ type Config struct {
 	// copied through user space (strata.fetch.zero.copy=false; for the
 	// CPU comparison benchmark).
 	ZeroCopy bool
+	// MetricsListen is metrics.listener: host:port serving Prometheus
+	// metrics at /metrics; empty serves none (metrics.go).
+	MetricsListen string
+	// PprofListen is strata.pprof.listener: host:port serving
+	// net/http/pprof; empty serves none.
+	PprofListen string
 	// ZooKeeperConnect is zookeeper.connect: "host:port[,host:port...][/chroot]"
 	// (chroot default /strata). Empty runs a single node with the
 	// embedded coordinator in LogDir.
@@ -337,6 +343,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	if err := c.tieringSettings(val, intIn, bad); err != nil {
 		return c, err
 	}
+	if err := c.metricsSettings(val, bad); err != nil {
+		return c, err
+	}
 
 	// Broker defaults of topic configs. Where Kafka has several keys for
 	// one setting, the finer unit wins (ms over minutes over hours).
@@ -587,6 +596,8 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		"remote.storage.dir":                  kmsg.ConfigTypeString,
 		"remote.cache.dir":                    kmsg.ConfigTypeString,
 		"strata.remote.restore.topics":        kmsg.ConfigTypeList,
+		"metrics.listener":                    kmsg.ConfigTypeString,
+		"strata.pprof.listener":               kmsg.ConfigTypeString,
 	}
 	var out []configEntry
 	for _, kv := range BrokerKeys() {

@@ -199,6 +199,8 @@ func (c *conn) process(req *request) (ok bool) {
 		}
 	}()
 	c.s.stats.requests.Add(1)
+	start := time.Now()
+	defer c.s.metrics.observeRequest(req.key, start)
 	var rep reply
 	var err error
 	if req.unsupported {
@@ -209,6 +211,9 @@ func (c *conn) process(req *request) (ok bool) {
 	if err != nil {
 		c.log.Info("closing connection", "key", req.key, "version", req.version, "err", err)
 		return false
+	}
+	if rep.msg != nil {
+		c.s.metrics.countResponseErrors(req.key, rep.msg)
 	}
 	if !rep.none {
 		if err := c.write(req.corr, rep); err != nil {

@@ -34,8 +34,12 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 			}
 			if off < m.EndOffset() {
 				ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
+				start := time.Now()
 				rs, err := s.tier.reader.Read(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, maxBytes)
 				cancel()
+				if !errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
+					s.metrics.observeRemoteRead(start, rs.Size, err)
+				}
 				if err != nil {
 					if errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
 						return segment.ReadSlice{}, segment.ErrOffsetOutOfRange

@@ -101,6 +101,7 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 			s.log.Error("deleting partition data failed", "topic", t.name, "partition", p.index, "err", err)
 		}
 	}
+	s.metrics.forgetTopic(t.name)
 	s.log.Info("topic deleted", "topic", t.name, "id", t.id.String(), "local_partitions", n)
 }
 

@@ -63,6 +63,7 @@ type Server struct {
 	}
 
 	stats   stats
+	metrics *brokerMetrics // metrics.go
 	connWG  sync.WaitGroup
 	bgWG    sync.WaitGroup
 	serveMu sync.Mutex
@@ -94,6 +95,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.mu.byID = map[coord.TopicID]*topicState{}
 	s.mu.conns = map[*conn]struct{}{}
 	s.groupLoader.init()
+	s.metrics = newBrokerMetrics(s)
 
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: data directory: %w", err)
@@ -104,6 +106,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.lock = lock
 	fail := func(err error) (*Server, error) {
+		s.stopHTTP()
 		s.stopBackground()
 		_ = s.closeGroups()
 		s.closeLogs()
@@ -124,6 +127,9 @@ func NewServer(cfg Config) (*Server, error) {
 	s.ln = ln
 	host, port := cfg.advertised(ln.Addr())
 	s.self = coord.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, ReplicationPort: cfg.ReplicationPort, Rack: cfg.Rack}
+	if err := s.startHTTP(); err != nil {
+		return fail(err)
+	}
 	if err := s.openTiering(); err != nil {
 		return fail(err)
 	}
@@ -235,6 +241,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.stopBackground()
+	s.stopHTTP()
 	s.leaveCluster()
 
 	s.adminMu.Lock()

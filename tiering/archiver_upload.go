@@ -74,7 +74,7 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 	a.mu.uploadedSegs++
 	a.mu.uploadedBytes += rs.Size
 	a.mu.Unlock()
-	a.log.Debug("tiering: segment uploaded", "base", rs.BaseOffset, "next", rs.NextOffset, "bytes", rs.Size, "id", rs.ID)
+	a.log.Info("tiering: upload committed", "base", rs.BaseOffset, "next", rs.NextOffset, "bytes", rs.Size, "id", rs.ID)
 	if len(dropped) > 0 {
 		a.deleteObjects(ctx, dropped)
 		a.logStartMoved(next.LogStartOffset)

@@ -46,7 +46,7 @@ func (o *overrideFlag) Set(v string) error {
 }
 
 func brokerUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: strata broker [--config FILE] [--override key=value]... [--log-level LEVEL]
+	fmt.Fprint(w, `Usage: strata broker [--config FILE] [--override key=value]... [--log-level LEVEL] [--log-format text|json]
 
 Runs a Strata broker that speaks the Kafka protocol. With no flags it is a
 single node with the embedded coordinator, listening on 127.0.0.1:9092 with
@@ -66,7 +66,11 @@ Flags:
                         or key: value; # and ! comments; \ continues a line)
   --override key=value  a setting that wins over the file; repeatable
   --log-level LEVEL     debug, info, warn or error (default info); logs go
-                        to stderr
+                        to stderr, one line per state change (leadership,
+                        controller, uploads, retention), nothing per request
+                        below debug
+  --log-format FORMAT   text (the default, key=value) or json (one JSON
+                        object per line, log/slog's JSON handler)
 
 Settings (Kafka's names; an unknown key or a bad value stops the broker
 with exit status 2 and a message naming it):
@@ -104,6 +108,15 @@ Cluster (zookeeper.connect set):
   is not there yet: a follower replica holds an empty log, and acks=all
   answers after the leader's append.
 
+Metrics and profiling:
+  metrics.listener=127.0.0.1:9308 (or http://...) serves Prometheus
+  metrics at /metrics: requests, errors and latency per API, bytes in and
+  out per topic, under-replicated and offline partitions, upload lag, remote
+  fetches, chunk cache, groups and consumer lag (docs/running.md lists
+  them). strata.pprof.listener=127.0.0.1:6060 serves Go's pprof at
+  /debug/pprof/ on its own listener; keep it on a loopback address. Both
+  are off by default.
+
 Consumer groups:
   A group's coordinator is the leader of its partition of the internal
   topic __consumer_offsets, which holds committed offsets and group state.
@@ -135,6 +148,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {} // printed below: to stdout for --help, stderr otherwise
 	configFile := fs.String("config", "", "properties file")
 	logLevel := fs.String("log-level", "info", "log level")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
 	var overrides overrideFlag
 	fs.Var(&overrides, "override", "key=value")
 	if err := fs.Parse(args); err != nil {
@@ -152,6 +166,10 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "strata broker: --log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		fmt.Fprintf(stderr, "strata broker: --log-format %q: want text or json\n", *logFormat)
 		return 2
 	}
 
@@ -177,7 +195,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strata broker: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	logger := slog.New(handler)
 	cfg.Logger = logger
 
 	srv, err := broker.NewServer(cfg)
@@ -192,6 +215,9 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 
 	addr := srv.Addr().String()
 	logger.Info("strata broker listening on "+addr, "broker_id", cfg.BrokerID, "cluster_id", srv.ClusterID(), "log_dir", cfg.LogDir, "zero_copy", cfg.ZeroCopy)
+	if a := srv.MetricsAddr(); a != nil {
+		logger.Info("serving metrics on http://" + a.String() + "/metrics")
+	}
 	fmt.Fprintf(stdout, "strata broker listening on %s\n", addr)
 
 	status := 0

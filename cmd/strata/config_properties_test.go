@@ -60,6 +60,8 @@ func TestBrokerCommandRejectsBadConfig(t *testing.T) {
 		{"--override", "novalue"},
 		{"--config", filepath.Join(dir, "missing.properties")},
 		{"stray-argument"},
+		{"--log-format", "xml"},
+		{"--override", "metrics.listener=https://127.0.0.1:9308"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runBroker(args, &stdout, &stderr); code != 2 {
@@ -70,7 +72,8 @@ func TestBrokerCommandRejectsBadConfig(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runBroker([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Examples:") || !strings.Contains(stdout.String(), "log.retention.bytes") {
+	if code := runBroker([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Examples:") || !strings.Contains(stdout.String(), "log.retention.bytes") ||
+		!strings.Contains(stdout.String(), "metrics.listener") || !strings.Contains(stdout.String(), "strata.pprof.listener") || !strings.Contains(stdout.String(), "--log-format") {
 		t.Fatalf("--help: exit %d, output %q", code, stdout.String())
 	}
 }
