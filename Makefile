@@ -3,7 +3,7 @@
 
 GO        ?= go
 GOBIN     ?= $(shell $(GO) env GOPATH)/bin
-BIN       := bin/strata
+BIN       := strata
 PKGS      := ./...
 # Each fuzz target runs this long in `make test`; longer runs: make fuzz FUZZTIME=10m
 FUZZTIME  ?= 10s
@@ -81,7 +81,7 @@ bench-quick: build
 	$(GO) run ./bench/segbench -bytes 268435456
 
 clean:
-	rm -rf bin
+	rm -f $(BIN)
 
 # A local cluster on this machine (deploy/local, see deploy/README.md):
 # ZooKeeper, MinIO with a bucket, three brokers on 127.0.0.1:9092-9094

@@ -9,7 +9,7 @@ STRATA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER_DIR="${CLUSTER_DIR:-$STRATA_ROOT/.cluster}"
 CLUSTER_DIR="$(realpath -m "$CLUSTER_DIR")"
 
-STRATA_BIN="${STRATA_BIN:-$STRATA_ROOT/bin/strata}"
+STRATA_BIN="${STRATA_BIN:-$STRATA_ROOT/strata}"
 BROKER_HOST="${BROKER_HOST:-127.0.0.1}"
 BROKER_IDS=(1 2 3)
 BROKER_BASE_PORT="${BROKER_BASE_PORT:-9092}" # broker N listens on BASE+N-1

@@ -223,16 +223,16 @@ Strata local cluster is up. Everything (configs, data, logs, pid files) is in
   logs           $CLUSTER_DIR/<component>/<component>.log
 
 Create a topic (3 partitions, 3 replicas):
-  ./bin/strata topic create --bootstrap-server $BS --topic demo --partitions 3 --replication-factor 3
+  ./strata topic create --bootstrap-server $BS --topic demo --partitions 3 --replication-factor 3
 Produce and consume with strata:
-  printf 'k1:hello\nk2:world\n' | ./bin/strata produce --bootstrap-server $BS --key-separator : demo
-  ./bin/strata consume --bootstrap-server $BS --from-beginning --print-key --timeout 5s demo
+  printf 'k1:hello\nk2:world\n' | ./strata produce --bootstrap-server $BS --key-separator : demo
+  ./strata consume --bootstrap-server $BS --from-beginning --print-key --timeout 5s demo
 Produce and consume with kcat:
   echo 'k3:from kcat' | kcat -P -b $BS -t demo -K:
   kcat -C -b $BS -t demo -o beginning -e -f '%p %o %k %s\n'
 Inspect:
   make cluster-status
-  ./bin/strata topic describe --bootstrap-server $BS --topic demo
-  AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD ./bin/strata tier status --config $CLUSTER_DIR/broker-1/server.properties
+  ./strata topic describe --bootstrap-server $BS --topic demo
+  AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD ./strata tier status --config $CLUSTER_DIR/broker-1/server.properties
 Stop (data kept): make cluster-stop      Remove everything: make cluster-clean
 INFO
