@@ -9,7 +9,7 @@ PKGS      := ./...
 FUZZTIME  ?= 10s
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test unit e2e fuzz fuzz-smoke lint vet fmt-check staticcheck bench bench-quick deps proto clean cluster cluster-status cluster-stop cluster-clean
+.PHONY: all build run test unit e2e fuzz fuzz-smoke lint vet fmt-check staticcheck bench bench-quick deps proto clean cluster cluster-status cluster-stop cluster-clean test-cluster
 
 all: build
 
@@ -29,7 +29,7 @@ deps:
 	@bash deploy/scripts/install-test-deps.sh
 	$(GO) mod download
 
-test: deps lint unit fuzz-smoke
+test: deps lint unit fuzz-smoke test-cluster
 
 # The race detector runs on every package but coord: go-zookeeper/zk v1.0.4
 # has an unsynchronized lastZxid between its send and receive loops when it
@@ -99,3 +99,9 @@ cluster-stop:
 # Stops the cluster and removes .cluster/.
 cluster-clean:
 	@bash deploy/local/clean.sh
+
+# Runs the local-cluster scripts end to end (make cluster, a topic, produce,
+# consume, cluster-status, cluster again, cluster-stop) on free ports with a
+# temporary CLUSTER_DIR, so it does not touch .cluster/ or 9092-9094.
+test-cluster: build
+	@bash deploy/local/test-cluster.sh

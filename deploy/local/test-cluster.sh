@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# test-cluster.sh (make test-cluster): runs the real local-cluster scripts
+# end to end on free ports with a cluster folder in a temporary directory:
+#   make cluster; strata cluster lists 3 brokers; a topic with 3 partitions
+#   and 3 replicas; 100 lines produced and consumed back; make cluster-status
+#   exits 0; make cluster again is harmless; make cluster-stop leaves nothing
+#   listening on the cluster's ports.
+# Every step is bounded by timeout; a trap stops the cluster and removes the
+# temporary directory however the script ends. Exit status 0 when all pass.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+MAKE="${MAKE:-make}"
+# The inner makes must see only the settings below, not variables given on
+# the outer make's command line (make test-cluster ZK_PORT=...).
+unset MAKEFLAGS MFLAGS MAKEOVERRIDES
+STRATA="$ROOT/strata"
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/strata-test-cluster.XXXXXX")"
+export CLUSTER_DIR="$TMP/cluster"
+
+fail() {
+	echo "test-cluster: FAIL: $*" >&2
+	exit 1
+}
+
+# port_free PORT: nothing listens on PORT (any address).
+port_free() {
+	! ss -Hltn "sport = :$1" 2>/dev/null | grep -q . &&
+		! timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# free_range N: prints a port P such that P..P+N-1 are all free.
+free_range() {
+	local n="$1" p i ok try
+	for ((try = 0; try < 200; try++)); do
+		# Below Linux's ephemeral range (32768-60999 by default), so that
+		# an outgoing connection does not take a port after the check.
+		p=$((20000 + RANDOM % 12000))
+		ok=1
+		for ((i = 0; i < n; i++)); do
+			port_free $((p + i)) || { ok=0; break; }
+		done
+		[ "$ok" = 1 ] && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# Three consecutive free ports for ZooKeeper, MinIO API and MinIO console,
+# three more, elsewhere, for the brokers.
+base="$(free_range 3)" || fail "no free ports for ZooKeeper and MinIO"
+export ZK_PORT="$base" MINIO_PORT=$((base + 1)) MINIO_CONSOLE_PORT=$((base + 2))
+for ((t = 0; t < 50; t++)); do
+	b="$(free_range 3)" || fail "no free ports for the brokers"
+	# Do not overlap the range above.
+	if [ "$b" -gt $((base + 2)) ] || [ $((b + 2)) -lt "$base" ]; then break; fi
+done
+export BROKER_BASE_PORT="$b"
+PORTS=("$ZK_PORT" "$MINIO_PORT" "$MINIO_CONSOLE_PORT" "$b" $((b + 1)) $((b + 2)))
+BS="127.0.0.1:$b,127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2))"
+export READY_TIMEOUT="${READY_TIMEOUT:-60}"
+
+cleanup() {
+	local rc=$?
+	timeout 90 "$MAKE" --no-print-directory -C "$ROOT" cluster-stop >/dev/null 2>&1 || true
+	if [ "$rc" -ne 0 ] && [ -d "$CLUSTER_DIR" ]; then
+		for f in "$CLUSTER_DIR"/*/*.log; do
+			[ -f "$f" ] && { echo "--- last lines of $f:" >&2; tail -n 15 "$f" >&2; }
+		done
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { echo "=== $(date -u +%H:%M:%S) $*"; }
+START=$SECONDS
+
+echo "test-cluster: CLUSTER_DIR=$CLUSTER_DIR ZK_PORT=$ZK_PORT MINIO_PORT=$MINIO_PORT MINIO_CONSOLE_PORT=$MINIO_CONSOLE_PORT BROKER_BASE_PORT=$BROKER_BASE_PORT"
+
+step "make cluster"
+timeout 180 "$MAKE" --no-print-directory cluster || fail "make cluster"
+
+step "strata cluster lists 3 brokers"
+out="$(timeout 20 "$STRATA" cluster --bootstrap-server "$BS")" || fail "strata cluster: $out"
+echo "$out"
+for ((i = 0; i < 3; i++)); do
+	grep -qF "127.0.0.1:$((b + i))" <<<"$out" || fail "broker 127.0.0.1:$((b + i)) missing from strata cluster"
+done
+
+step "create topic t (3 partitions, RF 3)"
+timeout 30 "$STRATA" topic create --bootstrap-server "$BS" --topic t --partitions 3 --replication-factor 3 ||
+	fail "topic create"
+
+step "produce 100 lines"
+seq -f 'line-%g' 1 100 >"$TMP/in.txt"
+timeout 60 "$STRATA" produce --bootstrap-server "$BS" --file "$TMP/in.txt" t || fail "produce"
+
+step "consume 100 lines from the beginning"
+timeout 60 "$STRATA" consume --bootstrap-server "$BS" --from-beginning --max-messages 100 --timeout 20s t \
+	>"$TMP/out.txt" || fail "consume"
+sort "$TMP/in.txt" >"$TMP/in.sorted"
+sort "$TMP/out.txt" >"$TMP/out.sorted"
+cmp -s "$TMP/in.sorted" "$TMP/out.sorted" ||
+	fail "consumed $(wc -l <"$TMP/out.txt") lines, not the 100 produced: $(diff "$TMP/in.sorted" "$TMP/out.sorted" | head -5)"
+
+step "make cluster-status exits 0"
+timeout 60 "$MAKE" --no-print-directory cluster-status || fail "make cluster-status"
+
+step "make cluster again is harmless"
+out="$(timeout 120 "$MAKE" --no-print-directory cluster 2>&1)" || { echo "$out"; fail "second make cluster"; }
+echo "$out" | grep -E 'already running|cluster is up'
+n="$(grep -c 'already running' <<<"$out" || true)"
+[ "$n" -eq 5 ] || fail "second make cluster: $n of 5 components reported already running"
+timeout 60 "$STRATA" consume --bootstrap-server "$BS" --from-beginning --max-messages 100 --timeout 20s t \
+	>"$TMP/out2.txt" || fail "consume after second make cluster"
+[ "$(wc -l <"$TMP/out2.txt")" -eq 100 ] || fail "after second make cluster: $(wc -l <"$TMP/out2.txt") lines, not 100"
+
+step "make cluster-stop"
+timeout 120 "$MAKE" --no-print-directory cluster-stop || fail "make cluster-stop"
+for p in "${PORTS[@]}"; do
+	port_free "$p" || fail "port $p still has a listener after make cluster-stop: $(ss -Hltnp "sport = :$p")"
+done
+
+echo "test-cluster: PASS in $((SECONDS - START))s"
