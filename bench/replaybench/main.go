@@ -163,7 +163,7 @@ type options struct {
 	perfOut      string
 	rangeBytes   int64
 	tailRate     int
-	tailSeconds  time.Duration
+	tailTime     time.Duration
 	strataBin    string
 	stepTimeout  time.Duration
 }
@@ -180,7 +180,7 @@ func main() {
 	flag.Int64Var(&o.tailCache, "tail-cache-bytes", 256<<20, "remote.cache.bytes of the broker of the tail run (below the data, so the concurrent replays stay cold)")
 	flag.Int64Var(&o.rangeBytes, "range-bytes", 4<<20, "size of a ranged GET of the raw limit")
 	flag.IntVar(&o.tailRate, "tail-rate", 1000, "records/s of the tail producer (1 KiB)")
-	flag.DurationVar(&o.tailSeconds, "tail-time", 15*time.Second, "duration of each tail run (the one with replays runs replays back to back for at least this long)")
+	flag.DurationVar(&o.tailTime, "tail-time", 15*time.Second, "duration of each tail run (the one with replays runs replays back to back for at least this long)")
 	flag.StringVar(&o.perfOut, "perf", "", "record the broker with perf (Linux perf record -g) during the first cold fetch into this file")
 	flag.StringVar(&o.strataBin, "strata", "", "prebuilt strata binary (default: build ./cmd/strata)")
 	flag.DurationVar(&o.stepTimeout, "step-timeout", 5*time.Minute, "bound on each step")
@@ -531,8 +531,8 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	if broker, err = startBroker(o.tailCache); err != nil {
 		return err
 	}
-	logf("tail latency alone: %d records/s for %v", o.tailRate, o.tailSeconds)
-	if l, err := tail(ctx, addr, tailTopic, o.size, o.tailRate, func() *perf { time.Sleep(o.tailSeconds); return nil }); err != nil {
+	logf("tail latency alone: %d records/s for %v", o.tailRate, o.tailTime)
+	if l, err := tail(ctx, addr, tailTopic, o.size, o.tailRate, func() *perf { time.Sleep(o.tailTime); return nil }); err != nil {
 		rep.Errors = append(rep.Errors, "tail alone: "+err.Error())
 	} else {
 		l.Label = "alone"
@@ -544,7 +544,7 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		// Replays back to back for at least tail-time.
 		sum := &perf{Mode: "fetch", Label: "replays beside tail"}
 		t0 := time.Now()
-		for i := 1; i == 1 || time.Since(t0) < o.tailSeconds; i++ {
+		for i := 1; i == 1 || time.Since(t0) < o.tailTime; i++ {
 			r := replay(fmt.Sprintf("fetch beside tail #%d", i), false, "-mode", "fetch", "-conns", conns)
 			if r == nil {
 				break
@@ -1142,19 +1142,6 @@ func selfCPU() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// runJSON runs a command with a bound and decodes its stdout as JSON.
-func runJSON(timeout time.Duration, v any, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %v: %s", filepath.Base(name), strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
-	}
-	return json.Unmarshal(out.Bytes(), v)
 }
 
 func freeAddr() (string, error) {

@@ -219,8 +219,9 @@ func TestTieringMinIO(t *testing.T) {
 	t.Logf("tiered: %d remote segments [%d, %d), local segments from %d", len(m.Segments), m.LogStartOffset, m.EndOffset(), localSegments(t, b)[0])
 	checkAllRecords(t, b.Addr, 1000)
 
-	// 2. MinIO down while producing: produce goes on, nothing local is
-	// deleted that the manifest lacks, uploads catch up afterwards.
+	// 2. MinIO down for 30 s while producing (the outage): produce
+	// goes on, nothing local is deleted that the manifest lacks, uploads
+	// catch up afterwards.
 	waitFor(t, tierWait(), "every sealed segment uploaded", func() bool {
 		m = readManifest(t, mc, bucket)
 		segs := localSegments(t, b)
@@ -228,11 +229,11 @@ func TestTieringMinIO(t *testing.T) {
 	})
 	frozen := m.EndOffset()
 	srv.Stop()
-	outageEnd := time.Now().Add(10 * time.Second)
+	outageEnd := time.Now().Add(30 * time.Second)
 	next := 1000
 	for time.Now().Before(outageEnd) {
-		tierProduce(t, cl, next, next+50, 0)
-		next += 50
+		tierProduce(t, cl, next, next+20, 0)
+		next += 20
 		segs := localSegments(t, b)
 		if segs[0] > frozen {
 			t.Fatalf("during the outage the local log starts at %d, above the last committed remote end %d", segs[0], frozen)
