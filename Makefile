@@ -20,7 +20,7 @@ run: build
 	@echo "Starting a single Strata broker on 127.0.0.1:9092 (data in ./data)."
 	@echo "In another terminal:"
 	@echo "  produce:  echo 'key1:hello' | kcat -P -b 127.0.0.1:9092 -t demo -K:"
-	@echo "  consume:  kcat -C -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p %o %k %s\n'"
+	@printf '%s\n' "  consume:  kcat -C -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p %o %k %s\\n'"
 	@echo "Stop it with Ctrl-C."
 	./$(BIN) broker
 
