@@ -173,24 +173,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	props := map[string]string{}
-	if *configFile != "" {
-		f, err := os.Open(*configFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "strata broker: %v\n", err)
-			return 2
-		}
-		props, err = parseProperties(f)
-		_ = f.Close()
-		if err != nil {
-			fmt.Fprintf(stderr, "strata broker: %s: %v\n", *configFile, err)
-			return 2
-		}
-	}
-	for _, kv := range overrides {
-		props[kv[0]] = kv[1]
-	}
-	cfg, err := broker.ConfigFromProperties(props)
+	cfg, err := loadBrokerConfig(*configFile, overrides)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata broker: %v\n", err)
 		return 2

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/broker"
 )
 
 // parseProperties reads a Java properties file: "key=value", "key: value"
@@ -126,4 +129,26 @@ func unescapeProperty(s string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// loadBrokerConfig builds a broker configuration the way `strata broker`
+// does: the properties file (if any), then the overrides on top, validated
+// by broker.ConfigFromProperties. Errors name the file or the key.
+func loadBrokerConfig(configFile string, overrides overrideFlag) (broker.Config, error) {
+	props := map[string]string{}
+	if configFile != "" {
+		f, err := os.Open(configFile)
+		if err != nil {
+			return broker.Config{}, err
+		}
+		props, err = parseProperties(f)
+		_ = f.Close()
+		if err != nil {
+			return broker.Config{}, fmt.Errorf("%s: %w", configFile, err)
+		}
+	}
+	for _, kv := range overrides {
+		props[kv[0]] = kv[1]
+	}
+	return broker.ConfigFromProperties(props)
 }

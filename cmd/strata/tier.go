@@ -80,24 +80,7 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	pos = append(pos, fs.Args()...)
-	props := map[string]string{}
-	if *configFile != "" {
-		f, err := os.Open(*configFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "strata tier: %v\n", err)
-			return 2
-		}
-		props, err = parseProperties(f)
-		_ = f.Close()
-		if err != nil {
-			fmt.Fprintf(stderr, "strata tier: %s: %v\n", *configFile, err)
-			return 2
-		}
-	}
-	for _, kv := range overrides {
-		props[kv[0]] = kv[1]
-	}
-	cfg, err := broker.ConfigFromProperties(props)
+	cfg, err := loadBrokerConfig(*configFile, overrides)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata tier: %v\n", err)
 		return 2
