@@ -229,6 +229,11 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	if len(m.Configs) == 0 {
+		// Canonical form: an empty map is written as no field at all
+		// (omitempty), so it decodes as nil.
+		m.Configs = nil
+	}
 	return m, nil
 }
 
