@@ -114,3 +114,16 @@ cluster-clean:
 # temporary CLUSTER_DIR, so it does not touch .cluster/ or 9092-9094.
 test-cluster: build
 	@bash deploy/local/test-cluster.sh
+
+# proto regenerates proto/replpb from proto/replication.proto. It installs
+# protoc (Debian's protobuf-compiler) and the Go plugins at pinned versions.
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+proto:
+	@command -v protoc >/dev/null || { echo "installing protobuf-compiler"; apt-get install -y protobuf-compiler >/dev/null || sudo apt-get install -y protobuf-compiler >/dev/null; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH="$(GOBIN):$$PATH" protoc -I proto \
+	  --go_out=proto/replpb --go_opt=paths=source_relative \
+	  --go-grpc_out=proto/replpb --go-grpc_opt=paths=source_relative \
+	  proto/replication.proto
