@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
@@ -28,11 +29,17 @@ import (
 //   (or none does) is NOT_LEADER_OR_FOLLOWER, so the client refreshes its
 //   metadata and goes to the leader. The leadership and leader epoch are
 //   the coordinator's, as this broker last learned them.
-// * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Data replication is
-//   not there yet: the only replica that holds a batch is the leader, so
-//   acks=1 and acks=-1 both answer after the local append (which fsyncs
-//   first when flush.messages is reached); acks=-1 with
-//   min.insync.replicas above 1 is NOT_ENOUGH_REPLICAS.
+// * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). acks=1 answers after
+//   the leader's append (which fsyncs first when flush.messages is
+//   reached). acks=-1 refuses the batch before appending when the ISR is
+//   smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS); after the
+//   append it waits (parked on the partition's replication state, no
+//   polling) until the high watermark passes the batch: then it answers
+//   success, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below
+//   min.insync.replicas meanwhile. All partitions of a request wait
+//   together, up to TimeoutMillis: then REQUEST_TIMED_OUT
+//   (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is too small). A
+//   leadership change while waiting is NOT_LEADER_OR_FOLLOWER.
 // * acks=0 gets no response; if any partition failed, the connection is
 //   closed instead, which is how Kafka tells such a producer.
 // * Unknown topics are created when auto.create.topics.enable is on (an
@@ -48,7 +55,6 @@ import (
 // * __consumer_offsets is written only by the group coordinator: a produce
 //   to it is INVALID_TOPIC_EXCEPTION, as Kafka answers clients other than
 //   its own admin tools.
-// * TimeoutMillis is ignored: there are no followers to wait for yet.
 //
 // Version notes:
 // * v5: LogStartOffset in the response
@@ -62,6 +68,7 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	failed := false
+	var waits []produceWait
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -84,22 +91,32 @@ func handleProduce(s *Server, r *request) (reply, error) {
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
 			var err error
+			var w *produceWait
 			if topicErr != nil {
 				err = topicErr
 			} else {
-				err = s.producePartition(ts, req, rp.Partition, rp.Records, &sp)
+				w, err = s.producePartition(ts, req, rp.Partition, rp.Records, &sp)
 			}
 			if err != nil {
 				failed = true
-				code, msg := errorCode(err)
-				sp.ErrorCode = code
-				if req.Version >= 8 && msg != "" {
-					sp.ErrorMessage = &msg
-				}
+				setProduceError(req.Version, &sp, err)
+			}
+			if w != nil {
+				w.topic, w.part = len(resp.Topics), len(st.Partitions)
+				waits = append(waits, *w)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(waits) > 0 {
+		deadline := s.nowFn().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+		for _, w := range waits {
+			if err := s.awaitHighWatermark(groupCtx(r), w.p, w.epoch, w.target, w.minISR, deadline); err != nil {
+				sp := &resp.Topics[w.topic].Partitions[w.part]
+				setProduceError(req.Version, sp, err)
+			}
+		}
 	}
 	if req.Acks == 0 {
 		return reply{none: true, closeConn: failed}, nil
@@ -107,18 +124,41 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
+// produceWait is an acks=all partition waiting for its high watermark.
+type produceWait struct {
+	p           *partition
+	epoch       int32
+	target      int64
+	minISR      int
+	topic, part int // indexes in the response
+}
+
+// setProduceError puts err's code (and message, v8+) in sp, keeping no
+// offsets.
+func setProduceError(version int16, sp *kmsg.ProduceResponseTopicPartition, err error) {
+	code, msg := errorCode(err)
+	sp.ErrorCode = code
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+	if version >= 8 && msg != "" {
+		sp.ErrorMessage = &msg
+	}
+}
+
 // producePartition validates and appends one partition's records and
-// fills the response's offsets.
-func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
+// fills the response's offsets. For acks=-1 it returns what to wait for.
+func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*produceWait, error) {
 	p, lead, err := s.leaderPartition(ts, ts.name, index)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := validateProduceBatch(req.Version, records, ts.cfg.maxMessageBytes); err != nil {
-		return err
+		return nil, err
 	}
-	if req.Acks == -1 && ts.cfg.minInsyncReps > 1 {
-		return newKafkaError(kerr.NotEnoughReplicas, "in-sync replicas 1 is below min.insync.replicas %d", ts.cfg.minInsyncReps)
+	minISR := int(ts.cfg.minInsyncReps)
+	if req.Acks == -1 {
+		if n := p.isrSize(); n < minISR {
+			return nil, newKafkaError(kerr.NotEnoughReplicas, "in-sync replicas %d are below min.insync.replicas %d", n, minISR)
+		}
 	}
 	opts := segment.AppendOptions{LeaderEpoch: lead.epoch}
 	if ts.cfg.logAppendTime {
@@ -127,17 +167,21 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	res, err := p.appendProduced(records, opts)
 	if err != nil {
 		if code := producer.ErrorCode(err); code != kerr.UnknownServerError.Code {
-			return newKafkaError(kerr.ErrorForCode(code).(*kerr.Error), "%v", err)
+			return nil, newKafkaError(kerr.ErrorForCode(code).(*kerr.Error), "%v", err)
 		}
-		return appendError(err)
+		return nil, appendError(err)
 	}
+	p.advanceHighWatermark(s.cfg.BrokerID)
 	s.stats.produceBatches.Add(1)
 	s.stats.produceBytes.Add(int64(len(records)))
 	s.metrics.topic(ts.name).in.Add(float64(len(records)))
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
-	return nil
+	if req.Acks != -1 {
+		return nil, nil
+	}
+	return &produceWait{p: p, epoch: lead.epoch, target: res.LastOffset + 1, minISR: minISR}, nil
 }
 
 // validateProduceBatch applies Kafka's produce-time rules to one

@@ -73,10 +73,25 @@ type Config struct {
 	// Rack is broker.rack ("" for none); replica assignment spreads a
 	// partition's replicas over racks.
 	Rack string
-	// ReplicationPort is replication.port, published in the broker's
-	// registration for broker-to-broker replication (gRPC). Reserved:
-	// nothing listens on it yet. 0 means none.
+	// ReplicationPort is replication.port: the port of the broker's gRPC
+	// replication listener (on the Kafka listener's host), published in
+	// its registration. 0 picks a free port at start. Only a broker in a
+	// ZooKeeper cluster listens: a single node has no replicas.
 	ReplicationPort int32
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has
+	// not caught up with the leader's log end for this long leaves the
+	// ISR.
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchMaxBytes is replica.fetch.max.bytes: the most a leader
+	// sends a follower for one partition in one message (at least one
+	// whole batch).
+	ReplicaFetchMaxBytes int32
+	// ReplicaFetchBackoff is replica.fetch.backoff.ms: how long a
+	// follower waits before it retries a partition (or reconnects) after
+	// an error.
+	ReplicaFetchBackoff time.Duration
+	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms.
+	HWCheckpointInterval time.Duration
 	// ControlledShutdown is controlled.shutdown.enable: on Shutdown, ask
 	// the controller to move this broker's leadership away first.
 	ControlledShutdown bool
@@ -139,52 +154,56 @@ func (e *ConfigError) Error() string {
 // brokerKeys lists every accepted broker setting and a one-line note, for
 // --help and for DescribeConfigs.
 var brokerKeys = map[string]string{
-	"broker.id":                           "this broker's id (default 0)",
-	"listeners":                           "PLAINTEXT://host:port to listen on (default PLAINTEXT://127.0.0.1:9092; port 0 picks one)",
-	"advertised.listeners":                "PLAINTEXT://host:port clients are told to connect to (default: the listener)",
-	"log.dirs":                            "data directory (one; default ./data)",
-	"log.dir":                             "data directory if log.dirs is not set",
-	"auto.create.topics.enable":           "create unknown topics on Metadata and Produce (default true)",
-	"num.partitions":                      "partitions of auto-created topics (default 1)",
-	"default.replication.factor":          "replication factor of auto-created topics (default 1)",
-	"log.segment.bytes":                   "default segment.bytes (1073741824)",
-	"log.roll.ms":                         "default segment.ms",
-	"log.roll.hours":                      "default segment.ms in hours (168)",
-	"log.index.size.max.bytes":            "default segment.index.bytes (10485760)",
-	"log.index.interval.bytes":            "default index.interval.bytes (4096)",
-	"log.retention.ms":                    "default retention.ms",
-	"log.retention.minutes":               "default retention.ms in minutes",
-	"log.retention.hours":                 "default retention.ms in hours (168)",
-	"log.retention.bytes":                 "default retention.bytes (-1, unlimited)",
-	"log.flush.interval.messages":         "default flush.messages (never)",
-	"log.flush.interval.ms":               "default flush.ms (never)",
-	"log.segment.delete.delay.ms":         "default file.delete.delay.ms (60000)",
-	"log.cleanup.policy":                  "default cleanup.policy (delete; compact is not supported)",
-	"log.message.timestamp.type":          "default message.timestamp.type (CreateTime or LogAppendTime)",
-	"message.max.bytes":                   "default max.message.bytes (1048588)",
-	"min.insync.replicas":                 "default min.insync.replicas (1)",
-	"socket.request.max.bytes":            "largest request frame accepted (104857600)",
-	"connections.max.idle.ms":             "idle connections are closed after this (600000)",
-	"log.retention.check.interval.ms":     "how often retention runs (300000)",
-	"num.network.threads":                 "accepted for compatibility; no effect (Go schedules connections)",
-	"num.io.threads":                      "accepted for compatibility; no effect (Go schedules requests)",
-	"zookeeper.connect":                   "host:port[,host:port...][/chroot] of the ZooKeeper ensemble that holds the cluster's metadata (chroot default /strata); empty (the default) runs a single node with the embedded coordinator",
-	"zookeeper.session.timeout.ms":        "a broker ZooKeeper does not hear from this long is dead to the cluster and its partitions get new leaders (default 18000)",
-	"zookeeper.connection.timeout.ms":     "how long the broker waits at start for its ZooKeeper session (default: zookeeper.session.timeout.ms)",
-	"broker.rack":                         "this broker's rack; replicas of a partition are spread over racks (all brokers or none must have one)",
-	"replication.port":                    "reserved for broker-to-broker replication (gRPC, next release): published in the broker's registration, nothing listens on it yet (default 0: none)",
-	"controlled.shutdown.enable":          "on SIGTERM, move this broker's partition leadership to other replicas before exiting (default true)",
-	"auto.leader.rebalance.enable":        "move leadership back to a partition's preferred replica when it is live and in sync again (default true)",
-	"unclean.leader.election.enable":      "default unclean.leader.election.enable: elect an out-of-sync replica rather than leave a partition offline (default false)",
-	"offsets.topic.replication.factor":    "replicas of __consumer_offsets when it is created, capped at the live brokers (default 3)",
-	"strata.fetch.zero.copy":              "send fetched records with sendfile (default true); false copies, for benchmarks",
-	"offsets.topic.num.partitions":        "partitions of __consumer_offsets when it is created (default 50); an existing topic keeps its count",
-	"group.initial.rebalance.delay.ms":    "how long the first rebalance of an empty group waits for more members (default 3000)",
-	"group.min.session.timeout.ms":        "shortest session timeout a group member may ask for (default 6000)",
-	"group.max.session.timeout.ms":        "longest session timeout a group member may ask for (default 1800000)",
-	"offsets.retention.minutes":           "committed offsets of a group that has been empty this long are deleted (default 10080)",
-	"offsets.retention.check.interval.ms": "how often expired committed offsets are looked for (default 600000)",
-	"offset.metadata.max.bytes":           "longest metadata a committed offset may carry (default 4096, at most 32767)",
+	"broker.id":                                     "this broker's id (default 0)",
+	"listeners":                                     "PLAINTEXT://host:port to listen on (default PLAINTEXT://127.0.0.1:9092; port 0 picks one)",
+	"advertised.listeners":                          "PLAINTEXT://host:port clients are told to connect to (default: the listener)",
+	"log.dirs":                                      "data directory (one; default ./data)",
+	"log.dir":                                       "data directory if log.dirs is not set",
+	"auto.create.topics.enable":                     "create unknown topics on Metadata and Produce (default true)",
+	"num.partitions":                                "partitions of auto-created topics (default 1)",
+	"default.replication.factor":                    "replication factor of auto-created topics (default 1)",
+	"log.segment.bytes":                             "default segment.bytes (1073741824)",
+	"log.roll.ms":                                   "default segment.ms",
+	"log.roll.hours":                                "default segment.ms in hours (168)",
+	"log.index.size.max.bytes":                      "default segment.index.bytes (10485760)",
+	"log.index.interval.bytes":                      "default index.interval.bytes (4096)",
+	"log.retention.ms":                              "default retention.ms",
+	"log.retention.minutes":                         "default retention.ms in minutes",
+	"log.retention.hours":                           "default retention.ms in hours (168)",
+	"log.retention.bytes":                           "default retention.bytes (-1, unlimited)",
+	"log.flush.interval.messages":                   "default flush.messages (never)",
+	"log.flush.interval.ms":                         "default flush.ms (never)",
+	"log.segment.delete.delay.ms":                   "default file.delete.delay.ms (60000)",
+	"log.cleanup.policy":                            "default cleanup.policy (delete; compact is not supported)",
+	"log.message.timestamp.type":                    "default message.timestamp.type (CreateTime or LogAppendTime)",
+	"message.max.bytes":                             "default max.message.bytes (1048588)",
+	"min.insync.replicas":                           "default min.insync.replicas (1)",
+	"socket.request.max.bytes":                      "largest request frame accepted (104857600)",
+	"connections.max.idle.ms":                       "idle connections are closed after this (600000)",
+	"log.retention.check.interval.ms":               "how often retention runs (300000)",
+	"num.network.threads":                           "accepted for compatibility; no effect (Go schedules connections)",
+	"num.io.threads":                                "accepted for compatibility; no effect (Go schedules requests)",
+	"zookeeper.connect":                             "host:port[,host:port...][/chroot] of the ZooKeeper ensemble that holds the cluster's metadata (chroot default /strata); empty (the default) runs a single node with the embedded coordinator",
+	"zookeeper.session.timeout.ms":                  "a broker ZooKeeper does not hear from this long is dead to the cluster and its partitions get new leaders (default 18000)",
+	"zookeeper.connection.timeout.ms":               "how long the broker waits at start for its ZooKeeper session (default: zookeeper.session.timeout.ms)",
+	"broker.rack":                                   "this broker's rack; replicas of a partition are spread over racks (all brokers or none must have one)",
+	"replication.port":                              "port of the broker-to-broker replication listener (gRPC), on the Kafka listener's host, published in ZooKeeper; 0 (the default) picks a free port. Only brokers with zookeeper.connect listen",
+	"replica.lag.time.max.ms":                       "a follower that has not caught up with the leader for this long leaves the ISR (default 30000)",
+	"replica.fetch.max.bytes":                       "most bytes a leader sends a follower for one partition at a time, at least one batch (default 1048576)",
+	"replica.fetch.backoff.ms":                      "a follower's wait before retrying after a replication error (default 1000)",
+	"replica.high.watermark.checkpoint.interval.ms": "how often each partition's high watermark is written to disk (default 5000)",
+	"controlled.shutdown.enable":                    "on SIGTERM, move this broker's partition leadership to other replicas before exiting (default true)",
+	"auto.leader.rebalance.enable":                  "move leadership back to a partition's preferred replica when it is live and in sync again (default true)",
+	"unclean.leader.election.enable":                "default unclean.leader.election.enable: elect an out-of-sync replica rather than leave a partition offline (default false)",
+	"offsets.topic.replication.factor":              "replicas of __consumer_offsets when it is created, capped at the live brokers (default 3)",
+	"strata.fetch.zero.copy":                        "send fetched records with sendfile (default true); false copies, for benchmarks",
+	"offsets.topic.num.partitions":                  "partitions of __consumer_offsets when it is created (default 50); an existing topic keeps its count",
+	"group.initial.rebalance.delay.ms":              "how long the first rebalance of an empty group waits for more members (default 3000)",
+	"group.min.session.timeout.ms":                  "shortest session timeout a group member may ask for (default 6000)",
+	"group.max.session.timeout.ms":                  "longest session timeout a group member may ask for (default 1800000)",
+	"offsets.retention.minutes":                     "committed offsets of a group that has been empty this long are deleted (default 10080)",
+	"offsets.retention.check.interval.ms":           "how often expired committed offsets are looked for (default 600000)",
+	"offset.metadata.max.bytes":                     "longest metadata a committed offset may carry (default 4096, at most 32767)",
 }
 
 // BrokerKeys returns the accepted broker settings with a note each, sorted
@@ -218,6 +237,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		Properties:               map[string]string{},
 
 		ZooKeeperSessionTimeout:       18000 * time.Millisecond,
+		ReplicaLagTimeMax:             30000 * time.Millisecond,
+		ReplicaFetchMaxBytes:          1048576,
+		ReplicaFetchBackoff:           1000 * time.Millisecond,
+		HWCheckpointInterval:          5000 * time.Millisecond,
 		ControlledShutdown:            true,
 		AutoLeaderRebalance:           true,
 		OffsetsTopicReplicationFactor: 3,
@@ -425,6 +448,26 @@ func (c *Config) clusterSettings(val func(k string) (string, bool), intIn func(k
 	} else if ok {
 		c.ReplicationPort = int32(n)
 	}
+	for _, d := range []struct {
+		key string
+		min int64
+		set *time.Duration
+	}{
+		{"replica.lag.time.max.ms", 1, &c.ReplicaLagTimeMax},
+		{"replica.fetch.backoff.ms", 0, &c.ReplicaFetchBackoff},
+		{"replica.high.watermark.checkpoint.interval.ms", 1, &c.HWCheckpointInterval},
+	} {
+		if n, ok, err := intIn(d.key, d.min, math.MaxInt32); err != nil {
+			return err
+		} else if ok {
+			*d.set = time.Duration(n) * time.Millisecond
+		}
+	}
+	if n, ok, err := intIn("replica.fetch.max.bytes", 1, math.MaxInt32); err != nil {
+		return err
+	} else if ok {
+		c.ReplicaFetchMaxBytes = int32(n)
+	}
 	for _, b := range []struct {
 		key string
 		set *bool
@@ -527,29 +570,33 @@ func (c *Config) advertised(bound net.Addr) (string, int32) {
 // DescribeConfigs on the broker resource.
 func (c *Config) brokerConfigEntries() []configEntry {
 	effective := map[string]string{
-		"broker.id":                           strconv.Itoa(int(c.BrokerID)),
-		"listeners":                           "PLAINTEXT://" + c.Listen,
-		"log.dirs":                            c.LogDir,
-		"auto.create.topics.enable":           strconv.FormatBool(c.AutoCreateTopics),
-		"num.partitions":                      strconv.Itoa(int(c.NumPartitions)),
-		"default.replication.factor":          strconv.Itoa(int(c.DefaultReplicationFactor)),
-		"socket.request.max.bytes":            strconv.Itoa(int(c.SocketRequestMaxBytes)),
-		"connections.max.idle.ms":             strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10),
-		"log.retention.check.interval.ms":     strconv.FormatInt(c.RetentionCheckInterval.Milliseconds(), 10),
-		"strata.fetch.zero.copy":              strconv.FormatBool(c.ZeroCopy),
-		"offsets.topic.num.partitions":        strconv.Itoa(c.Groups.NumPartitions),
-		"group.initial.rebalance.delay.ms":    strconv.FormatInt(c.Groups.InitialRebalanceDelay.Milliseconds(), 10),
-		"group.min.session.timeout.ms":        strconv.FormatInt(c.Groups.MinSessionTimeout.Milliseconds(), 10),
-		"group.max.session.timeout.ms":        strconv.FormatInt(c.Groups.MaxSessionTimeout.Milliseconds(), 10),
-		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Groups.OffsetsRetention/time.Minute), 10),
-		"offsets.retention.check.interval.ms": strconv.FormatInt(c.Groups.OffsetsRetentionCheckInterval.Milliseconds(), 10),
-		"offset.metadata.max.bytes":           strconv.Itoa(c.Groups.OffsetMetadataMaxBytes),
-		"zookeeper.connect":                   c.ZooKeeperConnect,
-		"zookeeper.session.timeout.ms":        strconv.FormatInt(c.ZooKeeperSessionTimeout.Milliseconds(), 10),
-		"replication.port":                    strconv.Itoa(int(c.ReplicationPort)),
-		"controlled.shutdown.enable":          strconv.FormatBool(c.ControlledShutdown),
-		"auto.leader.rebalance.enable":        strconv.FormatBool(c.AutoLeaderRebalance),
-		"offsets.topic.replication.factor":    strconv.Itoa(int(c.OffsetsTopicReplicationFactor)),
+		"broker.id":                                     strconv.Itoa(int(c.BrokerID)),
+		"listeners":                                     "PLAINTEXT://" + c.Listen,
+		"log.dirs":                                      c.LogDir,
+		"auto.create.topics.enable":                     strconv.FormatBool(c.AutoCreateTopics),
+		"num.partitions":                                strconv.Itoa(int(c.NumPartitions)),
+		"default.replication.factor":                    strconv.Itoa(int(c.DefaultReplicationFactor)),
+		"socket.request.max.bytes":                      strconv.Itoa(int(c.SocketRequestMaxBytes)),
+		"connections.max.idle.ms":                       strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10),
+		"log.retention.check.interval.ms":               strconv.FormatInt(c.RetentionCheckInterval.Milliseconds(), 10),
+		"strata.fetch.zero.copy":                        strconv.FormatBool(c.ZeroCopy),
+		"offsets.topic.num.partitions":                  strconv.Itoa(c.Groups.NumPartitions),
+		"group.initial.rebalance.delay.ms":              strconv.FormatInt(c.Groups.InitialRebalanceDelay.Milliseconds(), 10),
+		"group.min.session.timeout.ms":                  strconv.FormatInt(c.Groups.MinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":                  strconv.FormatInt(c.Groups.MaxSessionTimeout.Milliseconds(), 10),
+		"offsets.retention.minutes":                     strconv.FormatInt(int64(c.Groups.OffsetsRetention/time.Minute), 10),
+		"offsets.retention.check.interval.ms":           strconv.FormatInt(c.Groups.OffsetsRetentionCheckInterval.Milliseconds(), 10),
+		"offset.metadata.max.bytes":                     strconv.Itoa(c.Groups.OffsetMetadataMaxBytes),
+		"zookeeper.connect":                             c.ZooKeeperConnect,
+		"zookeeper.session.timeout.ms":                  strconv.FormatInt(c.ZooKeeperSessionTimeout.Milliseconds(), 10),
+		"replication.port":                              strconv.Itoa(int(c.ReplicationPort)),
+		"replica.lag.time.max.ms":                       strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10),
+		"replica.fetch.max.bytes":                       strconv.Itoa(int(c.ReplicaFetchMaxBytes)),
+		"replica.fetch.backoff.ms":                      strconv.FormatInt(c.ReplicaFetchBackoff.Milliseconds(), 10),
+		"replica.high.watermark.checkpoint.interval.ms": strconv.FormatInt(c.HWCheckpointInterval.Milliseconds(), 10),
+		"controlled.shutdown.enable":                    strconv.FormatBool(c.ControlledShutdown),
+		"auto.leader.rebalance.enable":                  strconv.FormatBool(c.AutoLeaderRebalance),
+		"offsets.topic.replication.factor":              strconv.Itoa(int(c.OffsetsTopicReplicationFactor)),
 	}
 	if c.ZooKeeperConnectionTimeout > 0 {
 		effective["zookeeper.connection.timeout.ms"] = strconv.FormatInt(c.ZooKeeperConnectionTimeout.Milliseconds(), 10)
@@ -564,40 +611,44 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		effective[d.brokerKey] = c.TopicDefaults[d.name]
 	}
 	types := map[string]kmsg.ConfigType{
-		"auto.create.topics.enable":           kmsg.ConfigTypeBoolean,
-		"strata.fetch.zero.copy":              kmsg.ConfigTypeBoolean,
-		"listeners":                           kmsg.ConfigTypeString,
-		"advertised.listeners":                kmsg.ConfigTypeString,
-		"log.dirs":                            kmsg.ConfigTypeString,
-		"log.dir":                             kmsg.ConfigTypeString,
-		"zookeeper.connect":                   kmsg.ConfigTypeString,
-		"broker.rack":                         kmsg.ConfigTypeString,
-		"zookeeper.session.timeout.ms":        kmsg.ConfigTypeInt,
-		"zookeeper.connection.timeout.ms":     kmsg.ConfigTypeInt,
-		"replication.port":                    kmsg.ConfigTypeInt,
-		"controlled.shutdown.enable":          kmsg.ConfigTypeBoolean,
-		"auto.leader.rebalance.enable":        kmsg.ConfigTypeBoolean,
-		"unclean.leader.election.enable":      kmsg.ConfigTypeBoolean,
-		"offsets.topic.replication.factor":    kmsg.ConfigTypeShort,
-		"log.message.timestamp.type":          kmsg.ConfigTypeString,
-		"log.cleanup.policy":                  kmsg.ConfigTypeList,
-		"offsets.topic.num.partitions":        kmsg.ConfigTypeInt,
-		"group.initial.rebalance.delay.ms":    kmsg.ConfigTypeInt,
-		"group.min.session.timeout.ms":        kmsg.ConfigTypeInt,
-		"group.max.session.timeout.ms":        kmsg.ConfigTypeInt,
-		"offsets.retention.minutes":           kmsg.ConfigTypeInt,
-		"offset.metadata.max.bytes":           kmsg.ConfigTypeInt,
-		"remote.log.storage.system.enable":    kmsg.ConfigTypeBoolean,
-		"remote.storage.s3.endpoint":          kmsg.ConfigTypeString,
-		"remote.storage.s3.bucket":            kmsg.ConfigTypeString,
-		"remote.storage.s3.region":            kmsg.ConfigTypeString,
-		"remote.storage.s3.prefix":            kmsg.ConfigTypeString,
-		"remote.storage.s3.path.style.access": kmsg.ConfigTypeBoolean,
-		"remote.storage.dir":                  kmsg.ConfigTypeString,
-		"remote.cache.dir":                    kmsg.ConfigTypeString,
-		"strata.remote.restore.topics":        kmsg.ConfigTypeList,
-		"metrics.listener":                    kmsg.ConfigTypeString,
-		"strata.pprof.listener":               kmsg.ConfigTypeString,
+		"auto.create.topics.enable":                     kmsg.ConfigTypeBoolean,
+		"strata.fetch.zero.copy":                        kmsg.ConfigTypeBoolean,
+		"listeners":                                     kmsg.ConfigTypeString,
+		"advertised.listeners":                          kmsg.ConfigTypeString,
+		"log.dirs":                                      kmsg.ConfigTypeString,
+		"log.dir":                                       kmsg.ConfigTypeString,
+		"zookeeper.connect":                             kmsg.ConfigTypeString,
+		"broker.rack":                                   kmsg.ConfigTypeString,
+		"zookeeper.session.timeout.ms":                  kmsg.ConfigTypeInt,
+		"zookeeper.connection.timeout.ms":               kmsg.ConfigTypeInt,
+		"replication.port":                              kmsg.ConfigTypeInt,
+		"replica.lag.time.max.ms":                       kmsg.ConfigTypeLong,
+		"replica.fetch.max.bytes":                       kmsg.ConfigTypeInt,
+		"replica.fetch.backoff.ms":                      kmsg.ConfigTypeInt,
+		"replica.high.watermark.checkpoint.interval.ms": kmsg.ConfigTypeLong,
+		"controlled.shutdown.enable":                    kmsg.ConfigTypeBoolean,
+		"auto.leader.rebalance.enable":                  kmsg.ConfigTypeBoolean,
+		"unclean.leader.election.enable":                kmsg.ConfigTypeBoolean,
+		"offsets.topic.replication.factor":              kmsg.ConfigTypeShort,
+		"log.message.timestamp.type":                    kmsg.ConfigTypeString,
+		"log.cleanup.policy":                            kmsg.ConfigTypeList,
+		"offsets.topic.num.partitions":                  kmsg.ConfigTypeInt,
+		"group.initial.rebalance.delay.ms":              kmsg.ConfigTypeInt,
+		"group.min.session.timeout.ms":                  kmsg.ConfigTypeInt,
+		"group.max.session.timeout.ms":                  kmsg.ConfigTypeInt,
+		"offsets.retention.minutes":                     kmsg.ConfigTypeInt,
+		"offset.metadata.max.bytes":                     kmsg.ConfigTypeInt,
+		"remote.log.storage.system.enable":              kmsg.ConfigTypeBoolean,
+		"remote.storage.s3.endpoint":                    kmsg.ConfigTypeString,
+		"remote.storage.s3.bucket":                      kmsg.ConfigTypeString,
+		"remote.storage.s3.region":                      kmsg.ConfigTypeString,
+		"remote.storage.s3.prefix":                      kmsg.ConfigTypeString,
+		"remote.storage.s3.path.style.access":           kmsg.ConfigTypeBoolean,
+		"remote.storage.dir":                            kmsg.ConfigTypeString,
+		"remote.cache.dir":                              kmsg.ConfigTypeString,
+		"strata.remote.restore.topics":                  kmsg.ConfigTypeList,
+		"metrics.listener":                              kmsg.ConfigTypeString,
+		"strata.pprof.listener":                         kmsg.ConfigTypeString,
 	}
 	var out []configEntry
 	for _, kv := range BrokerKeys() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord"
@@ -77,23 +78,39 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 // writes it: batches are stamped with the partition's leader epoch and
 // appended under the partition's append lock, like produced batches. An
 // append after the partition's leadership moved away fails, and the
-// coordinator answers the write NOT_COORDINATOR.
+// coordinator answers the write NOT_COORDINATOR. Like Kafka's offset
+// commits (acks=all), Append returns once the ISR has the batch (the high
+// watermark passed it), or fails after offsetsCommitTimeout.
 type offsetsLog struct {
 	*segment.Log
+	s    *Server
 	p    *partition
 	self int32
 }
 
-// Append appends the coordinator's batches with the partition's epoch.
+// offsetsCommitTimeout is Kafka's offsets.commit.timeout.ms default.
+const offsetsCommitTimeout = 5 * time.Second
+
+// Append appends the coordinator's batches with the partition's epoch
+// and waits for them to be replicated.
 func (l offsetsLog) Append(batches []byte, o segment.AppendOptions) (segment.AppendResult, error) {
 	l.p.appendMu.Lock()
-	defer l.p.appendMu.Unlock()
 	lead, err := l.p.leaderCheck(l.self)
 	if err != nil {
+		l.p.appendMu.Unlock()
 		return segment.AppendResult{}, err
 	}
 	o.LeaderEpoch = lead.epoch
-	return l.Log.Append(batches, o)
+	res, err := l.Log.Append(batches, o)
+	l.p.appendMu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	l.p.advanceHighWatermark(l.self)
+	if err := l.s.awaitHighWatermark(context.Background(), l.p, lead.epoch, res.LastOffset+1, 0, l.s.nowFn().Add(offsetsCommitTimeout)); err != nil {
+		return segment.AppendResult{}, err
+	}
+	return res, nil
 }
 
 // ensureOffsetsTopic creates __consumer_offsets if the cluster does not
@@ -261,7 +278,7 @@ func (g *groupLoader) sync() {
 			defer func() { <-sem }()
 			err := errors.New("this broker has no open replica of the partition")
 			if lp := t.local(int32(p)); lp != nil {
-				_, err = s.groups.Load(p, offsetsLog{Log: lp.log, p: lp, self: s.cfg.BrokerID})
+				_, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
 			}
 			g.mu.Lock()
 			defer g.mu.Unlock()

@@ -72,6 +72,9 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 		next[name] = s.syncTopic(cur[name], ti, first)
 	}
 	s.swapTopics(next)
+	if s.repl != nil {
+		s.repl.sync(snap)
+	}
 	s.noteOffsetsLeadership(snap)
 }
 
@@ -94,6 +97,9 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 			continue
 		}
 		n++
+		if s.repl != nil {
+			s.repl.forget(p)
+		}
 		s.tierDelete(p, t.cfg.remoteStorage)
 		if err := p.log.Delete(); err != nil {
 			// The topic is gone from the metadata: the next start

@@ -48,6 +48,9 @@ type Server struct {
 	// tier is the broker's tiered storage (tiering.go), set by NewServer.
 	tier *brokerTier
 
+	// repl runs replication (replica_manager.go).
+	repl *replicaManager
+
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc
 	ctrlDone   chan struct{}
@@ -133,9 +136,13 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := s.openTiering(); err != nil {
 		return fail(err)
 	}
+	if s.repl, err = newReplicaManager(s); err != nil {
+		return fail(err)
+	}
 	if err := s.joinCluster(); err != nil {
 		return fail(err)
 	}
+	s.repl.start()
 	s.restoreTopics()
 	s.bgWG.Add(1)
 	go s.retentionLoop()
@@ -272,6 +279,9 @@ func (s *Server) stopBackground() {
 		<-s.ctrlDone
 	}
 	s.bgWG.Wait()
+	if s.repl != nil {
+		s.repl.stop()
+	}
 	s.stopTiering()
 }
 

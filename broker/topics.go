@@ -62,6 +62,9 @@ type partition struct {
 	// from the coordinator (see metadata_apply.go).
 	lead atomic.Pointer[leadership]
 
+	// repl is the partition's replication state (replica.go).
+	repl replicaState
+
 	appendMu  sync.Mutex
 	producers *producer.StateManager
 	// snapshotEnd is the log end offset of the last producer-state
@@ -130,6 +133,12 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 	}
 	p := &partition{topic: topic, index: index, dir: dir, log: l, tier: pt}
 	p.lead.Store(&lead)
+	p.repl.init()
+	// Nothing is committed until a leader says so: a log without a
+	// high-watermark checkpoint starts with its log start. The leader
+	// raises it as soon as its ISR has the records (at once when the ISR
+	// is itself).
+	l.InitHighWatermark(l.LogStartOffset())
 	if err := p.loadProducers(s.log); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)

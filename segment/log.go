@@ -193,12 +193,52 @@ func (l *Log) highWatermarkLocked() int64 {
 }
 
 // SetHighWatermark sets the high watermark, clamped to [log start, log end].
-// It is checkpointed with the recovery point and on Close.
+// It is checkpointed with the recovery point, by CheckpointHighWatermark and
+// on Close. A rise wakes AppendNotify waiters: records below the high
+// watermark are what consumers may read.
 func (l *Log) SetHighWatermark(off int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	prev := l.highWatermarkLocked()
 	l.mu.hw = min(max(off, l.mu.logStart), l.mu.logEnd)
 	l.mu.hwSet = true
+	if l.mu.hw > prev {
+		l.notifyLocked()
+	}
+}
+
+// InitHighWatermark sets the high watermark to off (clamped as in
+// SetHighWatermark) unless it is already set or was loaded from its
+// checkpoint. A replicated partition calls it at open, so that its high
+// watermark does not default to the log end.
+func (l *Log) InitHighWatermark(off int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.mu.hwSet {
+		l.mu.hw = min(max(off, l.mu.logStart), l.mu.logEnd)
+		l.mu.hwSet = true
+	}
+}
+
+// CheckpointHighWatermark writes the high watermark's checkpoint now if it
+// was set and changed since the last one. A failure poisons the log.
+func (l *Log) CheckpointHighWatermark() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	hw, hwSet, closed := l.mu.hw, l.mu.hwSet, l.mu.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if !hwSet || (l.ckpt.hwExists && hw == l.ckpt.hw) {
+		return nil
+	}
+	if err := writeOffsetCheckpoint(l.dir, highWatermarkFile, hw); err != nil {
+		return l.poison(err)
+	}
+	l.ckpt.hw, l.ckpt.hwExists = hw, true
+	return nil
 }
 
 // RecoveryPoint returns the offset below which everything is fsynced.

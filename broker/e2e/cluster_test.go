@@ -345,22 +345,32 @@ func TestClusterFailover(t *testing.T) {
 	}
 	produceTo(t, prod, topic, all, 5, "after-kill")
 
-	// The killed broker comes back: it rejoins the broker list. Its
-	// preferred leadership does not come back yet: the controller gives it
-	// back only to a replica in the ISR, and a replica rejoins the ISR by
-	// replicating, which is the next issue's.
+	// The killed broker comes back: it catches up by replicating, its
+	// partitions' leaders add it back to their ISR, and the controller
+	// gives it back its preferred leadership (auto.leader.rebalance).
 	c.Broker(victim).Restart(t)
-	c.WaitMetadata(t, 15*time.Second, fmt.Sprintf("broker %d back", victim), func(m kadm.Metadata) string {
+	back := time.Now()
+	c.WaitMetadata(t, 30*time.Second, fmt.Sprintf("broker %d back in every ISR and leading its preferred partitions", victim), func(m kadm.Metadata) string {
 		if !slices.Contains(m.Brokers.NodeIDs(), victim) {
 			return fmt.Sprintf("broker %d not registered", victim)
+		}
+		for p, d := range m.Topics[topic].Partitions {
+			if !slices.Contains(d.ISR, victim) || d.Leader != d.Replicas[0] {
+				return fmt.Sprintf("partition %d: leader %d, replicas %v, isr %v", p, d.Leader, d.Replicas, d.ISR)
+			}
 		}
 		md = m
 		return ""
 	})
-	t.Logf("broker %d rejoined; leaders %v", victim, leadersOf(md, topic))
-	_, stderr, err := tryCmd(30*time.Second, "", strataBin, "topic", "elect-leaders", "--topic", topic, "--bootstrap-server", strings.Join(c.LiveAddrs(), ","))
-	if err == nil || !strings.Contains(stderr, "PREFERRED_LEADER_NOT_AVAILABLE") {
-		t.Errorf("elect-leaders with the preferred replica out of sync: err %v, stderr %q; want PREFERRED_LEADER_NOT_AVAILABLE", err, stderr)
+	t.Logf("broker %d rejoined every ISR and leads its preferred partitions again %v after its restart; leaders %v",
+		victim, time.Since(back).Round(time.Millisecond), leadersOf(md, topic))
+	// Its partitions, now led by it again, hold what was written while it
+	// was down.
+	if got := c.consumeAll(t, topic, all, 45); len(got) != 45 {
+		t.Fatalf("consumed %d records after broker %d came back, want 45", len(got), victim)
+	}
+	if _, stderr, err := tryCmd(30*time.Second, "", strataBin, "topic", "elect-leaders", "--topic", topic, "--bootstrap-server", strings.Join(c.LiveAddrs(), ",")); err != nil {
+		t.Errorf("elect-leaders with every preferred replica leading: %v, stderr %q", err, stderr)
 	}
 
 	res := <-dup
@@ -407,11 +417,9 @@ func TestClusterFailover(t *testing.T) {
 		c.Broker(id).RequireAlive(t)
 	}
 
-	// SIGTERM with controlled shutdown: the partitions of the new topic
-	// that the stopping broker leads move to their other in-sync replica
-	// before the process exits. The survivor is the last in-sync replica
-	// of every partition of the first topic: those go offline. The last
-	// broker (stopped when the test ends) exits cleanly too.
+	// SIGTERM with controlled shutdown: the partitions the stopping
+	// broker leads move to their other in-sync replica, the victim, before
+	// the process exits.
 	c.WaitMetadata(t, 5*time.Second, "metadata", func(m kadm.Metadata) string { md = m; return "" })
 	moved := partitionsLedBy(md, after, survivor)
 	stopped := time.Now()
@@ -430,28 +438,44 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("broker %d still registered after it stopped", survivor)
 	}
 	for p, l := range leadersOf(m, topic) {
-		if l != -1 {
-			t.Errorf("%s-%d led by %d, want offline: no in-sync replica is live", topic, p, l)
+		if l != victim {
+			t.Errorf("%s-%d led by %d right after broker %d stopped, want %d", topic, p, l, survivor, victim)
 		}
 	}
 
-	// An unclean election brings the offline partitions back on the live
-	// out-of-sync replica.
+	// The victim, now the only in-sync replica, takes writes and dies;
+	// the survivor comes back out of sync: the partitions stay offline
+	// (unclean.leader.election.enable is false) until an unclean election
+	// brings them back on it.
+	produceTo(t, c.producerClient(t), topic, all, 1, "victim-only")
+	c.Broker(victim).Kill(t)
+	c.Broker(survivor).Restart(t)
+	c.WaitMetadata(t, clusterSessionTimeout+15*time.Second, "offline partitions", func(m kadm.Metadata) string {
+		if slices.Contains(m.Brokers.NodeIDs(), victim) || !slices.Contains(m.Brokers.NodeIDs(), survivor) {
+			return fmt.Sprintf("brokers %v", m.Brokers.NodeIDs())
+		}
+		for p, d := range m.Topics[topic].Partitions {
+			if d.Leader != -1 {
+				return fmt.Sprintf("partition %d: leader %d, isr %v", p, d.Leader, d.ISR)
+			}
+		}
+		return ""
+	})
 	out := runCmd(t, 30*time.Second, "", strataBin, "topic", "elect-leaders", "--election-type", "unclean", "--topic", topic, "--bootstrap-server", strings.Join(c.LiveAddrs(), ","))
 	if !strings.Contains(out, "Elected leaders (unclean)") {
 		t.Errorf("elect-leaders --election-type unclean: %q", out)
 	}
 	c.WaitMetadata(t, 5*time.Second, "unclean leaders", func(m kadm.Metadata) string {
 		for p, d := range m.Topics[topic].Partitions {
-			if d.Leader != victim || !slices.Equal(d.ISR, []int32{victim}) {
+			if d.Leader != survivor || !slices.Equal(d.ISR, []int32{survivor}) {
 				return fmt.Sprintf("partition %d: leader %d, isr %v", p, d.Leader, d.ISR)
 			}
 		}
 		return ""
 	})
 	t.Logf("after an unclean election:\n%s", c.Describe(t, topic))
-	produceTo(t, prod, topic, all, 1, "unclean")
-	t.Logf("produced to broker %d, the unclean leader", victim)
+	produceTo(t, c.producerClient(t), topic, all, 1, "unclean")
+	t.Logf("produced to broker %d, the unclean leader", survivor)
 }
 
 func TestClusterZooKeeperOutage(t *testing.T) {
@@ -579,6 +603,25 @@ func TestClusterSessionExpiry(t *testing.T) {
 	})
 	t.Logf("broker %d cut off ZooKeeper: the others moved its partition %d after %v", cut, p, time.Since(blocked).Round(time.Millisecond))
 
+	// Cut off, broker 3 still believes it leads partition p, but the
+	// other replicas follow the new leader: an acks=all produce on it is
+	// never acknowledged (it is appended there, and thrown away when the
+	// broker comes back and truncates to the new leader's log).
+	fencedCl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(cut).Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.ProduceRequestTimeout(time.Second),
+		kgo.RecordDeliveryTimeout(4*time.Second), kgo.MetadataMaxAge(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ferr := fencedCl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("fenced")}).FirstErr()
+	cancel()
+	fencedCl.Close()
+	t.Logf("acks=all produce to the cut-off broker %d: %v", cut, ferr)
+	if ferr == nil {
+		t.Errorf("an acks=all produce to broker %d, cut off from ZooKeeper and from its followers, was acknowledged", cut)
+	}
+
 	proxy.Unblock()
 	// Asked of the others: the cut-off broker's own view is stale until it
 	// reconnects.
@@ -596,49 +639,23 @@ func TestClusterSessionExpiry(t *testing.T) {
 		t.Errorf("broker %d did not log the session expiry:\n%s", cut, b.Output())
 	}
 	cl := c.producerClient(t)
-	if _, err := kadm.NewClient(cl).BrokerMetadata(context.Background()); err != nil {
-		t.Fatalf("metadata: %v", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// Its own metadata reloads right after the new session.
-		ok, last := true, ""
-		func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			req := kmsg.NewPtrListOffsetsRequest()
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = topic
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, -1
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp, err := cl.Broker(int(cut)).Request(ctx, req)
-			if err != nil {
-				ok, last = false, err.Error()
-				return
-			}
-			code := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode
-			ok, last = code == kerr.NotLeaderForPartition.Code, fmt.Sprint(kerr.ErrorForCode(code))
-		}()
-		if ok {
-			break
+	produceTo(t, cl, topic, []int32{p}, 2, "while-back")
+	// It truncates what it took alone, catches up from the new leader,
+	// rejoins the ISR and leads its preferred partition again, at a newer
+	// leader epoch.
+	others.WaitMetadata(t, 30*time.Second, fmt.Sprintf("broker %d leading partition %d again, in sync", cut, p), func(m kadm.Metadata) string {
+		d := m.Topics[topic].Partitions[p]
+		if d.Leader != cut || !slices.Contains(d.ISR, cut) || d.LeaderEpoch < 2 {
+			return fmt.Sprintf("partition %d: leader %d epoch %d isr %v", p, d.Leader, d.LeaderEpoch, d.ISR)
 		}
-		if time.Now().After(deadline) {
-			mreq := kmsg.NewPtrMetadataRequest()
-			mresp, err := cl.Broker(int(cut)).Request(context.Background(), mreq)
-			if err == nil {
-				for _, mt := range mresp.(*kmsg.MetadataResponse).Topics {
-					if *mt.Topic == topic {
-						t.Logf("broker %d's metadata of %s: %+v", cut, topic, mt.Partitions)
-					}
-				}
-				t.Logf("broker %d's brokers: %+v", cut, mresp.(*kmsg.MetadataResponse).Brokers)
-			}
-			t.Fatalf("broker %d still serves partition %d as its leader after its session expired: ListOffsets: %s", cut, p, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ""
+	})
+	if !strings.Contains(b.Output(), "replica truncated") {
+		t.Errorf("broker %d did not truncate the record it took while cut off:\n%s", cut, b.Output())
 	}
-	checkNotLeader(t, cl, cut, topic, p)
 	produceTo(t, cl, topic, []int32{0, 1, 2}, 2, "after-expiry")
+	got := c.consumeAll(t, topic, []int32{0, 1, 2}, 8)
+	if slices.Contains(got, "fenced") || len(got) != 8 {
+		t.Errorf("records after broker %d came back: %q; want the 8 acknowledged ones and not the fenced one", cut, got)
+	}
 }

@@ -1,0 +1,609 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/proto/replpb"
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// This file is the follower's side of replication (Kafka's replica
+// fetcher threads). A fetcher per leader broker holds one Replicate
+// stream to it for every partition this broker follows there. A
+// partition goes through two states on it:
+//
+//   - truncating: before fetching at a new leader epoch (or after the
+//     leader refused the fetch offset), the fetcher asks the leader where
+//     the follower's latest epoch ends (EpochEnds) and truncates the log
+//     to the first offset where the two logs may differ (KIP-101, with
+//     KIP-279's repeated question when the leader's answer is an older
+//     epoch than the follower's, so several missed epochs are handled);
+//   - fetching: STARTed on the stream at the log end; the leader pushes
+//     batches, which are checked (CRC) and appended verbatim, with the
+//     producer state updated; the fetcher reports the new log end offset
+//     (PROGRESS) and keeps the leader's high watermark.
+//
+// The stream reconnects with backoff when it drops; partitions are then
+// STARTed again from their log end. Metadata changes (applySnapshot) move
+// partitions between fetchers. A data message is appended only while the
+// partition is still fetching on that fetcher at the message's epoch,
+// checked under the partition's append lock, so a message from a deposed
+// leader cannot land after the new leader's truncation.
+
+// fetchState is a followed partition's state on its fetcher.
+type fetchState int
+
+const (
+	fetchTruncating fetchState = iota
+	fetchFetching
+)
+
+// fetchPart is one followed partition.
+type fetchPart struct {
+	p       *partition
+	epoch   int32 // the leader epoch it follows
+	state   fetchState
+	started bool // START sent on the current stream
+	dirty   bool // appended since the last report
+	removed bool // no longer on this fetcher
+	retryAt time.Time
+	// leaderStart and leaderEnd are the leader's log start and end from
+	// an OFFSET_OUT_OF_RANGE, -1 if none.
+	leaderStart, leaderEnd int64
+}
+
+// fetcher replicates the partitions led by one broker.
+type fetcher struct {
+	m      *replicaManager
+	leader int32
+	wake   chan struct{}
+
+	mu      sync.Mutex
+	parts   map[tpKey]*fetchPart
+	stopped []tpKey // STOPs to send
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the fetcher's goroutine: it connects and serves streams until
+// the manager closes.
+func (f *fetcher) run() {
+	m := f.m
+	s := m.s
+	defer m.wg.Done()
+	backoff := 50 * time.Millisecond
+	var cc *grpc.ClientConn
+	var ccAddr string
+	defer func() {
+		if cc != nil {
+			_ = cc.Close()
+		}
+	}()
+	for {
+		f.mu.Lock()
+		n := len(f.parts)
+		f.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-m.closed:
+				return
+			case <-f.wake:
+				continue
+			}
+		}
+		addr, ok := m.replicationAddr(f.leader)
+		if ok && addr != ccAddr {
+			if cc != nil {
+				_ = cc.Close()
+				cc = nil
+			}
+			c, err := grpc.NewClient("passthrough:///"+addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReplicationMessage)),
+			)
+			if err == nil {
+				cc, ccAddr = c, addr
+			} else {
+				s.log.Warn("replication: cannot dial leader", "leader", f.leader, "addr", addr, "err", err)
+			}
+		}
+		if ok && cc != nil {
+			start := time.Now()
+			err := f.session(replpb.NewReplicationClient(cc))
+			if time.Since(start) > 5*time.Second {
+				backoff = 50 * time.Millisecond
+			}
+			select {
+			case <-m.closed:
+				return
+			default:
+			}
+			s.log.Debug("replication stream ended", "leader", f.leader, "err", err)
+		}
+		select {
+		case <-m.closed:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, max(s.cfg.ReplicaFetchBackoff, 50*time.Millisecond))
+	}
+}
+
+// maxReplicationMessage bounds one gRPC message on the replication
+// service.
+const maxReplicationMessage = 256 << 20
+
+// session runs one stream to the leader until it fails.
+func (f *fetcher) session(client replpb.ReplicationClient) error {
+	m := f.m
+	s := m.s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	stream, err := client.Replicate(ctx)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, fp := range f.parts {
+		fp.started = false
+	}
+	f.stopped = nil
+	f.mu.Unlock()
+	if err := stream.Send(&replpb.FollowerMessage{FollowerId: s.cfg.BrokerID, BrokerEpoch: s.self.Epoch}); err != nil {
+		return err
+	}
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvDone <- err
+				cancel()
+				return
+			}
+			for _, pd := range msg.GetPartitions() {
+				f.handleData(pd)
+			}
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := f.truncatePending(ctx, client)
+		msg, retry := f.outgoing()
+		if len(msg.Partitions) > 0 {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+		if !next.IsZero() && (retry.IsZero() || next.Before(retry)) {
+			retry = next
+		}
+		wait := time.Hour
+		if !retry.IsZero() {
+			wait = max(time.Until(retry), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-f.wake:
+		case <-timer.C:
+		case err := <-recvDone:
+			return err
+		case <-ctx.Done():
+			select {
+			case err := <-recvDone:
+				return err
+			default:
+				return ctx.Err()
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// outgoing builds the next message: STARTs, PROGRESS reports and STOPs.
+// retry is the earliest time a partition waits for, zero if none.
+func (f *fetcher) outgoing() (msg *replpb.FollowerMessage, retry time.Time) {
+	msg = &replpb.FollowerMessage{}
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, key := range f.stopped {
+		msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index, Kind: replpb.PartitionFetch_STOP})
+	}
+	f.stopped = nil
+	for key, fp := range f.parts {
+		if fp.state != fetchFetching {
+			continue
+		}
+		if !fp.retryAt.IsZero() && fp.retryAt.After(now) {
+			if retry.IsZero() || fp.retryAt.Before(retry) {
+				retry = fp.retryAt
+			}
+			continue
+		}
+		switch {
+		case !fp.started:
+			lastEpoch, _, _ := fp.p.log.Epochs().Latest()
+			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
+				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), LastFetchedEpoch: lastEpoch, Kind: replpb.PartitionFetch_START})
+			fp.started, fp.dirty = true, false
+		case fp.dirty:
+			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
+				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), Kind: replpb.PartitionFetch_PROGRESS})
+			fp.dirty = false
+		}
+	}
+	return msg, retry
+}
+
+// handleData applies one partition's news from the leader.
+func (f *fetcher) handleData(pd *replpb.PartitionData) {
+	s := f.m.s
+	key := tpKey{pd.GetTopic(), pd.GetPartition()}
+	f.mu.Lock()
+	fp := f.parts[key]
+	f.mu.Unlock()
+	if fp == nil {
+		return
+	}
+	p := fp.p
+	if code := int16(pd.GetErrorCode()); code != 0 {
+		f.mu.Lock()
+		if f.parts[key] == fp && fp.state == fetchFetching && fp.started {
+			fp.started = false
+			fp.state = fetchTruncating
+			fp.leaderStart, fp.leaderEnd = -1, -1
+			if code == kerr.OffsetOutOfRange.Code {
+				fp.leaderStart, fp.leaderEnd = pd.GetLogStartOffset(), pd.GetLogEndOffset()
+				fp.retryAt = time.Time{}
+			} else {
+				fp.retryAt = time.Now().Add(s.cfg.ReplicaFetchBackoff)
+			}
+		}
+		f.mu.Unlock()
+		name := "unknown"
+		if e := kerr.ErrorForCode(code); e != nil {
+			name = e.Error()
+		}
+		s.log.Info("replication: leader refused the fetch", "topic", key.topic, "partition", key.index,
+			"leader", f.leader, "error", name, "message", pd.GetErrorMessage())
+		f.poke()
+		return
+	}
+	p.appendMu.Lock()
+	f.mu.Lock()
+	current := f.parts[key] == fp && !fp.removed && fp.state == fetchFetching && fp.started && fp.epoch == pd.GetLeaderEpoch()
+	f.mu.Unlock()
+	if !current {
+		p.appendMu.Unlock()
+		return
+	}
+	appended := false
+	if recs := pd.GetRecords(); len(recs) > 0 {
+		if err := p.appendReplicatedLocked(recs); err != nil {
+			p.appendMu.Unlock()
+			f.mu.Lock()
+			if f.parts[key] == fp {
+				fp.started = false
+				if !errors.Is(err, segment.ErrNotContiguous) {
+					fp.retryAt = time.Now().Add(s.cfg.ReplicaFetchBackoff)
+				}
+			}
+			f.mu.Unlock()
+			s.log.Warn("replication: append failed; fetching again from the log end", "topic", key.topic, "partition", key.index, "err", err)
+			f.poke()
+			return
+		}
+		appended = true
+	}
+	if hw := pd.GetHighWatermark(); hw >= 0 {
+		p.log.SetHighWatermark(min(hw, p.log.LogEndOffset()))
+	}
+	p.appendMu.Unlock()
+	if appended {
+		f.mu.Lock()
+		fp.dirty = true
+		f.mu.Unlock()
+		f.poke()
+	}
+}
+
+// appendReplicatedLocked appends the leader's batches verbatim and
+// records their producers. Caller holds appendMu.
+func (p *partition) appendReplicatedLocked(recs []byte) error {
+	if _, err := p.log.AppendReplicated(recs); err != nil {
+		return err
+	}
+	for off := 0; off < len(recs); {
+		h, err := segment.ParseHeader(recs[off:])
+		if err != nil {
+			return err // validated by AppendReplicated: not reached
+		}
+		if h.ProducerID >= 0 && !h.Control() {
+			p.producers.Update(h, h.BaseOffset)
+		}
+		off += h.Size()
+	}
+	return nil
+}
+
+// truncatePending runs the KIP-101 step for the partitions that need it
+// and moves them to fetching. It returns the earliest retry time of those
+// that must wait, zero if none.
+func (f *fetcher) truncatePending(ctx context.Context, client replpb.ReplicationClient) (retry time.Time) {
+	s := f.m.s
+	now := time.Now()
+	type ask struct {
+		key   tpKey
+		fp    *fetchPart
+		epoch int32
+	}
+	var asks []ask
+	f.mu.Lock()
+	for key, fp := range f.parts {
+		if fp.state != fetchTruncating {
+			continue
+		}
+		if !fp.retryAt.IsZero() && fp.retryAt.After(now) {
+			if retry.IsZero() || fp.retryAt.Before(retry) {
+				retry = fp.retryAt
+			}
+			continue
+		}
+		last, _, _ := fp.p.log.Epochs().Latest()
+		asks = append(asks, ask{key, fp, last})
+	}
+	f.mu.Unlock()
+	// Up to a few rounds: KIP-279 asks again with an older epoch when
+	// the leader's answer is an epoch the follower does not have.
+	for round := 0; round < 8 && len(asks) > 0; round++ {
+		req := &replpb.EpochEndsRequest{FollowerId: s.cfg.BrokerID}
+		for _, a := range asks {
+			req.Partitions = append(req.Partitions, &replpb.EpochQuery{Topic: a.key.topic, Partition: a.key.index,
+				CurrentLeaderEpoch: a.fp.epoch, LeaderEpoch: a.epoch})
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := client.EpochEnds(rctx, req)
+		cancel()
+		if err != nil {
+			s.log.Debug("replication: epoch query failed", "leader", f.leader, "err", err)
+			t := time.Now().Add(s.cfg.ReplicaFetchBackoff)
+			if retry.IsZero() || t.Before(retry) {
+				retry = t
+			}
+			return retry
+		}
+		answers := map[tpKey]*replpb.EpochEnd{}
+		for _, e := range resp.GetPartitions() {
+			answers[tpKey{e.GetTopic(), e.GetPartition()}] = e
+		}
+		var again []ask
+		for _, a := range asks {
+			more, ok := f.truncateOne(a.key, a.fp, a.epoch, answers[a.key])
+			switch {
+			case more >= 0:
+				again = append(again, ask{a.key, a.fp, more})
+			case !ok:
+				t := time.Now().Add(s.cfg.ReplicaFetchBackoff)
+				if retry.IsZero() || t.Before(retry) {
+					retry = t
+				}
+			}
+		}
+		asks = again
+	}
+	return retry
+}
+
+// truncateOne applies the leader's answer for one partition: it returns
+// an epoch to ask about again (KIP-279), or -1 with ok true when the
+// partition is now fetching, or -1 with ok false to retry later.
+func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, asked int32, ans *replpb.EpochEnd) (again int32, ok bool) {
+	s := f.m.s
+	p := fp.p
+	f.mu.Lock()
+	live := f.parts[key] == fp && !fp.removed && fp.state == fetchTruncating
+	leaderStart, leaderEnd := fp.leaderStart, fp.leaderEnd
+	f.mu.Unlock()
+	if !live {
+		return -1, true
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	last, _, hasEpochs := p.log.Epochs().Latest()
+	if last != asked {
+		// An append landed since the question (a deposed leader's last
+		// message): ask again.
+		return last, false
+	}
+	leo := p.log.LogEndOffset()
+	target := leo
+	switch {
+	case !hasEpochs:
+		// Nothing written under any epoch: nothing can diverge.
+	case ans == nil || ans.GetErrorCode() != 0:
+		if ans != nil {
+			s.log.Debug("replication: leader refused the epoch query", "topic", key.topic, "partition", key.index, "error_code", ans.GetErrorCode())
+		}
+		return -1, false
+	case ans.GetLeaderEpoch() == segment.UndefinedEpoch:
+		// The leader knows no epoch at or below ours: keep what is
+		// committed (Kafka's fallback to the high watermark).
+		target = min(leo, p.log.HighWatermark())
+	case ans.GetLeaderEpoch() == asked:
+		target = min(leo, ans.GetEndOffset())
+	default:
+		// The leader's answer is an older epoch: where does ours end?
+		e, end := p.log.Epochs().EndOffsetFor(ans.GetLeaderEpoch())
+		switch {
+		case e == ans.GetLeaderEpoch():
+			target = min(leo, end, ans.GetEndOffset())
+		case e == segment.UndefinedEpoch:
+			// Not reached (the leader's epoch is below our latest);
+			// keep nothing beyond its end offset.
+			target = min(leo, ans.GetEndOffset())
+		default:
+			// We lack the leader's epoch: ask about our largest one
+			// below it (KIP-279).
+			return e, true
+		}
+	}
+	if leaderEnd >= 0 {
+		target = min(target, leaderEnd)
+	}
+	if target < leo {
+		if err := p.log.TruncateTo(target); err != nil {
+			s.log.Error("replication: truncation failed", "topic", key.topic, "partition", key.index, "to", target, "err", err)
+			return -1, false
+		}
+		s.log.Info("replica truncated to the leader's log (KIP-101)", "topic", key.topic, "partition", key.index,
+			"from", leo, "to", p.log.LogEndOffset(), "leader", f.leader, "leader_epoch", fp.epoch)
+		if err := p.reloadProducersLocked(); err != nil {
+			s.log.Error("replication: rebuilding producer state after truncation failed", "topic", key.topic, "partition", key.index, "err", err)
+		}
+	}
+	if leaderStart >= 0 && p.log.LogEndOffset() < leaderStart {
+		// The leader no longer has what comes next (retention, or
+		// segments only in the bucket): start over at its log start.
+		if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
+			s.log.Error("replication: restarting the log at the leader's start failed", "topic", key.topic, "partition", key.index, "err", err)
+			return -1, false
+		}
+		s.log.Info("replica restarted at the leader's log start", "topic", key.topic, "partition", key.index, "offset", leaderStart)
+		if err := p.reloadProducersLocked(); err != nil {
+			s.log.Error("replication: rebuilding producer state failed", "topic", key.topic, "partition", key.index, "err", err)
+		}
+	}
+	f.mu.Lock()
+	if f.parts[key] == fp && !fp.removed {
+		fp.state, fp.started, fp.retryAt = fetchFetching, false, time.Time{}
+		fp.leaderStart, fp.leaderEnd = -1, -1
+	}
+	f.mu.Unlock()
+	return -1, true
+}
+
+// reloadProducersLocked rebuilds the producer state after a truncation.
+// Caller holds appendMu.
+func (p *partition) reloadProducersLocked() error {
+	end := p.log.LogEndOffset()
+	_, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+		return p.log.ReadCopy(from, 1<<20, end)
+	})
+	p.snapshotEnd = end
+	return err
+}
+
+// replicationAddr is the leader broker's replication address from the
+// metadata.
+func (m *replicaManager) replicationAddr(id int32) (string, bool) {
+	b, ok := m.s.coord.Snapshot().Broker(id)
+	if !ok || b.ReplicationPort <= 0 {
+		return "", false
+	}
+	return net.JoinHostPort(b.Host, strconv.Itoa(int(b.ReplicationPort))), true
+}
+
+// follow puts p on the fetcher of leader at epoch (truncating first),
+// taking it off any other fetcher.
+func (m *replicaManager) follow(p *partition, leader, epoch int32) {
+	key := tpKey{p.topic, p.index}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	for id, f := range m.fetchers {
+		if id == leader {
+			continue
+		}
+		f.remove(key, p)
+	}
+	f := m.fetchers[leader]
+	if f == nil {
+		f = &fetcher{m: m, leader: leader, wake: make(chan struct{}, 1), parts: map[tpKey]*fetchPart{}}
+		m.fetchers[leader] = f
+		m.wg.Add(1)
+		go f.run()
+	}
+	f.mu.Lock()
+	fp := f.parts[key]
+	if fp != nil && fp.p == p && fp.epoch == epoch {
+		f.mu.Unlock()
+		return
+	}
+	if fp != nil {
+		fp.removed = true
+	}
+	f.parts[key] = &fetchPart{p: p, epoch: epoch, state: fetchTruncating, leaderStart: -1, leaderEnd: -1}
+	f.mu.Unlock()
+	f.poke()
+}
+
+// unfollow takes p off every fetcher.
+func (m *replicaManager) unfollow(p *partition) {
+	key := tpKey{p.topic, p.index}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.fetchers {
+		f.remove(key, p)
+	}
+}
+
+// remove takes the partition off the fetcher and queues its STOP.
+func (f *fetcher) remove(key tpKey, p *partition) {
+	f.mu.Lock()
+	fp := f.parts[key]
+	if fp == nil {
+		f.mu.Unlock()
+		return
+	}
+	fp.removed = true
+	delete(f.parts, key)
+	if fp.started {
+		f.stopped = append(f.stopped, key)
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
+// fetcherStats counts the followed partitions, for tests and metrics.
+func (m *replicaManager) followed() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.fetchers {
+		f.mu.Lock()
+		n += len(f.parts)
+		f.mu.Unlock()
+	}
+	return n
+}
