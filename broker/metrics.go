@@ -408,6 +408,16 @@ var (
 		"Age of the oldest sealed segment not uploaded yet (0 when none), per partition this broker archives.", []string{"topic", "partition"}, nil)
 	descUploadFailing = prometheus.NewDesc("strata_tier_upload_failing",
 		"1 while the partition's last upload step failed, per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descLastUpload = prometheus.NewDesc("strata_tier_last_upload_timestamp_seconds",
+		"Unix time of the partition's last committed upload since this broker started archiving it (absent before the first), per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descUploadedSegs = prometheus.NewDesc("strata_tier_uploaded_segments_total",
+		"Segments uploaded and committed since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descUploadedBytes = prometheus.NewDesc("strata_tier_uploaded_bytes_total",
+		"Bytes of the segments uploaded and committed since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descCacheJoins = prometheus.NewDesc("strata_tier_cache_inflight_joins_total",
+		"Remote reads that waited for a GET of their chunk already under way (read-ahead or another reader).", nil, nil)
+	descPartCacheReads = prometheus.NewDesc("strata_tier_cache_reads_total",
+		"Remote reads per partition by how the chunk cache served them: result hit (cached), join (waited for a GET under way) or miss (started a GET).", []string{"topic", "partition", "result"}, nil)
 	descCacheHits = prometheus.NewDesc("strata_tier_cache_hits_total",
 		"Remote reads served from a cached chunk.", nil, nil)
 	descCacheMisses = prometheus.NewDesc("strata_tier_cache_misses_total",
@@ -425,7 +435,9 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descOffline, descLeaderPartitions,
 		descPendingSegs, descPendingBytes, descPendingAge, descUploadFailing,
-		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descGroups, descGroupLag} {
+		descLastUpload, descUploadedSegs, descUploadedBytes,
+		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
+		descGroups, descGroupLag} {
 		ch <- d
 	}
 }
@@ -501,6 +513,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			failing = 1
 		}
 		gauge(descUploadFailing, failing, a.topic, idx)
+		if !l.LastUpload.IsZero() {
+			gauge(descLastUpload, float64(l.LastUpload.UnixNano())/1e9, a.topic, idx)
+		}
+		ch <- prometheus.MustNewConstMetric(descUploadedSegs, prometheus.CounterValue, float64(l.UploadedSegs), a.topic, idx)
+		ch <- prometheus.MustNewConstMetric(descUploadedBytes, prometheus.CounterValue, float64(l.UploadedBytes), a.topic, idx)
 	}
 
 	// Chunk cache.
@@ -509,7 +526,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCacheHits, st.Cache.Hits)
 		counter(descCacheMisses, st.Cache.Misses)
 		counter(descCacheEvictions, st.Cache.Evictions)
+		counter(descCacheJoins, st.Cache.InflightJoins)
 		gauge(descCacheBytes, float64(st.Cache.Bytes))
+		for k, rc := range s.tier.reader.PartitionReadCounts() {
+			idx := strconv.Itoa(int(k.Partition))
+			for _, r := range []struct {
+				result string
+				n      int64
+			}{{"hit", rc.Hits}, {"join", rc.InflightJoins}, {"miss", rc.Misses}} {
+				ch <- prometheus.MustNewConstMetric(descPartCacheReads, prometheus.CounterValue, float64(r.n), k.Topic, idx, r.result)
+			}
+		}
 	}
 
 	// Groups and their lag.

@@ -594,16 +594,3 @@ func (f *fetcher) remove(key tpKey, p *partition) {
 	f.mu.Unlock()
 	f.poke()
 }
-
-// fetcherStats counts the followed partitions, for tests and metrics.
-func (m *replicaManager) followed() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, f := range m.fetchers {
-		f.mu.Lock()
-		n += len(f.parts)
-		f.mu.Unlock()
-	}
-	return n
-}

@@ -439,6 +439,7 @@ func (s *Server) tierDelete(p *partition, tiered bool) {
 		return
 	}
 	bt := s.tier
+	bt.reader.ForgetPartition(tiering.PartitionKey{Topic: p.topic, Partition: p.index})
 	bt.wg.Add(1)
 	go func() {
 		defer bt.wg.Done()

@@ -347,3 +347,71 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 	}
 	consumeTiered(t, b.Addr().String(), topic, int(end)+600)
 }
+
+// TestMetricsTieringUploadsAndPartitionCache checks the tiering metrics
+// that `strata tier status` and dashboards read besides the upload lag:
+// last upload time and upload totals per partition, and the chunk cache's
+// reads per partition, which add up to the cache-wide counters.
+func TestMetricsTieringUploadsAndPartitionCache(t *testing.T) {
+	props := map[string]string{"metrics.listener": "127.0.0.1:0"}
+	for k, v := range tieredProps {
+		props[k] = v
+	}
+	s := startServer(t, props)
+	cl := newClient(t, s)
+	const topic = "tiered"
+	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	before := time.Now()
+	produceTiered(t, cl, topic, 0, 500)
+	waitTiered(t, s, topic)
+	for range 2 { // the second read of offset 0 hits the cache
+		if fp := fetchRaw(t, cl, topic, 0, 0, 1<<20); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+			t.Fatalf("fetch at 0: error %d, %d bytes", fp.ErrorCode, len(fp.RecordBatches))
+		}
+	}
+	fams := scrape(t, s)
+	part := []string{"topic", topic, "partition", "0"}
+	if v := mustValue(t, fams, "strata_tier_last_upload_timestamp_seconds", part...); v < float64(before.Unix()) || v > float64(time.Now().Unix()+1) {
+		t.Errorf("last upload at %v, want between %v and now", v, before.Unix())
+	}
+	if v := mustValue(t, fams, "strata_tier_uploaded_segments_total", part...); v < 1 {
+		t.Errorf("uploaded segments %v, want at least 1", v)
+	}
+	if v := mustValue(t, fams, "strata_tier_uploaded_bytes_total", part...); v < 4096 {
+		t.Errorf("uploaded bytes %v, want at least a segment", v)
+	}
+	var reads float64
+	for _, r := range []struct{ result, total string }{
+		{"hit", "strata_tier_cache_hits_total"},
+		{"join", "strata_tier_cache_inflight_joins_total"},
+		{"miss", "strata_tier_cache_misses_total"},
+	} {
+		v := mustValue(t, fams, "strata_tier_cache_reads_total", append(part, "result", r.result)...)
+		if all := mustValue(t, fams, r.total); v != all {
+			t.Errorf("%s reads of the partition %v, cache-wide %v (one partition read)", r.result, v, all)
+		}
+		reads += v
+	}
+	if hits := mustValue(t, fams, "strata_tier_cache_reads_total", append(part, "result", "hit")...); hits < 1 || reads < 2 {
+		t.Errorf("%v reads, %v hits; want a hit on the second fetch", reads, hits)
+	}
+
+	// Deleting the topic drops its cache counters.
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(topic)
+	del.Topics = append(del.Topics, dt)
+	if _, err := del.RequestWith(testCtx(t), cl); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := metricValue(scrape(t, s), "strata_tier_cache_reads_total", part...); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cache reads of a deleted topic still exported")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -133,11 +133,39 @@ type CacheStats struct {
 // HitRatio is the share of demand reads that did not start a GET of their
 // own (hits and joins of an in-flight GET), or 0 before any read.
 func (s CacheStats) HitRatio() float64 {
-	n := s.Hits + s.InflightJoins + s.Misses
+	return ReadCounts{Hits: s.Hits, InflightJoins: s.InflightJoins, Misses: s.Misses}.HitRatio()
+}
+
+// ReadCounts are demand reads of the chunk cache, by how the cache served
+// them: CacheStats has them for the whole cache, PartitionReadCounts per
+// partition.
+type ReadCounts struct {
+	Hits          int64 // served from a cached chunk
+	InflightJoins int64 // waited for a GET already under way
+	Misses        int64 // started a GET
+}
+
+// Reads is the number of demand reads.
+func (c ReadCounts) Reads() int64 { return c.Hits + c.InflightJoins + c.Misses }
+
+// HitRatio is the share of reads that did not start a GET of their own
+// (hits and joins of an in-flight GET, read-ahead's above all), or 0
+// before any read.
+func (c ReadCounts) HitRatio() float64 {
+	n := c.Reads()
 	if n == 0 {
 		return 0
 	}
-	return float64(s.Hits+s.InflightJoins) / float64(n)
+	return float64(c.Hits+c.InflightJoins) / float64(n)
+}
+
+// readCounters are the live counters behind one ReadCounts.
+type readCounters struct {
+	hits, joins, misses atomic.Int64
+}
+
+func (rc *readCounters) load() ReadCounts {
+	return ReadCounts{Hits: rc.hits.Load(), InflightJoins: rc.joins.Load(), Misses: rc.misses.Load()}
 }
 
 // chunkCache is the on-disk chunk cache.
@@ -197,6 +225,12 @@ func newChunkCache(dir string, capacity int64, log *slog.Logger) (*chunkCache, e
 // cached. correlated says the read continues a sequential stream (it then
 // never promotes the chunk). The caller releases the reference.
 func (c *chunkCache) acquire(ctx context.Context, key chunkKey, size int64, correlated bool, load chunkLoader) (*chunkRef, error) {
+	return c.acquireFor(ctx, nil, key, size, correlated, load)
+}
+
+// acquireFor is acquire that also counts the read in pc (one partition's
+// counters), when pc is not nil.
+func (c *chunkCache) acquireFor(ctx context.Context, pc *readCounters, key chunkKey, size int64, correlated bool, load chunkLoader) (*chunkRef, error) {
 	for retried := false; ; retried = true {
 		c.mu.Lock()
 		if c.mu.closed {
@@ -211,6 +245,9 @@ func (c *chunkCache) acquire(ctx context.Context, key chunkKey, size int64, corr
 			victims := c.evictLocked()
 			c.mu.Unlock()
 			c.misses.Add(1)
+			if pc != nil {
+				pc.misses.Add(1)
+			}
 			c.removeFiles(victims)
 			go c.load(context.WithoutCancel(ctx), e, load)
 		} else {
@@ -221,10 +258,17 @@ func (c *chunkCache) acquire(ctx context.Context, key chunkKey, size int64, corr
 			c.touchLocked(e, correlated)
 			loading := e.state == chunkLoading
 			c.mu.Unlock()
-			if loading {
+			switch {
+			case loading:
 				c.joins.Add(1)
-			} else {
+				if pc != nil {
+					pc.joins.Add(1)
+				}
+			default:
 				c.hits.Add(1)
+				if pc != nil {
+					pc.hits.Add(1)
+				}
 			}
 		}
 		select {

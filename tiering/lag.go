@@ -62,20 +62,8 @@ func (a *Archiver) Lag() Lag {
 		l.RemoteSegments, l.RemoteBytes = len(m.Segments), m.Bytes()
 		end = l.RemoteEnd
 	}
-	oldest := ""
-	for _, s := range a.cfg.Log.Segments() {
-		if !s.Sealed {
-			break
-		}
-		if s.NextOffset <= end || s.NextOffset <= s.BaseOffset {
-			continue
-		}
-		if oldest == "" {
-			oldest = s.LogPath
-		}
-		l.SegmentsPending++
-		l.BytesPending += s.Size
-	}
+	var oldest string
+	l.SegmentsPending, l.BytesPending, oldest = pendingSegments(a.cfg.Log.Segments(), end)
 	if oldest != "" {
 		if fi, err := os.Stat(oldest); err == nil {
 			l.OldestPending = max(a.cfg.Now().Sub(fi.ModTime()), 0)

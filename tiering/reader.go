@@ -149,6 +149,10 @@ type RemoteReader struct {
 	indexes *indexCache
 	ra      *readAhead
 
+	// parts holds each partition's demand-read counters
+	// (PartitionKey -> *readCounters), for PartitionReadCounts.
+	parts sync.Map
+
 	ctx    context.Context // cancelled by Close; bounds background GETs
 	cancel context.CancelFunc
 	once   sync.Once
@@ -242,6 +246,32 @@ func (r *RemoteReader) Stats() ReaderStats {
 	}
 }
 
+// partCounters returns key's demand-read counters, creating them.
+func (r *RemoteReader) partCounters(key PartitionKey) *readCounters {
+	if v, ok := r.parts.Load(key); ok {
+		return v.(*readCounters)
+	}
+	v, _ := r.parts.LoadOrStore(key, new(readCounters))
+	return v.(*readCounters)
+}
+
+// PartitionReadCounts returns, per partition read since the reader was
+// created (or since ForgetPartition), its demand reads of the chunk
+// cache: the per-partition share of CacheStats' Hits, InflightJoins and
+// Misses. Read-ahead's own GETs are not reads; a read that joins one is
+// counted as a join.
+func (r *RemoteReader) PartitionReadCounts() map[PartitionKey]ReadCounts {
+	out := make(map[PartitionKey]ReadCounts)
+	r.parts.Range(func(k, v any) bool {
+		out[k.(PartitionKey)] = v.(*readCounters).load()
+		return true
+	})
+	return out
+}
+
+// ForgetPartition drops key's read counters (its topic was deleted).
+func (r *RemoteReader) ForgetPartition(key PartitionKey) { r.parts.Delete(key) }
+
 // Read returns whole batches of partition key's remote log, starting with
 // the batch that holds offset: at most maxBytes, except that the first
 // batch is returned whole however large. The slice lies within one chunk
@@ -264,6 +294,7 @@ func (r *RemoteReader) Read(ctx context.Context, key PartitionKey, m *Manifest, 
 	if i < 0 {
 		return RemoteSlice{}, r.outOfRange(key, m, offset)
 	}
+	pc := r.partCounters(key)
 	st, continued := r.ra.take(key, offset)
 	correlated := continued
 	if offset == m.LogStartOffset {
@@ -279,7 +310,7 @@ func (r *RemoteReader) Read(ctx context.Context, key PartitionKey, m *Manifest, 
 		for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 			span := ix.chunks[k]
 			pos = max(pos, span.start)
-			ref, err := r.cache.acquire(ctx, chunkKey{ix.logKey, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
+			ref, err := r.cache.acquireFor(ctx, pc, chunkKey{ix.logKey, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
 			if err != nil {
 				return RemoteSlice{}, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 			}
@@ -486,7 +517,7 @@ func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key Partit
 	for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 		span := ix.chunks[k]
 		pos = max(pos, span.start)
-		ref, err := r.cache.acquire(ctx, chunkKey{ix.logKey, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
+		ref, err := r.cache.acquireFor(ctx, r.partCounters(key), chunkKey{ix.logKey, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
 		if err != nil {
 			return 0, -1, false, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 		}

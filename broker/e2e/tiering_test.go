@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -182,9 +183,11 @@ func TestTieringMinIO(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", miniotest.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", miniotest.SecretKey)
 
+	metricsAddr := freeAddr(t)
 	b := StartBroker(t,
 		"remote.storage.s3.endpoint="+srv.Endpoint(),
 		"remote.storage.s3.bucket="+bucket,
+		"metrics.listener="+metricsAddr,
 		"remote.log.storage.system.enable=true",
 		"log.retention.check.interval.ms=200",
 		"strata.remote.poll.interval.ms=100",
@@ -218,6 +221,18 @@ func TestTieringMinIO(t *testing.T) {
 	}
 	t.Logf("tiered: %d remote segments [%d, %d), local segments from %d", len(m.Segments), m.LogStartOffset, m.EndOffset(), localSegments(t, b)[0])
 	checkAllRecords(t, b.Addr, 1000)
+
+	// `strata tier status` on the running broker: remote columns from the
+	// bucket, local ones from its data directory, the cache hit ratio of
+	// the replay above from its metrics.
+	store := []string{"--override", "remote.storage.s3.endpoint=" + srv.Endpoint(), "--override", "remote.storage.s3.bucket=" + bucket,
+		"--override", "log.dirs=" + b.Dir, "--override", "metrics.listener=" + metricsAddr}
+	st := tierStatusRow(t, store)
+	if st.RemoteLogStart == nil || *st.RemoteLogStart != 0 || st.RemoteLogEnd == nil || *st.RemoteLogEnd <= 0 ||
+		st.LogEnd == nil || *st.LogEnd != 1000 || st.LocalLogStart == nil || *st.LocalLogStart > *st.RemoteLogEnd ||
+		st.CacheReads == nil || *st.CacheReads == 0 || st.LastUpload == nil {
+		t.Fatalf("tier status of the running broker: %s", st.raw)
+	}
 
 	// 2. MinIO down for 30 s while producing (the issue's outage): produce
 	// goes on, nothing local is deleted that the manifest lacks, uploads
@@ -290,11 +305,18 @@ func TestTieringMinIO(t *testing.T) {
 	cl.Close()
 	b.Stop(t)
 	remoteEnd := readManifest(t, mc, bucket).EndOffset()
-	store := []string{"--override", "remote.storage.s3.endpoint=" + srv.Endpoint(), "--override", "remote.storage.s3.bucket=" + bucket}
 	status := runCmd(t, 30*time.Second, "", strataBin, append([]string{"tier", "status"}, store...)...)
 	if !strings.Contains(status, tierTopic) || !strings.Contains(status, strconv.FormatInt(remoteEnd, 10)) {
 		t.Fatalf("strata tier status lacks the partition or its remote end %d:\n%s", remoteEnd, status)
 	}
+	// Stopped: everything sealed is uploaded, the log ends at the last
+	// record, and there is no cache to report.
+	st = tierStatusRow(t, store)
+	if st.RemoteLogEnd == nil || *st.RemoteLogEnd != remoteEnd || st.LogEnd == nil || *st.LogEnd != int64(total) ||
+		st.PendingSegments == nil || *st.PendingSegments != 0 || st.CacheHitRatio != nil {
+		t.Fatalf("tier status of the stopped broker (remote end %d, %d records): %s", remoteEnd, total, st.raw)
+	}
+	store = store[:4] // the bucket only, for the fresh broker
 	fresh := t.TempDir()
 	out := runCmd(t, 60*time.Second, "", strataBin, append([]string{"tier", "restore", "--all", "--override", "log.dirs=" + fresh}, store...)...)
 	if !strings.Contains(out, "restored "+tierTopic) {
@@ -316,6 +338,37 @@ func TestTieringMinIO(t *testing.T) {
 	if err != nil || res.Offset != remoteEnd {
 		t.Fatalf("produce after restore: offset %v, %v; want %d", res, err, remoteEnd)
 	}
+}
+
+// tierStatus is the partition row of `strata tier status --format json`.
+type tierStatus struct {
+	LocalLogStart   *int64     `json:"local_log_start_offset"`
+	RemoteLogStart  *int64     `json:"remote_log_start_offset"`
+	RemoteLogEnd    *int64     `json:"remote_log_end_offset"`
+	LogEnd          *int64     `json:"log_end_offset"`
+	PendingSegments *int       `json:"pending_segments"`
+	LastUpload      *time.Time `json:"last_upload"`
+	CacheReads      *int64     `json:"cache_reads"`
+	CacheHitRatio   *float64   `json:"cache_hit_ratio"`
+	raw             string
+}
+
+// tierStatusRow runs `strata tier status tiered --format json` with the
+// given settings and returns partition 0's row.
+func tierStatusRow(t *testing.T, settings []string) tierStatus {
+	t.Helper()
+	out := runCmd(t, 30*time.Second, "", strataBin, append([]string{"tier", "status", tierTopic, "--format", "json"}, settings...)...)
+	var rep struct {
+		Partitions []json.RawMessage `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Partitions) != 1 {
+		t.Fatalf("strata tier status --format json: %v\n%s", err, out)
+	}
+	st := tierStatus{raw: string(rep.Partitions[0])}
+	if err := json.Unmarshal(rep.Partitions[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // createTieredTopic creates the topic with tiny segments and tiny local

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stratastream/strata/broker"
@@ -26,18 +24,35 @@ func init() {
 }
 
 const tierUsage = `Usage:
-  strata tier status [TOPIC] [--config FILE] [--override key=value]...
+  strata tier status [TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
   strata tier restore (--topic TOPIC | --all) [--config FILE] [--override key=value]...
 
-The object store is the broker's: --config and --override take the
-broker's settings (remote.storage.s3.*, remote.storage.dir, log.dirs);
-credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the
-rest of the AWS chain. With none of them, the local-directory store
-./data/objects.
+Both take the broker's settings: --config and --override read the same
+properties as strata broker (remote.storage.s3.*, remote.storage.dir,
+log.dirs, metrics.listener); credentials come from AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY or the rest of the AWS chain. With no store
+settings, the local-directory store <log.dirs>/objects.
 
-status   per partition of each topic in the store (or TOPIC): remote log
-         start and end, segments, bytes, the leader epoch of the last
-         manifest write and the last upload time.
+status   one row per partition of each topic in the store (or of TOPIC),
+         joined from three sources, each for what only it knows:
+           object store (the committed manifests): REMOTE START, REMOTE
+             END, REMOTE BYTES, LAST UPLOAD (the newest remote segment's
+             commit time);
+           this broker's data directory (log.dirs; read only, so the
+             broker may be running or stopped): LOCAL START, LOG END
+             (after the last complete batch on disk), LOCAL BYTES, PENDING
+             (sealed local segments not yet in the manifest) and OLDEST
+             PENDING (age of the first of them, by its file's mtime). On
+             a follower these are the segments it holds back from
+             deletion until the leader uploads them;
+           the broker's Prometheus endpoint (metrics.listener, or
+             --metrics-url): CACHE HIT, the share of the partition's remote
+             reads the chunk cache served without a GET of their own, since
+             the broker started. The cache lives in the broker process, so
+             with the broker stopped, or no endpoint, it shows "-".
+         "-" marks what a source does not have (no local replica, nothing
+         remote yet). --format json prints the same as one JSON object,
+         with segment counts, pending bytes and the manifest's leader epoch.
 restore  recreates topics from the store in this broker's cluster: same
          topic id, partitions and configs, each partition starting at its
          remote end, so consumers read from offset 0 and producers continue
@@ -46,8 +61,12 @@ restore  recreates topics from the store in this broker's cluster: same
          free local port, restores, and stops); topics that exist are
          skipped. It prints progress as it goes.
 
+Exit status: 0 on success; 1 when the store, a topic, or an explicit
+--metrics-url cannot be read; 2 for a usage error.
+
 Example:
   strata tier status --config server.properties
+  strata tier status orders --format json --metrics-url 127.0.0.1:9100
   strata tier restore --all --config server.properties && strata broker --config server.properties
 `
 
@@ -68,18 +87,22 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overrides, "override", "broker setting key=value; repeatable")
 	topic := fs.String("topic", "", "topic to restore")
 	all := fs.Bool("all", false, "restore every topic in the store")
-	// Allow TOPIC before the flags.
+	format := fs.String("format", "text", "status output: text or json")
+	metricsURL := fs.String("metrics-url", "", "status: the broker's Prometheus endpoint (default from metrics.listener)")
+	// TOPIC may come before, between or after the flags.
 	var pos []string
-	for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	pos = append(pos, fs.Args()...)
 	cfg, err := loadBrokerConfig(*configFile, overrides)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata tier: %v\n", err)
@@ -91,8 +114,20 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier status: at most one TOPIC\n")
 			return 2
 		}
-		return tierStatus(cfg, pos, stdout, stderr)
+		if *format != "text" && *format != "json" {
+			fmt.Fprintf(stderr, "strata tier status: --format is text or json, not %q\n", *format)
+			return 2
+		}
+		if *topic != "" || *all {
+			fmt.Fprintf(stderr, "strata tier status: --topic and --all are restore's; give TOPIC\n")
+			return 2
+		}
+		return tierStatus(cfg, pos, tierStatusOptions{format: *format, metricsURL: *metricsURL, metricsNeeded: *metricsURL != ""}, stdout, stderr)
 	case "restore":
+		if *format != "text" || *metricsURL != "" {
+			fmt.Fprintf(stderr, "strata tier restore: --format and --metrics-url are status's\n")
+			return 2
+		}
 		if len(pos) > 0 || (*topic == "") == !*all {
 			fmt.Fprintf(stderr, "strata tier restore: give --topic TOPIC or --all\n")
 			return 2
@@ -122,49 +157,6 @@ func openTierStore(ctx context.Context, cfg broker.Config) (tiering.ObjectStore,
 		return nil, what, fmt.Errorf("object store %s: %w", what, err)
 	}
 	return st, what, nil
-}
-
-func tierStatus(cfg broker.Config, pos []string, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st, what, err := openTierStore(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "strata tier status: %v\n", err)
-		return 1
-	}
-	topics := pos
-	if len(topics) == 0 {
-		if topics, err = tiering.ListRemoteTopics(ctx, st); err != nil {
-			fmt.Fprintf(stderr, "strata tier status: %v\n", err)
-			return 1
-		}
-	}
-	fmt.Fprintf(stdout, "object store: %s\n", what)
-	if len(topics) == 0 {
-		fmt.Fprintln(stdout, "no topics in the object store")
-		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREMOTE START\tREMOTE END\tSEGMENTS\tBYTES\tEPOCH\tLAST UPLOAD")
-	status := 0
-	for _, name := range topics {
-		rt, err := tiering.LoadRemoteTopic(ctx, st, name, nil)
-		if err != nil {
-			fmt.Fprintf(stderr, "strata tier status: %s: %v\n", name, err)
-			status = 1
-			continue
-		}
-		for _, rp := range rt.Partitions {
-			m := rp.Manifest
-			last := "-"
-			if n := len(m.Segments); n > 0 {
-				last = m.Segments[n-1].UploadedAt.UTC().Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", name, rp.Partition, m.LogStartOffset, m.EndOffset(), len(m.Segments), m.Bytes(), m.LeaderEpoch, last)
-		}
-	}
-	_ = tw.Flush()
-	return status
 }
 
 func tierRestore(cfg broker.Config, topic string, stdout, stderr io.Writer) int {
