@@ -344,6 +344,19 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	produceTo(t, prod, topic, all, 5, "after-kill")
+	// The group's committed offsets survive the loss of a broker (its
+	// coordinator, when the victim was): __consumer_offsets is replicated.
+	fctx, fcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	committed, err := kadm.NewClient(c.Client(t)).FetchOffsets(fctx, "cluster-group")
+	fcancel()
+	if err != nil {
+		t.Fatalf("fetching cluster-group's offsets after broker %d died: %v", victim, err)
+	}
+	var sum int64
+	committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != 30 {
+		t.Errorf("cluster-group's committed offsets after broker %d died add up to %d, want 30: %v", victim, sum, committed)
+	}
 
 	// The killed broker comes back: it catches up by replicating, its
 	// partitions' leaders add it back to their ISR, and the controller
