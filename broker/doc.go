@@ -60,9 +60,13 @@
 // opens the logs of the partitions the broker is a replica of, deletes
 // those of deleted topics and records each partition's leader and leader
 // epoch, which the data handlers check (NOT_LEADER_OR_FOLLOWER elsewhere);
-// topic_admin.go makes topic changes through the coordinator. Data
-// replication between brokers is not there yet: a follower replica holds
-// its log, empty. docs/cluster.md is the operator's view.
+// topic_admin.go makes topic changes through the coordinator.
+// replica_manager.go replicates partitions between brokers over gRPC:
+// replica_server.go is the leader's side (the Replication service's
+// streams), replica_fetcher.go the follower's (one fetcher per leader,
+// KIP-101 truncation), replica.go the leader's per-partition state (ISR,
+// high watermark, the acks=all purgatory). docs/cluster.md is the
+// operator's view.
 //
 // # Zero-copy fetch
 //
