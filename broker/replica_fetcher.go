@@ -56,9 +56,21 @@ type fetchPart struct {
 	dirty   bool // appended since the last report
 	removed bool // no longer on this fetcher
 	retryAt time.Time
+	// failures counts errors in a row, for the backoff.
+	failures int
 	// leaderStart and leaderEnd are the leader's log start and end from
 	// an OFFSET_OUT_OF_RANGE, -1 if none.
 	leaderStart, leaderEnd int64
+}
+
+// backoffLocked schedules the partition's next try after an error: 50ms,
+// doubling up to replica.fetch.backoff.ms. Right after a leadership
+// change the new leader may not know yet that it leads; the short first
+// waits keep a failover from costing a full backoff. Caller holds f.mu.
+func (fp *fetchPart) backoffLocked(limit time.Duration) {
+	d := min(50*time.Millisecond<<min(fp.failures, 10), max(limit, 50*time.Millisecond))
+	fp.failures++
+	fp.retryAt = time.Now().Add(d)
 }
 
 // fetcher replicates the partitions led by one broker.
@@ -285,7 +297,7 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 				fp.leaderStart, fp.leaderEnd = pd.GetLogStartOffset(), pd.GetLogEndOffset()
 				fp.retryAt = time.Time{}
 			} else {
-				fp.retryAt = time.Now().Add(s.cfg.ReplicaFetchBackoff)
+				fp.backoffLocked(s.cfg.ReplicaFetchBackoff)
 			}
 		}
 		f.mu.Unlock()
@@ -314,7 +326,7 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 			if f.parts[key] == fp {
 				fp.started = false
 				if !errors.Is(err, segment.ErrNotContiguous) {
-					fp.retryAt = time.Now().Add(s.cfg.ReplicaFetchBackoff)
+					fp.backoffLocked(s.cfg.ReplicaFetchBackoff)
 				}
 			}
 			f.mu.Unlock()
@@ -330,7 +342,7 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 	p.appendMu.Unlock()
 	if appended {
 		f.mu.Lock()
-		fp.dirty = true
+		fp.dirty, fp.failures = true, 0
 		f.mu.Unlock()
 		f.poke()
 	}
@@ -355,18 +367,20 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 	return nil
 }
 
+// epochAsk is one partition's pending EpochEnds question.
+type epochAsk struct {
+	key   tpKey
+	fp    *fetchPart
+	epoch int32
+}
+
 // truncatePending runs the KIP-101 step for the partitions that need it
 // and moves them to fetching. It returns the earliest retry time of those
 // that must wait, zero if none.
 func (f *fetcher) truncatePending(ctx context.Context, client replpb.ReplicationClient) (retry time.Time) {
 	s := f.m.s
 	now := time.Now()
-	type ask struct {
-		key   tpKey
-		fp    *fetchPart
-		epoch int32
-	}
-	var asks []ask
+	var asks []epochAsk
 	f.mu.Lock()
 	for key, fp := range f.parts {
 		if fp.state != fetchTruncating {
@@ -379,7 +393,7 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 			continue
 		}
 		last, _, _ := fp.p.log.Epochs().Latest()
-		asks = append(asks, ask{key, fp, last})
+		asks = append(asks, epochAsk{key, fp, last})
 	}
 	f.mu.Unlock()
 	// Up to a few rounds: KIP-279 asks again with an older epoch when
@@ -395,30 +409,39 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 		cancel()
 		if err != nil {
 			s.log.Debug("replication: epoch query failed", "leader", f.leader, "err", err)
-			t := time.Now().Add(s.cfg.ReplicaFetchBackoff)
-			if retry.IsZero() || t.Before(retry) {
-				retry = t
-			}
-			return retry
+			return f.backoffAll(asks, retry)
 		}
 		answers := map[tpKey]*replpb.EpochEnd{}
 		for _, e := range resp.GetPartitions() {
 			answers[tpKey{e.GetTopic(), e.GetPartition()}] = e
 		}
-		var again []ask
+		var again []epochAsk
 		for _, a := range asks {
 			more, ok := f.truncateOne(a.key, a.fp, a.epoch, answers[a.key])
 			switch {
 			case more >= 0:
-				again = append(again, ask{a.key, a.fp, more})
+				again = append(again, epochAsk{a.key, a.fp, more})
 			case !ok:
-				t := time.Now().Add(s.cfg.ReplicaFetchBackoff)
-				if retry.IsZero() || t.Before(retry) {
-					retry = t
-				}
+				retry = f.backoffAll([]epochAsk{a}, retry)
 			}
 		}
 		asks = again
+	}
+	// Still asking after every round: try again later.
+	return f.backoffAll(asks, retry)
+}
+
+// backoffAll schedules a retry of each partition and returns the earliest
+// retry time, merged with retry.
+func (f *fetcher) backoffAll(asks []epochAsk, retry time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range asks {
+		fp := a.fp
+		fp.backoffLocked(f.m.s.cfg.ReplicaFetchBackoff)
+		if retry.IsZero() || fp.retryAt.Before(retry) {
+			retry = fp.retryAt
+		}
 	}
 	return retry
 }
