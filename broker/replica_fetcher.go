@@ -369,9 +369,11 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 
 // epochAsk is one partition's pending EpochEnds question.
 type epochAsk struct {
-	key   tpKey
-	fp    *fetchPart
-	epoch int32
+	key tpKey
+	fp  *fetchPart
+	// latest is the follower's latest epoch when the question began;
+	// epoch is the one asked in this round.
+	latest, epoch int32
 }
 
 // truncatePending runs the KIP-101 step for the partitions that need it
@@ -393,7 +395,7 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 			continue
 		}
 		last, _, _ := fp.p.log.Epochs().Latest()
-		asks = append(asks, epochAsk{key, fp, last})
+		asks = append(asks, epochAsk{key, fp, last, last})
 	}
 	f.mu.Unlock()
 	// Up to a few rounds: KIP-279 asks again with an older epoch when
@@ -417,10 +419,10 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 		}
 		var again []epochAsk
 		for _, a := range asks {
-			more, ok := f.truncateOne(a.key, a.fp, a.epoch, answers[a.key])
+			more, ok := f.truncateOne(a.key, a.fp, a.latest, a.epoch, answers[a.key])
 			switch {
 			case more >= 0:
-				again = append(again, epochAsk{a.key, a.fp, more})
+				again = append(again, epochAsk{a.key, a.fp, a.latest, more})
 			case !ok:
 				retry = f.backoffAll([]epochAsk{a}, retry)
 			}
@@ -446,10 +448,12 @@ func (f *fetcher) backoffAll(asks []epochAsk, retry time.Time) time.Time {
 	return retry
 }
 
-// truncateOne applies the leader's answer for one partition: it returns
-// an epoch to ask about again (KIP-279), or -1 with ok true when the
-// partition is now fetching, or -1 with ok false to retry later.
-func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, asked int32, ans *replpb.EpochEnd) (again int32, ok bool) {
+// truncateOne applies the leader's answer to "where does epoch asked
+// end?" for one partition whose latest epoch was latest when the question
+// began: it returns an epoch to ask about again (KIP-279), or -1 with ok
+// true when the partition is now fetching, or -1 with ok false to retry
+// later.
+func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans *replpb.EpochEnd) (again int32, ok bool) {
 	s := f.m.s
 	p := fp.p
 	f.mu.Lock()
@@ -462,10 +466,10 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, asked int32, ans *replpb
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	last, _, hasEpochs := p.log.Epochs().Latest()
-	if last != asked {
-		// An append landed since the question (a deposed leader's last
-		// message): ask again.
-		return last, false
+	if last != latest {
+		// An append landed since the question began (a deposed
+		// leader's last message): start the question over.
+		return -1, false
 	}
 	leo := p.log.LogEndOffset()
 	target := leo
@@ -482,7 +486,11 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, asked int32, ans *replpb
 		// committed (Kafka's fallback to the high watermark).
 		target = min(leo, p.log.HighWatermark())
 	case ans.GetLeaderEpoch() == asked:
-		target = min(leo, ans.GetEndOffset())
+		// Both logs have epoch asked: they agree up to where the first
+		// of the two ends it (ours ends at the log end when it is our
+		// latest).
+		_, ours := p.log.Epochs().EndOffsetFor(asked)
+		target = min(leo, ours, ans.GetEndOffset())
 	default:
 		// The leader's answer is an older epoch: where does ours end?
 		e, end := p.log.Epochs().EndOffsetFor(ans.GetLeaderEpoch())
