@@ -57,6 +57,11 @@ type TieringConfig struct {
 	// PollInterval is how often an archiver looks for committed sealed
 	// segments (strata.remote.poll.interval.ms; 0: tiering's default).
 	PollInterval time.Duration
+	// RefreshInterval is how often a follower reloads a partition's
+	// manifest to learn what the leader uploaded, and so what it may
+	// delete locally (strata.remote.manifest.refresh.interval.ms; 0:
+	// tiering's default, 30 s).
+	RefreshInterval time.Duration
 	// SweepInterval is how often orphaned objects are swept
 	// (strata.remote.sweep.interval.ms, default 10 minutes).
 	SweepInterval time.Duration
@@ -74,23 +79,24 @@ type TieringConfig struct {
 
 // tieringBrokerKeys are the tiering settings for brokerKeys.
 var tieringBrokerKeys = map[string]string{
-	"remote.log.storage.system.enable":    "default remote.storage.enable of topics: offload sealed segments to the object store (default false)",
-	"remote.storage.s3.endpoint":          "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO; unset (and no bucket) uses the local-directory store",
-	"remote.storage.s3.bucket":            "S3 bucket of tiered segments (credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the AWS chain)",
-	"remote.storage.s3.region":            "S3 region (default us-east-1)",
-	"remote.storage.s3.prefix":            "key prefix of every object in the bucket",
-	"remote.storage.s3.path.style.access": "path-style S3 addressing (default true when an endpoint is set)",
-	"remote.storage.dir":                  "directory of the local-directory object store (default <log.dirs>/objects)",
-	"remote.cache.dir":                    "on-disk cache of chunks read from the object store (default <log.dirs>/remote-cache)",
-	"remote.cache.bytes":                  "bound on the remote chunk cache (default 1073741824)",
-	"remote.cache.chunk.bytes":            "size of a remote read chunk, the unit of ranged GETs (default 4194304)",
-	"log.local.retention.ms":              "default local.retention.ms of tiered topics (-2: retention.ms)",
-	"log.local.retention.bytes":           "default local.retention.bytes of tiered topics (-2: retention.bytes)",
-	"strata.remote.poll.interval.ms":      "how often archivers look for sealed segments to upload (default 1000)",
-	"strata.remote.sweep.interval.ms":     "how often objects no manifest references are looked for (default 600000)",
-	"strata.remote.sweep.grace.ms":        "age after which an unreferenced object is deleted (default 3600000)",
-	"strata.remote.retry.max.ms":          "longest wait between retries of a failed upload (default 30000)",
-	"strata.remote.restore.topics":        "topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end",
+	"remote.log.storage.system.enable":           "default remote.storage.enable of topics: offload sealed segments to the object store (default false)",
+	"remote.storage.s3.endpoint":                 "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO; unset (and no bucket) uses the local-directory store",
+	"remote.storage.s3.bucket":                   "S3 bucket of tiered segments (credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the AWS chain)",
+	"remote.storage.s3.region":                   "S3 region (default us-east-1)",
+	"remote.storage.s3.prefix":                   "key prefix of every object in the bucket",
+	"remote.storage.s3.path.style.access":        "path-style S3 addressing (default true when an endpoint is set)",
+	"remote.storage.dir":                         "directory of the local-directory object store (default <log.dirs>/objects)",
+	"remote.cache.dir":                           "on-disk cache of chunks read from the object store (default <log.dirs>/remote-cache)",
+	"remote.cache.bytes":                         "bound on the remote chunk cache (default 1073741824)",
+	"remote.cache.chunk.bytes":                   "size of a remote read chunk, the unit of ranged GETs (default 4194304)",
+	"log.local.retention.ms":                     "default local.retention.ms of tiered topics (-2: retention.ms)",
+	"log.local.retention.bytes":                  "default local.retention.bytes of tiered topics (-2: retention.bytes)",
+	"strata.remote.poll.interval.ms":             "how often archivers look for sealed segments to upload (default 1000)",
+	"strata.remote.manifest.refresh.interval.ms": "how often a follower replica reloads a partition's manifest from the bucket, to free the local segments the leader uploaded (default 30000; one GET per followed partition each time)",
+	"strata.remote.sweep.interval.ms":            "how often objects no manifest references are looked for (default 600000)",
+	"strata.remote.sweep.grace.ms":               "age after which an unreferenced object is deleted (default 3600000)",
+	"strata.remote.retry.max.ms":                 "longest wait between retries of a failed upload (default 30000)",
+	"strata.remote.restore.topics":               "topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end",
 }
 
 func init() {
@@ -125,6 +131,7 @@ func (c *Config) tieringSettings(val func(k string) (string, bool), intIn func(k
 		{"remote.cache.bytes", 1, math.MaxInt64, func(n int64) { c.Tiering.CacheBytes = n }},
 		{"remote.cache.chunk.bytes", 1024, math.MaxInt32, func(n int64) { c.Tiering.ChunkBytes = n }},
 		{"strata.remote.poll.interval.ms", 1, maxMs, func(n int64) { c.Tiering.PollInterval = time.Duration(n) * time.Millisecond }},
+		{"strata.remote.manifest.refresh.interval.ms", 1, maxMs, func(n int64) { c.Tiering.RefreshInterval = time.Duration(n) * time.Millisecond }},
 		{"strata.remote.sweep.interval.ms", 1, maxMs, func(n int64) { c.Tiering.SweepInterval = time.Duration(n) * time.Millisecond }},
 		{"strata.remote.sweep.grace.ms", 1, maxMs, func(n int64) { c.Tiering.SweepGrace = time.Duration(n) * time.Millisecond }},
 		{"strata.remote.retry.max.ms", 1, maxMs, func(n int64) { c.Tiering.RetryMax = time.Duration(n) * time.Millisecond }},
@@ -325,10 +332,11 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 	a, err := tiering.NewArchiver(tiering.ArchiverConfig{
 		Store: s.tier.store, Log: p.log, Topic: p.topic, TopicID: topicID, Partition: p.index,
 		NumPartitions: numPartitions, Configs: overrides,
-		Retention:    tierRetention(cfg).Remote(),
-		PollInterval: s.cfg.Tiering.PollInterval,
-		Grace:        s.cfg.Tiering.SweepGrace,
-		RetryMax:     s.cfg.Tiering.RetryMax,
+		Retention:       tierRetention(cfg).Remote(),
+		PollInterval:    s.cfg.Tiering.PollInterval,
+		RefreshInterval: s.cfg.Tiering.RefreshInterval,
+		Grace:           s.cfg.Tiering.SweepGrace,
+		RetryMax:        s.cfg.Tiering.RetryMax,
 		OnLogStartOffset: func(off int64) {
 			if p.log.LogStartOffset() < off {
 				if err := p.log.SetLogStartOffset(off); err != nil && !errors.Is(err, segment.ErrClosed) {
