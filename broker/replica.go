@@ -44,7 +44,10 @@ type replicaState struct {
 	epoch   int32
 	// epochStart is the log end offset when this broker became leader at
 	// epoch: a follower joins the ISR only once it has reached it.
-	epochStart      int64
+	epochStart int64
+	// seenEnd is the log end offset the bookkeeping last saw: a follower
+	// at it was caught up until the log grew past it.
+	seenEnd         int64
 	replicas        []int32
 	isr             []int32 // committed ISR (the coordinator's)
 	isrVersion      int32
@@ -106,6 +109,7 @@ func (p *partition) syncLeadership(self int32, pi coord.PartitionInfo, now time.
 		became = true
 		rs.leading, rs.epoch = true, st.LeaderEpoch
 		rs.epochStart = p.log.LogEndOffset()
+		rs.seenEnd = rs.epochStart
 		rs.followers = map[int32]*followerProgress{}
 		rs.proposed = nil
 		rs.isr, rs.isrVersion = nil, -1 // taken below
@@ -183,6 +187,18 @@ func (p *partition) advanceHighWatermarkLocked(self int32) {
 		return
 	}
 	hw := p.log.LogEndOffset()
+	if hw > rs.seenEnd {
+		// Followers that were at the log end were caught up until now
+		// (an idle follower sends no reports: Kafka's followers fetch
+		// all the time, ours are pushed to).
+		now := time.Now()
+		for _, f := range rs.followers {
+			if f.leo >= rs.seenEnd {
+				f.lastCaughtUp = now
+			}
+		}
+		rs.seenEnd = hw
+	}
 	for _, id := range rs.effectiveISRLocked() {
 		if id == self {
 			continue
@@ -252,13 +268,16 @@ func (p *partition) laggingISR(self int32, lag time.Duration, now time.Time) []i
 		return nil
 	}
 	var keep []int32
+	end := p.log.LogEndOffset()
 	for _, id := range rs.isr {
 		if id == self {
 			keep = append(keep, id)
 			continue
 		}
+		// A follower at the log end is caught up, however long ago it
+		// last reported (Kafka's Replica.isCaughtUp).
 		f := rs.followers[id]
-		if f != nil && now.Sub(f.lastCaughtUp) <= lag {
+		if f != nil && (f.leo >= end || now.Sub(f.lastCaughtUp) <= lag) {
 			keep = append(keep, id)
 		}
 	}

@@ -127,8 +127,11 @@ func (m *replicaManager) sync(snap *coord.Snapshot) {
 					s.log.Error("recording the new leader epoch failed", "topic", p.topic, "partition", p.index, "err", err)
 				}
 				p.appendMu.Unlock()
-				p.advanceHighWatermark(self)
 			}
+			// The ISR may have changed (the controller removes dead
+			// brokers): the high watermark may move, and the produces
+			// waiting for it must see that now.
+			p.advanceHighWatermark(self)
 			switch leader := pi.State.Leader; {
 			case leader == self || leader == coord.NoLeader:
 				m.unfollow(p)

@@ -244,3 +244,33 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 		t.Fatal("still leading after the leadership moved")
 	}
 }
+
+// TestIdleFollowerStaysInSync: a follower at the leader's log end stays in
+// the ISR however long the partition is idle, and gets the lag time to
+// fetch what the leader appends next.
+func TestIdleFollowerStaysInSync(t *testing.T) {
+	const self = int32(1)
+	p := replicaTestPartition(t, [2]int{0, 5})
+	hourAgo := time.Now().Add(-time.Hour)
+	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
+		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
+	p.syncLeadership(self, pi, hourAgo)
+	p.followerReport(self, 2, 1, 5, hourAgo)
+	if isr := p.laggingISR(self, 30*time.Second, time.Now()); isr != nil {
+		t.Fatalf("a follower at the log end, idle for an hour, proposed out: %v", isr)
+	}
+	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.appendReplicatedLocked(b); err != nil {
+		t.Fatal(err)
+	}
+	p.advanceHighWatermark(self)
+	if isr := p.laggingISR(self, 30*time.Second, time.Now().Add(10*time.Second)); isr != nil {
+		t.Fatalf("10s after an append, the follower that was at the end proposed out: %v", isr)
+	}
+	if isr := p.laggingISR(self, 30*time.Second, time.Now().Add(31*time.Second)); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("31s after an append it never fetched: proposed %v, want [1]", isr)
+	}
+}
