@@ -306,21 +306,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// kill -9 a broker that is not the controller: its partition gets a
 	// new leader within the session timeout plus a second.
-	victimParts := partitionsLedBy(md, topic, victim)
-	c.Broker(victim).Kill(t)
-	killed := time.Now()
-	c.WaitMetadata(t, clusterSessionTimeout+10*time.Second, fmt.Sprintf("new leaders after broker %d died", victim), func(m kadm.Metadata) string {
-		if slices.Contains(m.Brokers.NodeIDs(), victim) {
-			return fmt.Sprintf("broker %d still registered", victim)
-		}
-		for p, d := range m.Topics[topic].Partitions {
-			if d.Leader == victim || d.Leader < 0 || slices.Contains(d.ISR, victim) {
-				return fmt.Sprintf("partition %d: leader %d, isr %v", p, d.Leader, d.ISR)
-			}
-		}
-		md = m
-		return ""
-	})
+	killed, victimParts, md := c.killLeader(t, topic, md, victim)
 	failover := time.Since(killed)
 	t.Logf("broker %d killed: its partitions %v had new leaders in Metadata after %v (session timeout %v); leaders %v",
 		victim, victimParts, failover.Round(time.Millisecond), clusterSessionTimeout, leadersOf(md, topic))

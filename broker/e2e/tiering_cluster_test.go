@@ -119,7 +119,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	e1 := md.Topics[tcmTopic].Partitions[0].LeaderEpoch
 	waitFor(t, 30*time.Second, "partition 0 uploading and deleting local segments", func() bool {
 		m := watch.latest(0)
-		segs := tcmLocalSegments(t, c.Broker(victim), 0)
+		segs := partitionSegments(t, c.Broker(victim), tcmTopic, 0)
 		return m != nil && len(m.Segments) >= 4 && len(segs) > 0 && segs[0] > 0
 	})
 	c.Broker(victim).Kill(t)
@@ -175,7 +175,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	outageAt := time.Now()
 	waitFor(t, 20*time.Second, fmt.Sprintf("broker %d holding sealed segments it could not upload", l2), func() bool {
 		n := 0
-		for _, base := range tcmLocalSegments(t, c.Broker(l2), 0) {
+		for _, base := range partitionSegments(t, c.Broker(l2), tcmTopic, 0) {
 			if base >= mOutage.EndOffset() {
 				n++
 			}
@@ -202,7 +202,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	frozenAt := time.Now()
 	srv.Restart(t)
 	t.Logf("MinIO was down %v; broker %d (leader of partition 0 at epoch %d, remote end %d, local segments %v) frozen",
-		time.Since(outageAt).Round(time.Millisecond), l2, e2, mOutage.EndOffset(), tcmLocalSegments(t, zombie, 0))
+		time.Since(outageAt).Round(time.Millisecond), l2, e2, mOutage.EndOffset(), partitionSegments(t, zombie, tcmTopic, 0))
 	var l3, e3 int32
 	c.WaitMetadata(t, clusterSessionTimeout+15*time.Second, fmt.Sprintf("a leader of partition 0 other than the frozen broker %d", l2), func(m kadm.Metadata) string {
 		epochs.observe(m)
@@ -244,7 +244,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	leaders := leadersOf(md, tcmTopic)
 	waitFor(t, 30*time.Second, "every sealed segment uploaded", func() bool {
 		for p := range int32(tcmPartitions) {
-			segs := tcmLocalSegments(t, c.Broker(leaders[p]), p)
+			segs := partitionSegments(t, c.Broker(leaders[p]), tcmTopic, p)
 			m := watch.latest(p)
 			if m == nil || len(segs) == 0 || m.EndOffset() < segs[len(segs)-1] {
 				return false
@@ -341,7 +341,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 		}
 	}
 
-	localStart := tcmLocalSegments(t, c.Broker(leaders[0]), 0)[0]
+	localStart := partitionSegments(t, c.Broker(leaders[0]), tcmTopic, 0)[0]
 	t.Logf("replay from offset 0: partition 0's leader (broker %d) holds local data from %d, the bucket up to %d",
 		leaders[0], localStart, final[0].EndOffset())
 	if localStart == 0 {
@@ -356,7 +356,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 		ok := true
 		for _, id := range c.IDs() {
 			for p := range int32(tcmPartitions) {
-				segs := tcmLocalSegments(t, c.Broker(id), p)
+				segs := partitionSegments(t, c.Broker(id), tcmTopic, p)
 				n := tcmLocalBytes(t, c.Broker(id), p)
 				fmt.Fprintf(&sb, " broker %d p%d: %d segments from %v, %d bytes;", id, p, len(segs), segs[:min(1, len(segs))], n)
 				if len(segs) > 2 || n > 3*tcmSegmentBytes {
@@ -984,31 +984,6 @@ func tcmEpochSpans(m *tiering.Manifest) []string {
 		out = append(out, fmt.Sprintf("%d:[%d,%d)x%d", m.Segments[i].Epoch, m.Segments[i].BaseOffset, m.Segments[j-1].NextOffset, j-i))
 		i = j
 	}
-	return out
-}
-
-// tcmLocalSegments returns the base offsets of the .log files of the
-// broker's replica of partition p, sorted.
-func tcmLocalSegments(t *testing.T, b *Broker, p int32) []int64 {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(b.Dir, fmt.Sprintf("%s-%d", tcmTopic, p)))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		t.Fatal(err)
-	}
-	var out []int64
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".log")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseInt(name, 10, 64); err == nil {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 

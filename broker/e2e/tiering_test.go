@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,11 +79,22 @@ func readManifest(t *testing.T, mc *minio.Client, bucket string) *tiering.Manife
 	return m
 }
 
-// localSegments returns the base offsets of the partition's .log files,
-// sorted.
+// localSegments returns the base offsets of the tiered partition's .log
+// files, sorted.
 func localSegments(t *testing.T, b *Broker) []int64 {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(b.Dir, tierTopic+"-0"))
+	return partitionSegments(t, b, tierTopic, 0)
+}
+
+// partitionSegments returns the base offsets of the .log files of the
+// broker's replica of topic's partition p, sorted; none when the broker
+// has no such directory.
+func partitionSegments(t *testing.T, b *Broker, topic string, p int32) []int64 {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(b.Dir, fmt.Sprintf("%s-%d", topic, p)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +108,7 @@ func localSegments(t *testing.T, b *Broker) []int64 {
 			out = append(out, n)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
