@@ -81,7 +81,12 @@ type config struct {
 	jsonOut     bool
 	conns       int
 	passes      int
+	series      string
 }
+
+// fetched counts the record-batch bytes fetch mode has read so far, for
+// the -series sampler.
+var fetched atomic.Int64
 
 func main() {
 	var c config
@@ -99,6 +104,7 @@ func main() {
 	flag.BoolVar(&c.jsonOut, "json", false, "print the result as one JSON object")
 	flag.IntVar(&c.conns, "conns", 1, "fetch mode: connections to spread the partitions over")
 	flag.IntVar(&c.passes, "passes", 1, "fetch mode: times to read the whole range (longer, steadier runs)")
+	flag.StringVar(&c.series, "series", "", "fetch mode: write the throughput every 100 ms to this CSV file (seconds, bytes, mb_per_s)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -396,6 +402,14 @@ func fetch(ctx context.Context, c config, ends map[int32]int64) (*result, error)
 	}
 	tallies := make(chan tally, conns)
 	start := time.Now()
+	if c.series != "" {
+		stop := sampleSeries(c.series, start)
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "kafkaperf: -series: %v\n", err)
+			}
+		}()
+	}
 	for _, share := range shares {
 		go func() {
 			var t tally
@@ -520,6 +534,7 @@ func fetchConn(ctx context.Context, addr, topic string, ends map[int32]int64) (r
 				}
 				bytes += int64(n)
 				records += count
+				fetched.Add(int64(n))
 			}
 		}
 	}
@@ -544,4 +559,46 @@ func walkBatches(b []byte) (n int, last int64, records int64) {
 		n += size
 	}
 	return n, last, records
+}
+
+// sampleSeries writes the fetched byte count every 100 ms to path until the
+// returned function is called, which writes the last sample and closes the
+// file.
+func sampleSeries(path string, start time.Time) func() error {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() error { return err }
+	}
+	fmt.Fprintln(f, "seconds,bytes,mb_per_s")
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		prevT, prevB := 0.0, int64(0)
+		sample := func() {
+			now, b := time.Since(start).Seconds(), fetched.Load()
+			// A last interval much shorter than the period would be
+			// mostly noise.
+			if now-prevT >= 0.05 {
+				fmt.Fprintf(f, "%.3f,%d,%.1f\n", now, b, float64(b-prevB)/(now-prevT)/1e6)
+			}
+			prevT, prevB = now, b
+		}
+		for {
+			select {
+			case <-t.C:
+				sample()
+			case <-done:
+				sample()
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(done)
+		<-finished
+		return f.Close()
+	}
 }

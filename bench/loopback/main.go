@@ -15,12 +15,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
 type result struct {
+	Mode       string  `json:"mode"`
+	Files      int     `json:"files,omitempty"`
 	Bytes      int64   `json:"bytes"`
 	WriteSize  int     `json:"write_size"`
 	ReadSize   int     `json:"read_size"`
@@ -34,9 +39,22 @@ func main() {
 	writeSize := flag.Int("write", 1<<20, "bytes per write")
 	readSize := flag.Int("read", 1<<20, "bytes per read")
 	jsonOut := flag.Bool("json", false, "print the result as one JSON object")
+	sendDir := flag.String("sendfile", "", "send the .log files under these directories (comma-separated) with sendfile(2) instead")
+	passes := flag.Int("passes", 1, "with -sendfile: times to send all the files")
 	flag.Parse()
 
-	res, err := run(*total, *writeSize, *readSize)
+	var files []string
+	if *sendDir != "" {
+		for _, d := range strings.Split(*sendDir, ",") {
+			fs, err := logFiles(d)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "loopback: %v\n", err)
+				os.Exit(1)
+			}
+			files = append(files, fs...)
+		}
+	}
+	res, err := run(*total, *writeSize, *readSize, files, max(1, *passes))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loopback: %v\n", err)
 		os.Exit(1)
@@ -51,7 +69,57 @@ func main() {
 	fmt.Printf("loopback TCP: %s\n", res.Throughput)
 }
 
-func run(total int64, writeSize, readSize int) (*result, error) {
+// logFiles lists the non-empty .log files under dir.
+func logFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && !d.IsDir() && strings.HasSuffix(p, ".log") && fi.Size() > 0 {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("no .log files under %s", dir)
+	}
+	return files, err
+}
+
+// sendFiles sends files over c passes times with sendfile(2), returning
+// the bytes sent.
+func sendFiles(c *net.TCPConn, files []string, passes int) (int64, error) {
+	var sent int64
+	for range passes {
+		for _, p := range files {
+			f, err := os.Open(p)
+			if err != nil {
+				return sent, err
+			}
+			n, err := c.ReadFrom(f) // sendfile(2) from a regular file
+			sent += n
+			f.Close()
+			if err != nil {
+				return sent, err
+			}
+		}
+	}
+	return sent, nil
+}
+
+func run(total int64, writeSize, readSize int, files []string, passes int) (*result, error) {
+	if len(files) > 0 {
+		total = 0
+		for _, p := range files {
+			fi, err := os.Stat(p)
+			if err != nil {
+				return nil, err
+			}
+			total += fi.Size()
+		}
+		total *= int64(passes)
+	}
 	if total <= 0 || writeSize <= 0 || readSize <= 0 {
 		return nil, errors.New("sizes must be positive")
 	}
@@ -99,7 +167,15 @@ func run(total int64, writeSize, readSize int) (*result, error) {
 		buf[i] = byte(i)
 	}
 	start := time.Now()
-	for sent := int64(0); sent < total; {
+	mode := "write"
+	if len(files) > 0 {
+		mode = "sendfile"
+		if sent, err := sendFiles(c.(*net.TCPConn), files, passes); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sendfile after %d bytes: %w", sent, err)
+		}
+	}
+	for sent := int64(0); len(files) == 0 && sent < total; {
 		chunk := buf[:min(int64(len(buf)), total-sent)]
 		m, err := c.Write(chunk)
 		sent += int64(m)
@@ -120,7 +196,7 @@ func run(total int64, writeSize, readSize int) (*result, error) {
 		return nil, fmt.Errorf("received %d bytes, sent %d", r.n, total)
 	}
 	secs := r.end.Sub(start).Seconds()
-	res := &result{Bytes: total, WriteSize: writeSize, ReadSize: readSize, Seconds: secs, MBPerS: float64(total) / secs / 1e6}
-	res.Throughput = fmt.Sprintf("%.0f MB/s (%d bytes in %.2fs, %d-byte writes, %d-byte reads)", res.MBPerS, total, secs, writeSize, readSize)
+	res := &result{Mode: mode, Files: len(files), Bytes: total, WriteSize: writeSize, ReadSize: readSize, Seconds: secs, MBPerS: float64(total) / secs / 1e6}
+	res.Throughput = fmt.Sprintf("%.0f MB/s (%s: %d bytes in %.2fs, %d-byte writes, %d-byte reads)", res.MBPerS, mode, total, secs, writeSize, readSize)
 	return res, nil
 }

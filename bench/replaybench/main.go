@@ -129,6 +129,14 @@ type latency struct {
 	AckMaxMs float64 `json:"ack_max_ms"`
 	// Replay is the concurrent replay, if any.
 	Replay *perf `json:"replay,omitempty"`
+	// Curve is the percentile curve of the end-to-end latency.
+	Curve []curvePoint `json:"curve,omitempty"`
+}
+
+// curvePoint is one point of a latency percentile curve.
+type curvePoint struct {
+	Quantile float64 `json:"q"`
+	Ms       float64 `json:"ms"`
 }
 
 type report struct {
@@ -166,6 +174,8 @@ type options struct {
 	tailTime     time.Duration
 	strataBin    string
 	stepTimeout  time.Duration
+	seriesDir    string
+	consume      bool
 }
 
 func main() {
@@ -184,6 +194,8 @@ func main() {
 	flag.StringVar(&o.perfOut, "perf", "", "record the broker with perf (Linux perf record -g) during the first cold fetch into this file")
 	flag.StringVar(&o.strataBin, "strata", "", "prebuilt strata binary (default: build ./cmd/strata)")
 	flag.DurationVar(&o.stepTimeout, "step-timeout", 5*time.Minute, "bound on each step")
+	flag.StringVar(&o.seriesDir, "series-dir", "", "write each fetch replay's throughput over time (kafkaperf -series) to a CSV file in this directory")
+	flag.BoolVar(&o.consume, "consume", true, "also replay with franz-go's consumer (not only bare Fetch)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "replaybench: %v\n", err)
@@ -258,6 +270,11 @@ func run(o options) error {
 
 func bench(o options, tmp, kafkaperf string, rep *report) error {
 	ctx := context.Background()
+	if o.seriesDir != "" {
+		if err := os.MkdirAll(o.seriesDir, 0o755); err != nil {
+			return err
+		}
+	}
 
 	// MinIO.
 	minioBin, err := miniotest.Binary()
@@ -465,6 +482,9 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 				time.Sleep(500 * time.Millisecond)
 			}
 		}
+		if o.seriesDir != "" && slices.Contains(args, "fetch") && !strings.Contains(label, "beside") {
+			args = append(args, "-series", filepath.Join(o.seriesDir, seriesName(label)))
+		}
 		r, err := perfRun(append(args, "-topic", topic)...)
 		if rec != nil {
 			_ = rec.Process.Signal(syscall.SIGINT)
@@ -496,6 +516,9 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		}
 	}
 	for i := range o.repeat {
+		if !o.consume {
+			break
+		}
 		replay(fmt.Sprintf("cold consume #%d", i+1), true, "-mode", "consume")
 		if broker == nil {
 			return errors.New("broker did not restart")
@@ -756,6 +779,12 @@ func tail(ctx context.Context, addr, topic string, size, rate int, during func()
 	pct := func(q float64) float64 { return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) / 1e6 }
 	l := &latency{Rate: rate, Records: len(lat), Seconds: secs, P50Ms: pct(0.5), P99Ms: pct(0.99), P999Ms: pct(0.999),
 		MaxMs: float64(lat[len(lat)-1]) / 1e6, Replay: r}
+	for _, q := range []float64{0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1} {
+		if q > 0 && q < 1 && 1/(1-q) > float64(len(lat)) {
+			continue
+		}
+		l.Curve = append(l.Curve, curvePoint{q, pct(q)})
+	}
 	ackMu.Lock()
 	defer ackMu.Unlock()
 	if len(acks) > 0 {
@@ -1317,4 +1346,20 @@ func verify(ctx context.Context, addr, topic string, partitions, size int, recor
 		})
 	}
 	return bad
+}
+
+// seriesName is the file name of a replay's throughput series.
+func seriesName(label string) string {
+	var b strings.Builder
+	for _, r := range label {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.':
+			b.WriteRune(r)
+		case r == ' ' || r == '#':
+			if s := b.String(); s != "" && !strings.HasSuffix(s, "-") {
+				b.WriteByte('-')
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-") + ".csv"
 }

@@ -1,0 +1,290 @@
+// Command suite runs every performance scenario of issue 9 in one go, each
+// beside its reference measured in the same run, and writes
+// bench/results/<date>/ (or -out): summary.md (every figure, its
+// reference, the ratio and PASS/FAIL against the issue's goals), summary.json
+// and figures.csv (everything measured), loadgen.csv (one row per load
+// generator run), the raw JSON of every tool run under raw/, and PNG plots
+// (throughput.png, latency.png, replay.png). It also rewrites the section of
+// bench/RESULTS.md between its markers.
+//
+// Scenarios (issue 9 §2):
+//
+//  1. produce 100 B and 1 KiB, acks=1, one broker: against a raw sequential
+//     disk write of the same bytes and NATS JetStream (nats bench);
+//  2. consume from the page cache: against loopback TCP and a raw sendfile
+//     of the segment files;
+//  3. three brokers with ZooKeeper, RF 3 acks=all: against RF 1;
+//  4. replay from offset 0 out of MinIO, cold and warm cache: against raw
+//     parallel ranged GETs (bench/replaybench);
+//  5. a tail consumer's latency during scenario 4's replays, against alone;
+//  6. produce and tail latency at growing retained sizes (tiny local
+//     retention, the rest in MinIO).
+//
+// A scenario that fails is recorded as "FAILED: <reason>" and the run goes
+// on. Every server runs on 127.0.0.1 with free ports and a temporary
+// directory, and is killed at the end (and on SIGINT/SIGTERM).
+//
+//	go run ./bench/suite -quick          # make bench-quick, under 5 minutes
+//	go run ./bench/suite -nats $(bash deploy/scripts/install-bench-deps.sh)   # make bench
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the sizes of a run; -quick gives smaller defaults to every
+// flag not set on the command line.
+type options struct {
+	quick        bool
+	out          string
+	only         string
+	tmp          string
+	strataBin    string
+	natsBin      string
+	results      string
+	n100, n1k    int64
+	s1Repeat     int
+	fetchPasses  int
+	loopback     int64
+	rfRecords    int64
+	halfRateTime time.Duration
+	replayBytes  int64
+	replayRepeat int
+	replayCons   bool
+	tailTime     time.Duration
+	getConns     string
+	scaleLevels  string
+	scaleMeasure int64
+	scaleRepeat  int
+	scaleTail    time.Duration
+	scaleSegment int64
+	budget       time.Duration
+}
+
+// quickDefaults are the -quick values of flags not set explicitly.
+var quickDefaults = map[string]string{
+	"records-100": "500000", "records-1k": "200000", "s1-repeat": "3", "fetch-passes": "2", "loopback-bytes": "1073741824",
+	"rf-records": "200000", "half-rate-time": "5s",
+	"replay-bytes": "268435456", "replay-repeat": "1", "replay-consume": "false", "tail-time": "5s", "get-conns": "8",
+	"scale-levels": "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
+	"budget": "4m30s",
+}
+
+// expectedGoals are issue 9 §4's goals by scenario, listed as failed when
+// a scenario ends before it measured anything.
+var expectedGoals = map[int][]struct {
+	name, unit string
+	goal       *goal
+}{
+	1: {{"produce 100 B acks=1, records/s ÷ JetStream", "records/s", &goal{">=", 3, onRatio}},
+		{"produce 1 KiB acks=1, MB/s ÷ raw sequential disk write", "MB/s", &goal{">=", 0.7, onRatio}}},
+	2: {{"consume from page cache (bare Fetch, 3 connections), MB/s ÷ loopback TCP", "MB/s", &goal{">=", 0.5, onRatio}}},
+	3: {{"RF 3 acks=all, MB/s ÷ RF 1 acks=all (3 brokers, 1 KiB)", "MB/s", &goal{">=", 0.5, onRatio}},
+		{"RF 3 acks=all, p99 produce latency at half of its peak rate", "ms", &goal{"<=", 20, onValue}}},
+	4: {{"replay from offset 0, cold cache (bare Fetch), MB/s ÷ raw GETs", "MB/s", &goal{">=", 0.8, onRatio}}},
+	5: {{"tail consumer p99 end-to-end latency during cold replays ÷ alone", "ms", &goal{"<=", 2, onRatio}}},
+	6: {{"produce MB/s at the largest retained size ÷ at the smallest", "MB/s", &goal{">=", 0.9, onRatio}}},
+}
+
+// terminal is whether stderr is a terminal (progress bars shown).
+var terminal bool
+
+func main() {
+	var o options
+	date := time.Now().UTC().Format("2006-01-02")
+	flag.BoolVar(&o.quick, "quick", false, "small sizes (make bench-quick, under 5 minutes); explicit flags still win")
+	flag.StringVar(&o.out, "out", "", "results directory (default bench/results/<date>, or bench/results/<date>/quick with -quick)")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenario numbers to run (default all)")
+	flag.StringVar(&o.tmp, "tmp", "", "parent of the run's temporary directory (default $TMPDIR); it must have room for -scale-levels")
+	flag.StringVar(&o.strataBin, "strata", "", "prebuilt strata binary (default: build ./cmd/strata)")
+	flag.StringVar(&o.natsBin, "nats", "", "natscli binary (default: nats on PATH or in $(go env GOPATH)/bin)")
+	flag.StringVar(&o.results, "results-md", filepath.Join("bench", "RESULTS.md"), "file whose marked section gets the summary (empty: none)")
+	flag.Int64Var(&o.n100, "records-100", 2_000_000, "scenario 1: records of 100 B (Strata and JetStream)")
+	flag.Int64Var(&o.n1k, "records-1k", 1_000_000, "scenario 1: records of 1 KiB (Strata and JetStream); scenario 2 reads this topic")
+	flag.IntVar(&o.s1Repeat, "s1-repeat", 3, "scenario 1: Strata and raw-disk runs per size (the median is the figure)")
+	flag.IntVar(&o.fetchPasses, "fetch-passes", 4, "scenario 2: passes over the 1 KiB topic per fetch run")
+	flag.Int64Var(&o.loopback, "loopback-bytes", 4<<30, "scenario 2: bytes of the loopback TCP limit")
+	flag.Int64Var(&o.rfRecords, "rf-records", 1_000_000, "scenario 3: 1 KiB records of each peak run")
+	flag.DurationVar(&o.halfRateTime, "half-rate-time", 20*time.Second, "scenario 3: length of the half-peak-rate latency runs")
+	flag.Int64Var(&o.replayBytes, "replay-bytes", 2<<30, "scenario 4: bytes replayed from MinIO")
+	flag.IntVar(&o.replayRepeat, "replay-repeat", 2, "scenario 4: runs of each cold and warm replay")
+	flag.BoolVar(&o.replayCons, "replay-consume", true, "scenario 4: also replay with franz-go's consumer")
+	flag.DurationVar(&o.tailTime, "tail-time", 15*time.Second, "scenario 5: length of each tail-latency run")
+	flag.StringVar(&o.getConns, "get-conns", "4,8,16", "scenario 4: concurrent ranged GETs of the raw limit (best is the reference)")
+	flag.StringVar(&o.scaleLevels, "scale-levels", "1,10,50", "scenario 6: retained GiB at which produce is measured (scaled down to fit the disk and -budget)")
+	flag.Int64Var(&o.scaleMeasure, "scale-measure", 1_000_000, "scenario 6: 1 KiB records of each peak produce measurement")
+	flag.IntVar(&o.scaleRepeat, "scale-repeat", 3, "scenario 6: peak produce runs per level (the best is reported)")
+	flag.DurationVar(&o.scaleTail, "scale-tail", 10*time.Second, "scenario 6: length of each tail-latency measurement")
+	flag.Int64Var(&o.scaleSegment, "scale-segment-bytes", 64<<20, "scenario 6: segment.bytes of the topic")
+	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
+	flag.Parse()
+	if o.quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range quickDefaults {
+			if !set[name] {
+				if err := flag.Set(name, v); err != nil {
+					panic(err)
+				}
+			}
+		}
+	}
+	if o.out == "" {
+		o.out = filepath.Join("bench", "results", date)
+		if o.quick {
+			o.out = filepath.Join(o.out, "quick")
+		}
+	}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		terminal = true
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), o.budget+2*time.Minute)
+	go func() {
+		s := <-sig
+		logf("%v: stopping every process", s)
+		cancel()
+		killAll()
+	}()
+	err := run(ctx, o)
+	cancel()
+	killAll()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "suite %s: "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+}
+
+// runner holds what the scenarios share.
+type runner struct {
+	o       options
+	tmp     string
+	out     string
+	raw     string
+	bins    map[string]string
+	start   time.Time
+	rep     *report
+	replay  *replayReport
+	replayE error
+	ranRep  bool
+}
+
+func run(ctx context.Context, o options) error {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return errors.New("run from the repository root (go.mod not found)")
+	}
+	tmp, err := os.MkdirTemp(o.tmp, "strata-suite-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	r := &runner{o: o, tmp: tmp, out: o.out, raw: filepath.Join(o.out, "raw"), bins: map[string]string{}, start: time.Now()}
+	if err := os.MkdirAll(r.raw, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"loadgen.csv", "figures.csv"} {
+		_ = os.Remove(filepath.Join(o.out, f)) // rows of an earlier run
+	}
+	r.rep = &report{
+		Date: time.Now().UTC().Format(time.RFC3339), Mode: "full", Machine: machine(tmp),
+		Command: "make bench", Args: strings.Join(os.Args[1:], " "), Out: o.out,
+	}
+	if o.quick {
+		r.rep.Mode, r.rep.Command = "quick", "make bench-quick"
+	}
+
+	logf("building tools")
+	pkgs := map[string]string{"loadgen": "./bench/loadgen", "kafkaperf": "./bench/kafkaperf", "loopback": "./bench/loopback", "replaybench": "./bench/replaybench"}
+	if o.strataBin == "" {
+		pkgs["strata"] = "./cmd/strata"
+	} else {
+		r.bins["strata"] = o.strataBin
+	}
+	for name, pkg := range pkgs {
+		bin := filepath.Join(tmp, "bin", name)
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+		}
+		r.bins[name] = bin
+	}
+
+	type scen struct {
+		id    int
+		title string
+		share float64 // of -budget
+		fn    func(context.Context, *scenario) error
+	}
+	all := []scen{
+		{1, "Produce, one broker, acks=1, against raw disk write and NATS JetStream", 0.08, r.s1},
+		{2, "Consume from the page cache, against loopback TCP and raw sendfile", 0.05, r.s2},
+		{3, "Three brokers, RF 3 acks=all, against RF 1", 0.12, r.s3},
+		{4, "Replay from offset 0 out of MinIO, cold and warm cache, against raw parallel ranged GETs", 0.30, r.s4},
+		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
+		{6, "Produce and tail latency at growing retained size (tiny local retention, the rest in MinIO)", 0.40, r.s6},
+	}
+	for _, sc := range all {
+		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), strconv.Itoa(sc.id)) {
+			continue
+		}
+		s := &scenario{ID: sc.id, Title: sc.title}
+		r.rep.Scenarios = append(r.rep.Scenarios, s)
+		if ctx.Err() != nil {
+			s.fail("run", errors.New("the run's time budget ran out before this scenario"))
+			continue
+		}
+		limit := max(time.Duration(float64(o.budget)*sc.share), 2*time.Minute)
+		logf("scenario %d: %s (bound %v)", sc.id, sc.title, limit.Round(time.Second))
+		t0 := time.Now()
+		func() {
+			sctx, cancel := context.WithTimeout(ctx, limit)
+			s.deadline, _ = sctx.Deadline()
+			defer cancel()
+			defer func() {
+				if p := recover(); p != nil {
+					s.fail("panic", fmt.Errorf("%v\n%s", p, debug.Stack()))
+				}
+			}()
+			if err := sc.fn(sctx, s); err != nil {
+				if sctx.Err() != nil && ctx.Err() == nil {
+					err = fmt.Errorf("%w (scenario bound %v reached)", err, limit.Round(time.Second))
+				}
+				s.fail("scenario", err)
+			}
+		}()
+		killAll()
+		// Free the scenario's disk space for the next ones (scenario 6
+		// sizes itself to what is free).
+		if err := os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("s%d", sc.id))); err != nil {
+			logf("removing scenario %d's files: %v", sc.id, err)
+		}
+		if len(s.Figures) == 0 {
+			// The goals stay in the table, marked failed.
+			for _, g := range expectedGoals[sc.id] {
+				s.figure(g.name, g.unit, g.goal)
+			}
+		}
+		s.Seconds = time.Since(t0).Seconds()
+		logf("scenario %d: %s in %.0fs", sc.id, s.status(), s.Seconds)
+	}
+	r.rep.Seconds = time.Since(r.start).Seconds()
+	return r.write()
+}
