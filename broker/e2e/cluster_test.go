@@ -25,9 +25,9 @@ import (
 // broker` processes, and check the coordination layer end to end:
 // leadership spread, failover after kill -9 of a broker and of the
 // controller, rejoining, a duplicate broker id refused, and a ZooKeeper
-// outage during which the brokers keep serving. Data replication is not
-// there yet (followers hold empty logs), so the records checked are the
-// ones produced to live leaders.
+// outage during which the brokers keep serving, a broker cut off
+// ZooKeeper whose acks=all writes are never acknowledged. Replication's
+// own tests are in replication_test.go.
 
 // createTopic creates topic through CreateTopics and waits until every
 // partition has a live leader in Metadata.

@@ -104,14 +104,18 @@ Cluster (zookeeper.connect set):
   (auto.leader.rebalance.enable). Clients are told NOT_LEADER_OR_FOLLOWER
   by brokers that do not lead a partition and follow the metadata to the
   leader. While ZooKeeper is unreachable the brokers keep serving produce
-  and fetch for the partitions they lead. Data replication between brokers
-  is not there yet: a follower replica holds an empty log, and acks=all
-  answers after the leader's append.
+  and fetch for the partitions they lead. Followers replicate from the
+  leader over gRPC (replication.port, 0 = a free port, published in
+  ZooKeeper), with Kafka's ISR, high watermark and leader epochs: acks=all
+  answers once the in-sync replicas have the batch (min.insync.replicas),
+  a follower lagging past replica.lag.time.max.ms leaves the ISR, and a
+  broker that comes back truncates what it alone had and catches up.
 
 Metrics and profiling:
   metrics.listener=127.0.0.1:9308 (or http://...) serves Prometheus
   metrics at /metrics: requests, errors and latency per API, bytes in and
-  out per topic, under-replicated and offline partitions, upload lag, remote
+  out per topic, under-replicated and offline partitions, ISR shrinks and
+  expands, produce purgatory, upload lag, remote
   fetches, chunk cache, groups and consumer lag (docs/running.md lists
   them). strata.pprof.listener=127.0.0.1:6060 serves Go's pprof at
   /debug/pprof/ on its own listener; keep it on a loopback address. Both

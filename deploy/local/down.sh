@@ -1,24 +1,19 @@
 #!/usr/bin/env bash
 # down.sh (make cluster-stop): stops the local cluster and keeps its data.
 #
-# Order. Brokers do not replicate data yet: a follower replica holds an
-# empty log. If the brokers stopped one by one while ZooKeeper runs, each
-# controlled shutdown (or the controller, on a broker's death) would move
-# leadership to a replica that has no data, and after the next start the
-# records of most partitions would not be visible (they stay on disk, but
-# the broker that has them is no longer the leader). So by default
-# ZooKeeper stops first: the brokers then keep the leadership and ISR that
-# ZooKeeper recorded, stop together (SIGTERM; SIGKILL after STOP_TIMEOUT
-# seconds), and the same brokers lead the same partitions after the next
-# make cluster. MinIO stops last, after the brokers' last uploads.
+# Order: the brokers one at a time with controlled shutdown (each moves
+# its leadership to in-sync replicas on the brokers still running; the last
+# one keeps what nobody else can lead), then MinIO after the brokers' last
+# uploads, then ZooKeeper. make cluster starts them again, the brokers catch
+# up and the preferred leaders take their partitions back.
 #
-# STOP_ZK_FIRST=0 uses the order for a replicating cluster instead: brokers
-# one at a time with controlled shutdown (leadership moves to the others),
-# then MinIO, then ZooKeeper.
+# STOP_ZK_FIRST=1 stops ZooKeeper first and then the brokers together
+# (SIGTERM; SIGKILL after STOP_TIMEOUT seconds): faster, and the same
+# brokers lead the same partitions after the next start.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-STOP_ZK_FIRST="${STOP_ZK_FIRST:-1}"
+STOP_ZK_FIRST="${STOP_ZK_FIRST:-0}"
 rc=0
 
 stop_one() { # NAME TIMEOUT
