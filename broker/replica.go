@@ -268,16 +268,16 @@ func (p *partition) laggingISR(self int32, lag time.Duration, now time.Time) []i
 		return nil
 	}
 	var keep []int32
-	end := p.log.LogEndOffset()
 	for _, id := range rs.isr {
 		if id == self {
 			keep = append(keep, id)
 			continue
 		}
-		// A follower at the log end is caught up, however long ago it
-		// last reported (Kafka's Replica.isCaughtUp).
+		// Followers report at least every replicaHeartbeat, so one at
+		// the log end refreshes lastCaughtUp even when the partition is
+		// idle; one that stopped reporting falls behind the lag.
 		f := rs.followers[id]
-		if f != nil && (f.leo >= end || now.Sub(f.lastCaughtUp) <= lag) {
+		if f != nil && now.Sub(f.lastCaughtUp) <= lag {
 			keep = append(keep, id)
 		}
 	}

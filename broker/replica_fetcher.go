@@ -202,6 +202,8 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	heartbeat := time.NewTicker(replicaHeartbeat(s.cfg.ReplicaLagTimeMax))
+	defer heartbeat.Stop()
 	for {
 		next := f.truncatePending(ctx, client)
 		msg, retry := f.outgoing()
@@ -221,6 +223,8 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 		select {
 		case <-f.wake:
 		case <-timer.C:
+		case <-heartbeat.C:
+			f.markReportsDue()
 		case err := <-recvDone:
 			return err
 		case <-ctx.Done():
@@ -236,6 +240,29 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 			case <-timer.C:
 			default:
 			}
+		}
+	}
+}
+
+// replicaHeartbeat is how often a follower reports every partition it
+// fetches even when nothing was appended: the leader counts a follower as
+// caught up only when it hears from it (as Kafka's followers fetch all the
+// time), so an idle partition keeps its live followers in the ISR, lets a
+// caught-up follower back in, and still drops one that stopped. A quarter
+// of replica.lag.time.max.ms, at most 500 ms (Kafka's
+// replica.fetch.wait.max.ms).
+func replicaHeartbeat(lag time.Duration) time.Duration {
+	return max(min(lag/4, 500*time.Millisecond), 10*time.Millisecond)
+}
+
+// markReportsDue makes the next message report every partition that is
+// fetching.
+func (f *fetcher) markReportsDue() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fp := range f.parts {
+		if fp.state == fetchFetching && fp.started {
+			fp.dirty = true
 		}
 	}
 }

@@ -245,20 +245,28 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 	}
 }
 
-// TestIdleFollowerStaysInSync: a follower at the leader's log end stays in
-// the ISR however long the partition is idle, and gets the lag time to
-// fetch what the leader appends next.
+// TestIdleFollowerStaysInSync: a follower at the leader's log end that
+// keeps reporting (its fetcher's heartbeat) stays in the ISR however long
+// the partition is idle; one that stops reporting leaves it after the lag
+// time; and an append gives the follower that was at the end the lag time
+// from the append to fetch it.
 func TestIdleFollowerStaysInSync(t *testing.T) {
 	const self = int32(1)
+	const lag = 30 * time.Second
 	p := replicaTestPartition(t, [2]int{0, 5})
-	hourAgo := time.Now().Add(-time.Hour)
+	start := time.Now().Add(-time.Hour)
 	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
 		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
-	p.syncLeadership(self, pi, hourAgo)
-	p.followerReport(self, 2, 1, 5, hourAgo)
-	if isr := p.laggingISR(self, 30*time.Second, time.Now()); isr != nil {
-		t.Fatalf("a follower at the log end, idle for an hour, proposed out: %v", isr)
+	p.syncLeadership(self, pi, start)
+	// Heartbeats every 500ms for an hour of idleness.
+	for at := start; at.Before(start.Add(time.Hour)); at = at.Add(10 * time.Minute) {
+		p.followerReport(self, 2, 1, 5, at)
+		if isr := p.laggingISR(self, lag, at.Add(500*time.Millisecond)); isr != nil {
+			t.Fatalf("a reporting follower at the log end, idle for %v, proposed out: %v", at.Sub(start), isr)
+		}
 	}
+	now := time.Now()
+	p.followerReport(self, 2, 1, 5, now)
 	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -267,10 +275,34 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.advanceHighWatermark(self)
-	if isr := p.laggingISR(self, 30*time.Second, time.Now().Add(10*time.Second)); isr != nil {
+	if isr := p.laggingISR(self, lag, time.Now().Add(10*time.Second)); isr != nil {
 		t.Fatalf("10s after an append, the follower that was at the end proposed out: %v", isr)
 	}
-	if isr := p.laggingISR(self, 30*time.Second, time.Now().Add(31*time.Second)); !slices.Equal(isr, []int32{1}) {
-		t.Fatalf("31s after an append it never fetched: proposed %v, want [1]", isr)
+	if isr := p.laggingISR(self, lag, time.Now().Add(31*time.Second)); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("31s after an append it never fetched nor reported: proposed %v, want [1]", isr)
+	}
+}
+
+// TestSilentFollowerLeavesIdleISR: on an idle partition, a follower that
+// stops reporting (a paused or cut-off broker) leaves the ISR after the
+// lag time, and comes back with its next report.
+func TestSilentFollowerLeavesIdleISR(t *testing.T) {
+	const self = int32(1)
+	const lag = 30 * time.Second
+	p := replicaTestPartition(t, [2]int{0, 5})
+	now := time.Unix(5000, 0)
+	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
+		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
+	p.syncLeadership(self, pi, now)
+	p.followerReport(self, 2, 1, 5, now)
+	later := now.Add(lag + time.Second)
+	if isr := p.laggingISR(self, lag, later); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("a follower silent for longer than the lag: proposed %v, want [1]", isr)
+	}
+	p.repl.mu.Lock()
+	p.repl.isr, p.repl.isrVersion, p.repl.proposed = []int32{1}, 2, nil
+	p.repl.mu.Unlock()
+	if isr := p.followerReport(self, 2, 1, 5, later); !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("its next report at the log end: proposed %v, want [1 2]", isr)
 	}
 }
