@@ -229,8 +229,11 @@ func (p *partition) noteSent(id int32, leo int64, now time.Time) {
 // followerReport records follower id's log end offset, updates its
 // caught-up time, advances the high watermark and returns the ISR this
 // broker should propose to add the follower, or nil. epoch is the leader
-// epoch the follower fetches at.
-func (p *partition) followerReport(self, id int32, epoch int32, leo int64, now time.Time) (expand []int32) {
+// epoch the follower fetches at. registered says whether the follower is a
+// registered broker in the metadata: one whose session expired may still
+// be fetching for a moment, but the controller would take it out again at
+// once, so it is not added until it has registered again.
+func (p *partition) followerReport(self, id int32, epoch int32, leo int64, now time.Time, registered bool) (expand []int32) {
 	rs := &p.repl
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -248,7 +251,7 @@ func (p *partition) followerReport(self, id int32, epoch int32, leo int64, now t
 		f.lastCaughtUp = f.sentAt
 	}
 	p.advanceHighWatermarkLocked(self)
-	if rs.proposed == nil && !slices.Contains(rs.isr, id) && leo >= p.log.HighWatermark() && leo >= rs.epochStart {
+	if registered && rs.proposed == nil && !slices.Contains(rs.isr, id) && leo >= p.log.HighWatermark() && leo >= rs.epochStart {
 		isr := append(slices.Clone(rs.isr), id)
 		slices.Sort(isr)
 		rs.proposed = isr

@@ -216,7 +216,7 @@ func (ls *leaderStream) handle(m *replpb.FollowerMessage, out *replpb.LeaderMess
 // an ISR expansion if it earned one.
 func (ls *leaderStream) report(p *partition, epoch int32, leo int64, now time.Time) {
 	s := ls.s
-	if isr := p.followerReport(s.cfg.BrokerID, ls.follower, epoch, leo, now); isr != nil {
+	if isr := p.followerReport(s.cfg.BrokerID, ls.follower, epoch, leo, now, s.coord.Snapshot().Live(ls.follower)); isr != nil {
 		s.repl.changeISR(p, isr, fmt.Sprintf("broker %d caught up", ls.follower))
 	}
 }

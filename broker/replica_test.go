@@ -181,23 +181,23 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 	}
 	// Broker 3 is not in the ISR: its report does not move the high
 	// watermark, and it is not added while behind it.
-	if isr := p.followerReport(self, 3, 1, 4, now); isr != nil {
+	if isr := p.followerReport(self, 3, 1, 4, now, true); isr != nil {
 		t.Fatalf("broker 3 at 4 proposed for the ISR %v while the high watermark is 0? want nil", isr)
 	}
-	if isr := p.followerReport(self, 2, 1, 6, now); isr != nil {
+	if isr := p.followerReport(self, 2, 1, 6, now, true); isr != nil {
 		t.Fatalf("in-sync broker 2 proposed %v", isr)
 	}
 	if hw := p.log.HighWatermark(); hw != 6 {
 		t.Fatalf("high watermark %d after broker 2 reached 6, want 6", hw)
 	}
 	// A report from another epoch is ignored.
-	p.followerReport(self, 2, 0, 10, now)
+	p.followerReport(self, 2, 0, 10, now, true)
 	if hw := p.log.HighWatermark(); hw != 6 {
 		t.Fatalf("high watermark %d after a stale-epoch report, want 6", hw)
 	}
 	// Broker 3 catches up past the high watermark and the epoch start
 	// (10, the log end when this broker became leader): proposed.
-	isr := p.followerReport(self, 3, 1, 10, now)
+	isr := p.followerReport(self, 3, 1, 10, now, true)
 	if !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("broker 3 at the log end: proposed %v, want [1 2 3]", isr)
 	}
@@ -214,7 +214,7 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 
 	// Broker 2 stops; after the lag time it is proposed out.
 	later := now.Add(31 * time.Second)
-	p.followerReport(self, 3, 1, 10, later)
+	p.followerReport(self, 3, 1, 10, later, true)
 	if isr := p.laggingISR(self, 30*time.Second, later); !slices.Equal(isr, []int32{1, 3}) {
 		t.Fatalf("lagging broker 2: proposed %v, want [1 3]", isr)
 	}
@@ -260,13 +260,13 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 	p.syncLeadership(self, pi, start)
 	// Heartbeats every 500ms for an hour of idleness.
 	for at := start; at.Before(start.Add(time.Hour)); at = at.Add(10 * time.Minute) {
-		p.followerReport(self, 2, 1, 5, at)
+		p.followerReport(self, 2, 1, 5, at, true)
 		if isr := p.laggingISR(self, lag, at.Add(500*time.Millisecond)); isr != nil {
 			t.Fatalf("a reporting follower at the log end, idle for %v, proposed out: %v", at.Sub(start), isr)
 		}
 	}
 	now := time.Now()
-	p.followerReport(self, 2, 1, 5, now)
+	p.followerReport(self, 2, 1, 5, now, true)
 	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 
 // TestSilentFollowerLeavesIdleISR: on an idle partition, a follower that
 // stops reporting (a paused or cut-off broker) leaves the ISR after the
-// lag time, and comes back with its next report.
+// lag time, and comes back with its next report once it is registered.
 func TestSilentFollowerLeavesIdleISR(t *testing.T) {
 	const self = int32(1)
 	const lag = 30 * time.Second
@@ -294,7 +294,7 @@ func TestSilentFollowerLeavesIdleISR(t *testing.T) {
 	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
 		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
 	p.syncLeadership(self, pi, now)
-	p.followerReport(self, 2, 1, 5, now)
+	p.followerReport(self, 2, 1, 5, now, true)
 	later := now.Add(lag + time.Second)
 	if isr := p.laggingISR(self, lag, later); !slices.Equal(isr, []int32{1}) {
 		t.Fatalf("a follower silent for longer than the lag: proposed %v, want [1]", isr)
@@ -302,7 +302,12 @@ func TestSilentFollowerLeavesIdleISR(t *testing.T) {
 	p.repl.mu.Lock()
 	p.repl.isr, p.repl.isrVersion, p.repl.proposed = []int32{1}, 2, nil
 	p.repl.mu.Unlock()
-	if isr := p.followerReport(self, 2, 1, 5, later); !slices.Equal(isr, []int32{1, 2}) {
+	// Still fetching but its session expired: not added back (the
+	// controller would remove it again at once).
+	if isr := p.followerReport(self, 2, 1, 5, later, false); isr != nil {
+		t.Fatalf("an unregistered follower at the log end proposed %v, want nil", isr)
+	}
+	if isr := p.followerReport(self, 2, 1, 5, later, true); !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("its next report at the log end: proposed %v, want [1 2]", isr)
 	}
 }
