@@ -519,6 +519,18 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 		half[rf] = res
 		s.curve("produce latency", fmt.Sprintf("S3 RF %d acks=all, half peak rate", rf), res.Produce.Latency.Curve)
 	}
+	// acks=1 on the same topics, for issue 6's comparison: RF 1 acks=1,
+	// RF 3 acks=1 and RF 3 acks=all against the RF 1 acks=1 figure.
+	acks1 := map[int]*lgResult{}
+	for _, rf := range []int{1, 3} {
+		res, err := r.loadgen(ctx, s, fmt.Sprintf("s3-rf%d-acks1-peak", rf), seeds, "-topic", fmt.Sprintf("rf%d", rf),
+			"-partitions", "3", "-size", "1024", "-records", n, "-acks", "1")
+		if err != nil {
+			s.fail(fmt.Sprintf("RF %d acks=1 peak", rf), err)
+			continue
+		}
+		acks1[rf] = res
+	}
 	for _, topic := range []string{"rf1", "rf3"} {
 		if d, err := describeTopic(ctx, seeds, topic); err != nil {
 			s.note(fmt.Sprintf("Topic %s: metadata: %v.", topic, err))
@@ -545,6 +557,18 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 	if h := half[1]; h != nil {
 		f.ref("RF 1 at half of its peak rate", h.Produce.Latency.P99Ms)
 	}
+	for _, c := range []struct {
+		name string
+		res  *lgResult
+	}{{"RF 3 acks=1, MB/s ÷ RF 1 acks=1 (3 brokers, 1 KiB)", acks1[3]}, {"RF 3 acks=all, MB/s ÷ RF 1 acks=1 (3 brokers, 1 KiB)", peak[3]}} {
+		f := s.figure(c.name, "MB/s", nil)
+		if c.res != nil {
+			f.set(c.res.Produce.MBPerS)
+		}
+		if p := acks1[1]; p != nil {
+			f.ref("RF 1 acks=1, same cluster and load", p.Produce.MBPerS)
+		}
+	}
 	bars := barGroup{Title: "S3 3 brokers, acks=all", Unit: "MB/s"}
 	for _, rf := range []int{3, 1} {
 		if p := peak[rf]; p != nil {
@@ -561,8 +585,12 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 			l := h.Produce.Latency
 			s.row(fmt.Sprintf("RF %d at half peak", rf), "1 KiB", h.Produce.RecordsPerS, h.Produce.MBPerS, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs)
 		}
+		if a := acks1[rf]; a != nil {
+			l := a.Produce.Latency
+			s.row(fmt.Sprintf("RF %d acks=1 peak", rf), "1 KiB", a.Produce.RecordsPerS, a.Produce.MBPerS, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs)
+		}
 	}
-	s.note(fmt.Sprintf("Three brokers on this machine with ZooKeeper; topics of 3 partitions, min.insync.replicas = min(RF, 2); peak: %s records of 1 KiB, 1 producer, acks=all; half rate: %v at half the peak records/s of the same topic.", n, r.o.halfRateTime))
+	s.note(fmt.Sprintf("Three brokers on this machine with ZooKeeper; topics of 3 partitions, min.insync.replicas = min(RF, 2); peak: %s records of 1 KiB, 1 producer, acks=all (and acks=1 for the acks=1 rows); half rate: %v at half the peak records/s of the same topic.", n, r.o.halfRateTime))
 	return nil
 }
 
