@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 // perf is what bench/kafkaperf prints with -json.
@@ -227,18 +229,7 @@ func logf(format string, args ...any) {
 }
 
 func machine() string {
-	var uts syscall.Utsname
-	kernel := "?"
-	if syscall.Uname(&uts) == nil {
-		var b []byte
-		for _, c := range uts.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
-	}
+	kernel := benchutil.KernelRelease()
 	return fmt.Sprintf("%d CPUs, %s/%s, Linux %s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, kernel, runtime.Version())
 }
 

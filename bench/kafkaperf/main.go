@@ -42,6 +42,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 // result is what one run reports.
@@ -180,42 +182,14 @@ func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 	return nil
 }
 
-func acksOpt(s string) (kgo.Acks, error) {
-	switch s {
-	case "0":
-		return kgo.NoAck(), nil
-	case "1":
-		return kgo.LeaderAck(), nil
-	case "all", "-1":
-		return kgo.AllISRAcks(), nil
-	}
-	return kgo.Acks{}, fmt.Errorf("-acks %q: want 0, 1 or all", s)
-}
-
-func codecOpt(s string) (kgo.CompressionCodec, error) {
-	switch s {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.CompressionCodec{}, fmt.Errorf("-compression %q: want none, gzip, snappy, lz4 or zstd", s)
-}
-
 // produce sends c.records records and measures throughput and the latency
 // from Produce to acknowledgement.
 func produce(ctx context.Context, c config) (*result, error) {
-	acks, err := acksOpt(c.acks)
+	acks, err := benchutil.Acks(c.acks)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := codecOpt(c.compression)
+	codec, err := benchutil.Codec(c.compression)
 	if err != nil {
 		return nil, err
 	}

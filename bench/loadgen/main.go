@@ -43,6 +43,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 // config is one run's settings, as given on the command line.
@@ -157,11 +159,11 @@ func run(ctx context.Context, c config) (*result, error) {
 	case c.Records <= 0 && c.Duration <= 0:
 		return nil, errors.New("want -records or -duration")
 	}
-	acks, err := acksOpt(c.Acks)
+	acks, err := benchutil.Acks(c.Acks)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := codecOpt(c.Compression)
+	codec, err := benchutil.Codec(c.Compression)
 	if err != nil {
 		return nil, err
 	}
@@ -420,34 +422,6 @@ func (g *gen) consume(ctx context.Context, cl *kgo.Client) error {
 			g.consumed.Add(int64(n))
 		}
 	}
-}
-
-func acksOpt(s string) (kgo.Acks, error) {
-	switch s {
-	case "0":
-		return kgo.NoAck(), nil
-	case "1":
-		return kgo.LeaderAck(), nil
-	case "all", "-1":
-		return kgo.AllISRAcks(), nil
-	}
-	return kgo.Acks{}, fmt.Errorf("-acks %q: want 0, 1 or all", s)
-}
-
-func codecOpt(s string) (kgo.CompressionCodec, error) {
-	switch s {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.CompressionCodec{}, fmt.Errorf("-compression %q: want none, gzip, snappy, lz4 or zstd", s)
 }
 
 func createTopic(ctx context.Context, cl *kgo.Client, c config) error {

@@ -56,6 +56,8 @@ import (
 
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
+
+	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 const (
@@ -1202,18 +1204,7 @@ func cpuSeconds(pid int) (float64, error) {
 }
 
 func machine() string {
-	var uts syscall.Utsname
-	kernel := "?"
-	if syscall.Uname(&uts) == nil {
-		var b []byte
-		for _, c := range uts.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
-	}
+	kernel := benchutil.KernelRelease()
 	return fmt.Sprintf("%d CPUs, %s/%s, Linux %s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, kernel, runtime.Version())
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 // report is everything one run measured; summary.json holds it.
@@ -451,18 +453,7 @@ func machine(dir string) string {
 	if syscall.Sysinfo(&si) == nil {
 		mem = fmt.Sprintf("%.0f GiB", float64(si.Totalram)*float64(si.Unit)/(1<<30))
 	}
-	var uts syscall.Utsname
-	kernel := "?"
-	if syscall.Uname(&uts) == nil {
-		var b []byte
-		for _, c := range uts.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
-	}
+	kernel := benchutil.KernelRelease()
 	var st syscall.Statfs_t
 	disk := "?"
 	if syscall.Statfs(dir, &st) == nil {
