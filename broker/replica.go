@@ -271,16 +271,19 @@ func (p *partition) laggingISR(self int32, lag time.Duration, now time.Time) []i
 		return nil
 	}
 	var keep []int32
+	end := p.log.LogEndOffset()
 	for _, id := range rs.isr {
 		if id == self {
 			keep = append(keep, id)
 			continue
 		}
-		// Followers report at least every replicaHeartbeat, so one at
-		// the log end refreshes lastCaughtUp even when the partition is
-		// idle; one that stopped reporting falls behind the lag.
+		// Kafka's rule (Partition.isFollowerOutOfSync): out of sync is
+		// behind the log end and not caught up within the lag. A
+		// follower at the log end stays, even if this leader has not
+		// heard from it lately (a leader that was itself stalled would
+		// otherwise drop every follower of its idle partitions).
 		f := rs.followers[id]
-		if f != nil && now.Sub(f.lastCaughtUp) <= lag {
+		if f != nil && (f.leo >= end || now.Sub(f.lastCaughtUp) <= lag) {
 			keep = append(keep, id)
 		}
 	}

@@ -265,6 +265,10 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 			t.Fatalf("a reporting follower at the log end, idle for %v, proposed out: %v", at.Sub(start), isr)
 		}
 	}
+	// Silent for an hour but at the log end: still in sync (Kafka's rule).
+	if isr := p.laggingISR(self, lag, start.Add(2*time.Hour)); isr != nil {
+		t.Fatalf("a follower at the log end, silent for an hour, proposed out: %v", isr)
+	}
 	now := time.Now()
 	p.followerReport(self, 2, 1, 5, now, true)
 	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
@@ -283,10 +287,11 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 	}
 }
 
-// TestSilentFollowerLeavesIdleISR: on an idle partition, a follower that
-// stops reporting (a paused or cut-off broker) leaves the ISR after the
-// lag time, and comes back with its next report once it is registered.
-func TestSilentFollowerLeavesIdleISR(t *testing.T) {
+// TestSilentFollowerLeavesISR: a follower that stops reporting leaves
+// the ISR after the lag time once the leader's log has moved past it (at
+// the log end it stays, as in Kafka), and comes back with its next report
+// at the log end once it is registered again.
+func TestSilentFollowerLeavesISR(t *testing.T) {
 	const self = int32(1)
 	const lag = 30 * time.Second
 	p := replicaTestPartition(t, [2]int{0, 5})
@@ -294,10 +299,10 @@ func TestSilentFollowerLeavesIdleISR(t *testing.T) {
 	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
 		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
 	p.syncLeadership(self, pi, now)
-	p.followerReport(self, 2, 1, 5, now, true)
+	p.followerReport(self, 2, 1, 4, now, true)
 	later := now.Add(lag + time.Second)
 	if isr := p.laggingISR(self, lag, later); !slices.Equal(isr, []int32{1}) {
-		t.Fatalf("a follower silent for longer than the lag: proposed %v, want [1]", isr)
+		t.Fatalf("a follower behind the log end, silent for longer than the lag: proposed %v, want [1]", isr)
 	}
 	p.repl.mu.Lock()
 	p.repl.isr, p.repl.isrVersion, p.repl.proposed = []int32{1}, 2, nil
