@@ -143,14 +143,7 @@ Example:
 	}
 	defer done()
 	resps, err := s.adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configMap(configs), *topic)
-	resp, ok := resps[*topic]
-	switch {
-	case err != nil:
-	case !ok:
-		err = fmt.Errorf("the broker's answer does not mention topic %s", *topic)
-	default:
-		err = kafkaError(resp.Err, resp.ErrMessage)
-	}
+	err = topicAnswer(resps, err, *topic, func(r kadm.CreateTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
 	switch {
 	case errors.Is(err, kerr.TopicAlreadyExists) && *ifNotExists:
 		fmt.Fprintf(stdout, "Topic %s already exists.\n", *topic)
@@ -162,6 +155,7 @@ Example:
 	case err != nil:
 		return c.fail(err)
 	}
+	resp := resps[*topic]
 	fmt.Fprintf(stdout, "Created topic %s: %d partitions, replication factor %d, topic id %s.\n",
 		resp.Topic, resp.NumPartitions, resp.ReplicationFactor, topicIDString(resp.ID))
 	return 0
@@ -326,14 +320,7 @@ Example:
 	}
 	defer done()
 	resps, err := s.adm.DeleteTopics(ctx, *topic)
-	resp, ok := resps[*topic]
-	switch {
-	case err != nil:
-	case !ok:
-		err = fmt.Errorf("the broker's answer does not mention topic %s", *topic)
-	default:
-		err = kafkaError(resp.Err, resp.ErrMessage)
-	}
+	err = topicAnswer(resps, err, *topic, func(r kadm.DeleteTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition) && *ifExists:
 		fmt.Fprintf(stdout, "Topic %s does not exist.\n", *topic)
@@ -547,4 +534,18 @@ Example:
 		return 1
 	}
 	return 0
+}
+
+// topicAnswer is the outcome for topic of an admin request answered per
+// topic: the request's error, else the topic's own (answerErr), else an
+// error when the answer does not mention it.
+func topicAnswer[R any](resps map[string]R, err error, topic string, answerErr func(R) error) error {
+	if err != nil {
+		return err
+	}
+	resp, ok := resps[topic]
+	if !ok {
+		return fmt.Errorf("the broker's answer does not mention topic %s", topic)
+	}
+	return answerErr(resp)
 }
