@@ -88,7 +88,7 @@ var tieringBrokerKeys = map[string]string{
 	"remote.storage.dir":                         "directory of the local-directory object store (default <log.dirs>/objects)",
 	"remote.cache.dir":                           "on-disk cache of chunks read from the object store (default <log.dirs>/remote-cache)",
 	"remote.cache.bytes":                         "bound on the remote chunk cache (default 1073741824)",
-	"remote.cache.chunk.bytes":                   "size of a remote read chunk, the unit of ranged GETs (default 4194304)",
+	"remote.cache.chunk.bytes":                   "size of a remote read chunk, the unit of the chunk cache: a read that misses GETs one chunk, read-ahead GETs up to 16 MiB of chunks at once (default 4194304)",
 	"log.local.retention.ms":                     "default local.retention.ms of tiered topics (-2: retention.ms)",
 	"log.local.retention.bytes":                  "default local.retention.bytes of tiered topics (-2: retention.bytes)",
 	"strata.remote.poll.interval.ms":             "how often archivers look for sealed segments to upload (default 1000)",

@@ -289,25 +289,75 @@ func (c *chunkCache) acquireFor(ctx context.Context, pc *readCounters, key chunk
 	}
 }
 
-// prefetch loads key's chunk into the cache if it is not there, in the
-// calling goroutine, without counting a demand reference.
-func (c *chunkCache) prefetch(ctx context.Context, key chunkKey, size int64, load chunkLoader) error {
+// rangeGetter opens one GET of bytes [start, end) of an object.
+type rangeGetter func(ctx context.Context, start, end int64) (io.ReadCloser, error)
+
+// prefetchRun loads chunks first..last of object (spans is its chunk
+// table) into the cache, in the calling goroutine, without counting demand
+// references: every stretch of consecutive chunks not already cached or
+// loading is fetched with one GET, and each chunk is checked, written and
+// published as soon as its bytes have arrived, so a reader waiting for the
+// first chunk of a stretch does not wait for the whole GET. It returns the
+// first error.
+func (c *chunkCache) prefetchRun(ctx context.Context, object string, spans []chunkSpan, first, last int, get rangeGetter) error {
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
 		return ErrReaderClosed
 	}
-	if _, ok := c.mu.entries[key]; ok {
-		c.mu.Unlock()
-		return nil
+	var runs [][]*chunkEntry
+	var run []*chunkEntry
+	for k := first; k <= last; k++ {
+		key := chunkKey{object, k}
+		if _, ok := c.mu.entries[key]; ok {
+			if run != nil {
+				runs, run = append(runs, run), nil
+			}
+			continue
+		}
+		run = append(run, c.insertLocked(key, spans[k].end-spans[k].start))
 	}
-	e := c.insertLocked(key, size)
+	if run != nil {
+		runs = append(runs, run)
+	}
 	victims := c.evictLocked()
 	c.mu.Unlock()
-	c.prefetches.Add(1)
 	c.removeFiles(victims)
-	c.load(ctx, e, load)
-	return e.err
+	var firstErr error
+	for _, run := range runs {
+		c.prefetches.Add(int64(len(run)))
+		if err := c.loadRun(ctx, run, spans, get); firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// loadRun fetches the consecutive chunks of run with one GET and loads
+// them in order. When the GET or a chunk fails, the chunks after it fail
+// with the same error.
+func (c *chunkCache) loadRun(ctx context.Context, run []*chunkEntry, spans []chunkSpan, get rangeGetter) error {
+	body, err := get(ctx, spans[run[0].key.index].start, spans[run[len(run)-1].key.index].end)
+	for _, e := range run {
+		if err != nil {
+			c.publish(e, nil, err)
+			continue
+		}
+		c.load(ctx, e, func(_ context.Context, w io.Writer) error {
+			if err := copyValidBatches(w, body, e.size); err != nil {
+				span := spans[e.key.index]
+				return fmt.Errorf("tiering: get %s [%d, %d): %w", e.key.object, span.start, span.end, err)
+			}
+			return nil
+		})
+		err = e.err
+	}
+	if body != nil {
+		if cerr := body.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // contains reports whether key is cached or loading.
@@ -357,6 +407,13 @@ func (c *chunkCache) touchLocked(e *chunkEntry, correlated bool) {
 // load's pin.
 func (c *chunkCache) load(ctx context.Context, e *chunkEntry, load chunkLoader) {
 	f, err := c.fill(ctx, e, load)
+	c.publish(e, f, err)
+}
+
+// publish ends e's load: ready with file f, or failed with err (f, if not
+// nil, is then closed and removed). It drops the load's pin and wakes the
+// readers waiting for e.
+func (c *chunkCache) publish(e *chunkEntry, f *os.File, err error) {
 	c.mu.Lock()
 	if err == nil && c.mu.closed {
 		err = ErrReaderClosed
@@ -388,6 +445,10 @@ func (c *chunkCache) fill(ctx context.Context, e *chunkEntry, load chunkLoader) 
 	f, err := os.OpenFile(e.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: chunk cache: %w", err)
+	}
+	// A full disk fails here, before any GET.
+	if err := preallocate(f, e.size); err != nil {
+		return f, fmt.Errorf("tiering: chunk cache: allocate %d bytes: %w", e.size, err)
 	}
 	w := &countingWriter{w: f}
 	if err := load(ctx, w); err != nil {

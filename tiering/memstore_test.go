@@ -3,11 +3,13 @@ package tiering
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"sync"
+	"testing/iotest"
 	"time"
 )
 
@@ -23,6 +25,9 @@ type memStore struct {
 	gets    map[string]int
 	getLog  []memGet
 	gate    chan struct{} // when set, GETs wait for it to close
+	// truncateLongGets, when > 0, breaks off every GET of more than that
+	// many bytes after that many, with an error.
+	truncateLongGets int64
 }
 
 type memGet struct {
@@ -64,6 +69,7 @@ func (s *memStore) Get(ctx context.Context, key string, off, length int64) (io.R
 	s.gets[key]++
 	s.getLog = append(s.getLog, memGet{key, off, length})
 	gate := s.gate
+	truncate := s.truncateLongGets
 	s.mu.Unlock()
 	if gate != nil {
 		select {
@@ -90,6 +96,9 @@ func (s *memStore) Get(ctx context.Context, key string, off, length int64) (io.R
 		end = min(end, off+length)
 	}
 	var r io.Reader = bytes.NewReader(b[off:end])
+	if truncate > 0 && end-off > truncate {
+		r = io.MultiReader(bytes.NewReader(b[off:off+truncate]), iotest.ErrReader(errors.New("memstore: connection reset")))
+	}
 	if s.bytesPerSec > 0 {
 		r = &throttledReader{r: r, bps: s.bytesPerSec, start: time.Now(), ctx: ctx}
 	}

@@ -22,14 +22,28 @@ import (
 // following remote segments of the manifest. A segment whose index is not
 // cached yet counts ceil(Size/ChunkBytes) chunks, an upper bound on its
 // chunk table; the job fetches the index first, and a job for a chunk
-// beyond the real table does nothing. A stream remembers how far it has been served, so every
-// chunk is queued once per stream. A bounded pool of workers shared by all
+// beyond the real table does nothing. A stream remembers how far it has
+// been served, so every chunk is queued once per stream. A bounded pool of workers shared by all
 // partitions runs the queue; when the queue is full a prefetch is dropped,
 // never waited for, so the read path does not block on read-ahead.
+//
+// Chunks are prefetched in runs: a segment's chunks form aligned groups of
+// ReadAheadRunChunks (by default readAheadRunBytes of chunks: 4 of the
+// default 4 MiB), and a chunk the window reaches is queued with the rest
+// of its group. A job fetches its chunks with one GET and cuts the body
+// into chunk files as it arrives, publishing each as soon as it is whole.
+// A reader so has between ReadAheadChunks and ReadAheadChunks+
+// ReadAheadRunChunks-1 chunks coming, and the store serves a quarter of
+// the requests, each four times as large: object stores charge per
+// request and spend much of their CPU per request (MinIO here about a
+// quarter less per byte at 16 MiB than at 4 MiB).
 //
 // Streams are kept in an LRU bounded by maxStreams.
 
 const maxStreams = 4096
+
+// readAheadRunBytes is the default target size of one read-ahead GET.
+const readAheadRunBytes = 16 << 20
 
 // chunkPos is a chunk of a partition's remote log: the segment (by base
 // offset) and the chunk within it.
@@ -56,19 +70,22 @@ type stream struct {
 	elem  *list.Element
 }
 
+// prefetchJob fetches chunks chunk..last of seg (last may lie beyond the
+// segment's real chunk table, which the job finds out).
 type prefetchJob struct {
-	part   PartitionKey
-	seg    RemoteSegment
-	chunk  int
-	reader *atomic.Pointer[chunkPos] // the stream's position: a job it has passed is skipped
+	part        PartitionKey
+	seg         RemoteSegment
+	chunk, last int
+	reader      *atomic.Pointer[chunkPos] // the stream's position: chunks it has passed are skipped
 }
 
 // readAhead is the detector and the prefetch worker pool.
 type readAhead struct {
-	r      *RemoteReader
-	chunks int // chunks to keep queued ahead of a sequential reader; 0 disables
-	jobs   chan prefetchJob
-	wg     sync.WaitGroup
+	r         *RemoteReader
+	chunks    int // chunks to keep queued ahead of a sequential reader; 0 disables
+	runChunks int // chunks of a segment fetched together by one job (aligned groups)
+	jobs      chan prefetchJob
+	wg        sync.WaitGroup
 
 	queued, dropped, skipped, failed atomic.Int64
 
@@ -79,8 +96,8 @@ type readAhead struct {
 	}
 }
 
-func newReadAhead(r *RemoteReader, chunks, workers int) *readAhead {
-	ra := &readAhead{r: r, chunks: max(chunks, 0)}
+func newReadAhead(r *RemoteReader, chunks, runChunks, workers int) *readAhead {
+	ra := &readAhead{r: r, chunks: max(chunks, 0), runChunks: max(runChunks, 1)}
 	ra.mu.streams = make(map[streamKey]*stream)
 	if ra.chunks > 0 && workers > 0 {
 		ra.jobs = make(chan prefetchJob, max(4*workers, 2*ra.chunks))
@@ -124,8 +141,8 @@ func (ra *readAhead) put(part PartitionKey, next int64, s stream) {
 }
 
 // plan queues prefetches of the chunks after chunk k of segment i of m for
-// the stream s, up to ra.chunks ahead, and advances s.ahead over those
-// queued.
+// the stream s, up to ra.chunks ahead (each with the rest of its group),
+// and advances s.ahead over those queued.
 func (ra *readAhead) plan(part PartitionKey, m *Manifest, i int, ix *remoteIndex, k int, s *stream) {
 	if ra.jobs == nil {
 		return
@@ -148,22 +165,29 @@ func (ra *readAhead) plan(part PartitionKey, m *Manifest, i int, ix *remoteIndex
 			seg, chunk = seg+1, 0
 			numChunks = ra.r.chunkCount(part, &m.Segments[seg])
 		}
-		pos := chunkPos{m.Segments[seg].BaseOffset, chunk}
-		if !s.ahead.less(pos) {
+		base := m.Segments[seg].BaseOffset
+		if !s.ahead.less(chunkPos{base, chunk}) {
 			continue
 		}
-		if seg == i && ra.r.cache.contains(chunkKey{ix.logKey, chunk}) {
-			s.ahead = pos
-			continue
+		// The rest of chunk's group, within the segment's table, less
+		// the chunks at its front the cache already holds.
+		last := min((chunk/ra.runChunks+1)*ra.runChunks, numChunks) - 1
+		from := chunk
+		for seg == i && from <= last && ra.r.cache.contains(chunkKey{ix.logKey, from}) {
+			from++
 		}
-		select {
-		case ra.jobs <- prefetchJob{part: part, seg: m.Segments[seg], chunk: chunk, reader: s.at}:
-			ra.queued.Add(1)
-			s.ahead = pos
-		default:
-			ra.dropped.Add(1)
-			return
+		if from <= last {
+			select {
+			case ra.jobs <- prefetchJob{part: part, seg: m.Segments[seg], chunk: from, last: last, reader: s.at}:
+				ra.queued.Add(1)
+			default:
+				ra.dropped.Add(1)
+				return
+			}
 		}
+		s.ahead = chunkPos{base, last}
+		n += last - chunk
+		chunk = last
 	}
 }
 
@@ -200,19 +224,27 @@ func (r *RemoteReader) chunkCount(part PartitionKey, seg *RemoteSegment) int {
 	return int(max((seg.Size+r.cfg.ChunkBytes-1)/r.cfg.ChunkBytes, 1))
 }
 
-// prefetch runs one read-ahead job, unless its reader got there first.
+// prefetch runs one read-ahead job: the chunks of its run that its reader
+// has not reached yet and the cache does not hold, fetched with one GET per
+// stretch of consecutive missing chunks.
 func (r *RemoteReader) prefetch(ctx context.Context, j prefetchJob) error {
-	if at := j.reader.Load(); at != nil && !at.less(chunkPos{j.seg.BaseOffset, j.chunk}) {
-		r.ra.skipped.Add(1)
-		return nil
+	first := j.chunk
+	if at := j.reader.Load(); at != nil {
+		if !at.less(chunkPos{j.seg.BaseOffset, j.last}) {
+			r.ra.skipped.Add(1)
+			return nil
+		}
+		if at.seg == j.seg.BaseOffset {
+			first = max(first, at.chunk+1)
+		}
 	}
 	ix, err := r.segmentIndex(ctx, j.part, &j.seg)
 	if err != nil {
 		return err
 	}
-	if j.chunk >= len(ix.chunks) {
+	last := min(j.last, len(ix.chunks)-1)
+	if first > last {
 		return nil
 	}
-	span := ix.chunks[j.chunk]
-	return r.cache.prefetch(ctx, chunkKey{ix.logKey, j.chunk}, span.end-span.start, r.chunkLoader(ix, j.chunk))
+	return r.cache.prefetchRun(ctx, ix.logKey, ix.chunks, first, last, r.runGetter(ix))
 }

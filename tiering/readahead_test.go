@@ -1,6 +1,7 @@
 package tiering
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -37,7 +38,7 @@ func TestReadAheadPrefetchesAhead(t *testing.T) {
 	f := buildFixture(t, defaultFixtureOpts())
 	f.store.latency = 5 * time.Millisecond
 	const ahead = 4
-	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: ahead, ReadAheadWorkers: ahead})
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: ahead, ReadAheadRunChunks: 1, ReadAheadWorkers: ahead})
 	ctx := context.Background()
 	seg := &f.m.Segments[0]
 	ix, err := r.segmentIndex(ctx, f.key, seg)
@@ -103,11 +104,111 @@ func TestReadAheadPrefetchesAhead(t *testing.T) {
 		after.Hits-before.Hits, after.InflightJoins-before.InflightJoins, after.Misses-before.Misses)
 }
 
+// TestReadAheadFetchesRuns: read-ahead fetches aligned groups of
+// ReadAheadRunChunks chunks with one GET each, publishes every chunk of a
+// group, never fetches a chunk twice, and a replay through it returns
+// every batch in order.
+func TestReadAheadFetchesRuns(t *testing.T) {
+	f := buildFixture(t, defaultFixtureOpts())
+	const ahead, run = 2, 3
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: ahead, ReadAheadRunChunks: run, ReadAheadWorkers: 2})
+	ctx := context.Background()
+	ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ix.chunks) < 2*run+1 {
+		t.Fatalf("segment 0 has %d chunks, too few for the test", len(ix.chunks))
+	}
+	// A replay from the log start: its first read is chunk 0 (a demand
+	// GET); the window then reaches chunks 1 and 2, queued as the rest of
+	// group 0 (chunks 1..2) in one GET.
+	rs, err := r.Read(ctx, f.key, f.m, f.m.LogStartOffset, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Release()
+	readWaitFor(t, "the rest of group 0", func() bool { return r.cache.contains(chunkKey{ix.logKey, run - 1}) })
+	readWaitFor(t, "group 0 to land", func() bool { return r.Stats().Cache.Prefetches == run-1 })
+	gets := f.store.getsOf(ix.logKey)
+	if len(gets) != 2 || gets[1].off != ix.chunks[1].start || gets[1].len != ix.chunks[run-1].end-ix.chunks[1].start {
+		t.Fatalf("GETs %+v; want chunk 0 alone, then chunks 1..%d in one GET [%d, %d)", gets, run-1, ix.chunks[1].start, ix.chunks[run-1].end)
+	}
+
+	// The whole replay: every chunk of every segment is fetched once, and
+	// the GETs after the first of each segment are runs of up to `run`
+	// chunks, aligned to groups.
+	replay(t, r, f, rs.NextOffset, 1<<20)
+	for i := range f.m.Segments {
+		ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		covered := make([]int, len(ix.chunks))
+		for _, g := range f.store.getsOf(ix.logKey) {
+			first, last := -1, -1
+			for k, c := range ix.chunks {
+				if c.start >= g.off && c.end <= g.off+g.len {
+					covered[k]++
+					if first < 0 {
+						first = k
+					}
+					last = k
+				}
+			}
+			if first < 0 || ix.chunks[first].start != g.off || ix.chunks[last].end != g.off+g.len {
+				t.Fatalf("segment %d: GET [%d, +%d) is not a whole number of chunks", i, g.off, g.len)
+			}
+			if last-first+1 > run || first/run != last/run {
+				t.Errorf("segment %d: GET of chunks %d..%d crosses a group of %d", i, first, last, run)
+			}
+		}
+		for k, n := range covered {
+			if n != 1 {
+				t.Errorf("segment %d chunk %d fetched %d times", i, k, n)
+			}
+		}
+	}
+	if s := r.Stats(); s.ReadAheadFailed != 0 || s.Cache.LoadErrors != 0 {
+		t.Fatalf("read-ahead failures %d, load errors %d", s.ReadAheadFailed, s.Cache.LoadErrors)
+	}
+}
+
+// TestReadAheadRunFailure: when a run's GET breaks off, the chunks it had
+// not delivered fail, and readers waiting for them fetch them again on
+// their own.
+func TestReadAheadRunFailure(t *testing.T) {
+	f := buildFixture(t, defaultFixtureOpts())
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: 4, ReadAheadRunChunks: 4, ReadAheadWorkers: 1})
+	ctx := context.Background()
+	// GETs longer than any one chunk (runs) break off after that many
+	// bytes; single-chunk GETs go through.
+	var longest int64
+	for i := range f.m.Segments {
+		ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ix.chunks {
+			longest = max(longest, c.end-c.start)
+		}
+	}
+	f.store.mu.Lock()
+	f.store.truncateLongGets = longest
+	f.store.mu.Unlock()
+	if got := replay(t, r, f, f.m.LogStartOffset, 1<<20); !bytes.Equal(got, f.allLogBytes()) {
+		t.Fatalf("replay returned %d bytes, not the %d of the log", len(got), len(f.allLogBytes()))
+	}
+	if s := r.Stats(); s.Cache.LoadErrors == 0 || s.ReadAheadFailed == 0 {
+		t.Fatalf("load errors %d, read-ahead failures %d; the test did not break a run", s.Cache.LoadErrors, s.ReadAheadFailed)
+	}
+}
+
 // TestReadAheadCrossesSegments: a sequential reader at the end of a
 // segment gets the next segment's first chunks prefetched.
 func TestReadAheadCrossesSegments(t *testing.T) {
 	f := buildFixture(t, defaultFixtureOpts())
-	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: 2})
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: 2, ReadAheadRunChunks: 1})
 	ctx := context.Background()
 	ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[0])
 	if err != nil {
@@ -165,7 +266,7 @@ func TestReadAheadNotForRandomReads(t *testing.T) {
 // partitions waiting, reads of cached chunks return at once.
 func TestRemoteReadNotBlockedBySlowGets(t *testing.T) {
 	f := buildFixture(t, defaultFixtureOpts())
-	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: 4, ReadAheadWorkers: 2})
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: 4, ReadAheadRunChunks: 1, ReadAheadWorkers: 2})
 	ctx := context.Background()
 	read := func(off int64, maxBytes int) RemoteSlice {
 		t.Helper()

@@ -80,6 +80,11 @@ type ReaderConfig struct {
 	// are fetched ahead of a sequential reader. Default 4; negative
 	// disables read-ahead.
 	ReadAheadChunks int
+	// ReadAheadRunChunks is how many chunks one read-ahead GET fetches at
+	// most: a segment's chunks form aligned groups of this many, each
+	// fetched with one GET (readahead.go). Default: 16 MiB of chunks
+	// (4 of 4 MiB), at least 1.
+	ReadAheadRunChunks int
 	// ReadAheadWorkers is remote.cache.readahead.threads: the goroutines,
 	// shared by all partitions, that run read-ahead GETs. Default 8.
 	ReadAheadWorkers int
@@ -120,6 +125,9 @@ func (cfg ReaderConfig) normalized() ReaderConfig {
 		cfg.ReadAheadChunks = DefaultReadAheadChunks
 	case cfg.ReadAheadChunks < 0:
 		cfg.ReadAheadChunks = 0
+	}
+	if cfg.ReadAheadRunChunks <= 0 {
+		cfg.ReadAheadRunChunks = int(max(readAheadRunBytes/cfg.ChunkBytes, 1))
 	}
 	if cfg.ReadAheadWorkers <= 0 {
 		cfg.ReadAheadWorkers = DefaultReadAheadWorkers
@@ -174,7 +182,7 @@ func NewRemoteReader(store ObjectStore, cfg ReaderConfig) (*RemoteReader, error)
 		indexes: newIndexCache(cfg.IndexCacheBytes, cfg.IndexCacheEntries),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.ra = newReadAhead(r, cfg.ReadAheadChunks, cfg.ReadAheadWorkers)
+	r.ra = newReadAhead(r, cfg.ReadAheadChunks, cfg.ReadAheadRunChunks, cfg.ReadAheadWorkers)
 	return r, nil
 }
 
@@ -414,6 +422,33 @@ func (r *RemoteReader) chunkLoader(ix *remoteIndex, k int) chunkLoader {
 		}
 		return nil
 	}
+}
+
+// runGetter returns the opener of ranged GETs of ix's .log object for
+// read-ahead runs; each GET is bounded as getContext says until its body
+// is closed.
+func (r *RemoteReader) runGetter(ix *remoteIndex) rangeGetter {
+	return func(ctx context.Context, start, end int64) (io.ReadCloser, error) {
+		ctx, done := r.getContext(ctx)
+		rc, err := r.store.Get(ctx, ix.logKey, start, end-start)
+		if err != nil {
+			done()
+			return nil, fmt.Errorf("tiering: get %s [%d, %d): %w", ix.logKey, start, end, err)
+		}
+		return &doneCloser{ReadCloser: rc, done: done}, nil
+	}
+}
+
+// doneCloser runs done after closing the body.
+type doneCloser struct {
+	io.ReadCloser
+	done func()
+}
+
+func (d *doneCloser) Close() error {
+	err := d.ReadCloser.Close()
+	d.done()
+	return err
 }
 
 // getContext bounds one GET: by GetTimeout, and by Close.

@@ -597,9 +597,10 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 // replayReport is the part of bench/replaybench's replay.json used here.
 type replayReport struct {
 	Raw []struct {
-		Label  string  `json:"label"`
-		Conns  int     `json:"conns"`
-		MBPerS float64 `json:"mb_per_s"`
+		Label   string  `json:"label"`
+		Conns   int     `json:"conns"`
+		Forward bool    `json:"forward"`
+		MBPerS  float64 `json:"mb_per_s"`
 	} `json:"raw"`
 	Replays []struct {
 		Label  string  `json:"label"`
@@ -629,26 +630,57 @@ func (r *runner) runReplay(ctx context.Context, s *scenario) (*replayReport, err
 		return r.replay, r.replayE
 	}
 	r.ranRep = true
-	out := filepath.Join(r.out, "replay")
-	args := []string{"-out", out, "-series-dir", filepath.Join(out, "series"), "-strata", r.bins["strata"],
+	r.replay, r.replayE = r.replaybench(ctx, s, "replay", "-consume="+strconv.FormatBool(r.o.replayCons), "-tail-time", r.o.tailTime.String())
+	return r.replay, r.replayE
+}
+
+// replaybench runs bench/replaybench with results in r.out/dir and reads
+// its replay.json.
+func (r *runner) replaybench(ctx context.Context, s *scenario, dir string, extra ...string) (*replayReport, error) {
+	out := filepath.Join(r.out, dir)
+	args := append([]string{"-out", out, "-series-dir", filepath.Join(out, "series"), "-strata", r.bins["strata"],
 		"-bytes", strconv.FormatInt(r.o.replayBytes, 10), "-repeat", strconv.Itoa(r.o.replayRepeat),
-		"-consume=" + strconv.FormatBool(r.o.replayCons), "-tail-time", r.o.tailTime.String(), "-get-conns", r.o.getConns,
-		"-step-timeout", "3m"}
+		"-get-conns", r.o.getConns, "-step-timeout", "3m"}, extra...)
 	_ = os.RemoveAll(filepath.Join(out, "series"))
 	logf("  replaybench %s", strings.Join(args, " "))
 	_, err := runTool(ctx, time.Until(s.deadline), r.bins["replaybench"], args...)
 	var rep replayReport
 	b, rerr := os.ReadFile(filepath.Join(out, "replay.json"))
 	if rerr != nil {
-		r.replayE = errors.Join(err, rerr)
-		return nil, r.replayE
+		return nil, errors.Join(err, rerr)
 	}
 	if jerr := json.Unmarshal(b, &rep); jerr != nil {
-		r.replayE = errors.Join(err, jerr)
-		return nil, r.replayE
+		return nil, errors.Join(err, jerr)
 	}
-	r.replay, r.replayE = &rep, err
-	return r.replay, err
+	return &rep, err
+}
+
+// replayFigures are the best raw and replay rates of one replaybench run.
+// fwd is the best GET-and-forward pass (bench/replaybench rawGets).
+type replayFigures struct{ raw, fwd, cold, warm, coldCons, warmCons float64 }
+
+func (rep *replayReport) figures() replayFigures {
+	var f replayFigures
+	for _, x := range rep.Raw {
+		if x.Forward {
+			f.fwd = max(f.fwd, x.MBPerS)
+		} else {
+			f.raw = max(f.raw, x.MBPerS)
+		}
+	}
+	for _, x := range rep.Replays {
+		switch {
+		case strings.HasPrefix(x.Label, "cold fetch"):
+			f.cold = max(f.cold, x.MBPerS)
+		case strings.HasPrefix(x.Label, "warm fetch"):
+			f.warm = max(f.warm, x.MBPerS)
+		case strings.HasPrefix(x.Label, "cold consume"):
+			f.coldCons = max(f.coldCons, x.MBPerS)
+		case strings.HasPrefix(x.Label, "warm consume"):
+			f.warmCons = max(f.warmCons, x.MBPerS)
+		}
+	}
+	return f
 }
 
 // s4: replay from MinIO, cold and warm, against raw ranged GETs.
@@ -660,26 +692,15 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 	if err != nil {
 		s.fail("replaybench", err)
 	}
-	var raw, cold, warm, coldCons, warmCons float64
-	for _, x := range rep.Raw {
-		raw = max(raw, x.MBPerS)
-	}
-	for _, x := range rep.Replays {
-		switch {
-		case strings.HasPrefix(x.Label, "cold fetch"):
-			cold = max(cold, x.MBPerS)
-		case strings.HasPrefix(x.Label, "warm fetch"):
-			warm = max(warm, x.MBPerS)
-		case strings.HasPrefix(x.Label, "cold consume"):
-			coldCons = max(coldCons, x.MBPerS)
-		case strings.HasPrefix(x.Label, "warm consume"):
-			warmCons = max(warmCons, x.MBPerS)
-		}
-	}
-	rawName := fmt.Sprintf("raw parallel 4 MiB ranged GETs of the same objects (best of %s concurrent)", r.o.getConns)
+	fig := rep.figures()
+	raw, cold, warm, coldCons, warmCons := fig.raw, fig.cold, fig.warm, fig.coldCons, fig.warmCons
+	rawName := fmt.Sprintf("raw parallel ranged GETs of the same objects (best of 4 and 16 MiB ranges, %s concurrent)", r.o.getConns)
 	f := s.figure("replay from offset 0, cold cache (bare Fetch), MB/s ÷ raw GETs", "MB/s", &goal{">=", 0.8, onRatio})
 	f.setIf(cold)
 	f.ref(rawName, raw)
+	f = s.figure("replay from offset 0, cold cache (bare Fetch), MB/s ÷ GET and forward over loopback", "MB/s", nil)
+	f.setIf(cold)
+	f.ref("the same GETs, each body written to a loopback TCP connection and read back (the least work of any server passing the bytes on)", fig.fwd)
 	f = s.figure("replay from offset 0, warm cache (bare Fetch), MB/s ÷ raw GETs", "MB/s", nil)
 	f.setIf(warm)
 	f.ref(rawName, raw)
@@ -705,6 +726,32 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 	}
 	s.note(fmt.Sprintf("bench/replaybench: MinIO and one broker; %d MiB of 1 KiB records in 3 partitions, every segment offloaded and deleted locally before the replays; cold = broker restarted with an empty chunk cache; best of %d runs each. Every record verified in order from a cold cache: %s. Full table: replay/replay.md.",
 		r.o.replayBytes>>20, r.o.replayRepeat, orDash(rep.Verified)))
+	if r.o.storeLink == "" {
+		return nil
+	}
+	// The same with MinIO across a network link, as a bucket is: the
+	// link, not the two shared cores, is then the store's limit.
+	linked, lerr := r.replaybench(ctx, s, "replay-link", "-store-link", r.o.storeLink, "-consume=false", "-tail-time", "5s")
+	if linked == nil {
+		return fmt.Errorf("replay with MinIO behind a %s link: %w", r.o.storeLink, lerr)
+	}
+	if lerr != nil {
+		s.fail("replaybench -store-link", lerr)
+	}
+	lf := linked.figures()
+	linkRaw := fmt.Sprintf("raw parallel ranged GETs over the same %s link (best of 4 and 16 MiB ranges, %s concurrent)", r.o.storeLink, r.o.getConns)
+	f = s.figure(fmt.Sprintf("replay from offset 0, MinIO behind a %s link, cold cache (bare Fetch), MB/s ÷ raw GETs over the link", r.o.storeLink), "MB/s", &goal{">=", 0.8, onRatio})
+	f.setIf(lf.cold)
+	f.ref(linkRaw, lf.raw)
+	f = s.figure(fmt.Sprintf("replay from offset 0, MinIO behind a %s link, warm cache (bare Fetch), MB/s ÷ raw GETs over the link", r.o.storeLink), "MB/s", nil)
+	f.setIf(lf.warm)
+	f.ref(linkRaw, lf.raw)
+	bars = barGroup{Title: "S4 replay, MinIO behind a " + r.o.storeLink + " link", Unit: "MB/s"}
+	bars.add("cold", lf.cold, false)
+	bars.add("raw GETs", lf.raw, true)
+	s.Bars = append(s.Bars, bars)
+	s.note(fmt.Sprintf("The same replay with MinIO in a network namespace of its own behind a veth link shaped to %s (tc tbf), as a bucket across a network is; the raw GETs cross the same link. On loopback MinIO, the broker and the consumer share the two cores, and the replay moves every byte twice where the raw GETs move it once. Verified: %s. Full table: replay-link/replay.md.",
+		r.o.storeLink, orDash(linked.Verified)))
 	return nil
 }
 
