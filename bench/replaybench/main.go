@@ -101,9 +101,9 @@ type perf struct {
 
 // rawResult is one parallel ranged-GET pass over the .log objects.
 type rawResult struct {
-	Label   string  `json:"label"`
-	Conns   int     `json:"conns"`
-	Range   int64   `json:"range_bytes"`
+	Label string `json:"label"`
+	Conns int    `json:"conns"`
+	Range int64  `json:"range_bytes"`
 	// Forward: the bytes were passed on over loopback TCP (see rawGets),
 	// not discarded; such a pass is not the raw limit.
 	Forward bool    `json:"forward,omitempty"`
