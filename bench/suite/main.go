@@ -126,7 +126,7 @@ func main() {
 	flag.BoolVar(&o.replayCons, "replay-consume", true, "scenario 4: also replay with franz-go's consumer")
 	flag.DurationVar(&o.tailTime, "tail-time", 15*time.Second, "scenario 5: length of each tail-latency run")
 	flag.StringVar(&o.getConns, "get-conns", "4,8,16", "scenario 4: concurrent ranged GETs of the raw limit (best is the reference)")
-	flag.StringVar(&o.storeLink, "store-link", "2gbit", "scenario 4: also replay with MinIO behind a network link of this rate (bench/replaybench -store-link; needs root); empty: only the loopback replay")
+	flag.StringVar(&o.storeLink, "store-link", "4gbit", "scenario 4: also replay with MinIO behind a network link of this rate (bench/replaybench -store-link; needs root); empty: only the loopback replay")
 	flag.StringVar(&o.scaleLevels, "scale-levels", "1,10,50", "scenario 6: retained GiB at which produce is measured (scaled down to fit the disk and -budget)")
 	flag.Int64Var(&o.scaleMeasure, "scale-measure", 1_000_000, "scenario 6: 1 KiB records of each peak produce measurement")
 	flag.IntVar(&o.scaleRepeat, "scale-repeat", 3, "scenario 6: peak produce runs per level (the best is reported)")
