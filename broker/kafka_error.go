@@ -16,6 +16,10 @@ type kafkaError struct {
 
 func (e *kafkaError) Error() string { return e.err.Message + ": " + e.msg }
 
+// Unwrap gives the Kafka error, so that packages without access to
+// kafkaError (the group coordinator) can tell a retriable one.
+func (e *kafkaError) Unwrap() error { return e.err }
+
 func newKafkaError(err *kerr.Error, format string, args ...any) *kafkaError {
 	return &kafkaError{err: err, msg: fmt.Sprintf(format, args...)}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stratastream/strata/segment"
 )
 
@@ -137,7 +139,14 @@ func (w *writer) appendGroup(ws []write, size int) {
 		}
 	}
 	_, err := w.log.Append(buf, segment.AppendOptions{LeaderEpoch: -1 /* no epoch: the server's to set */})
-	if err != nil {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &ke) && ke.Retriable:
+		// Leadership moved or the followers did not replicate in time
+		// (a failover): the clients get the code and retry.
+		w.logger.Warn("group: offsets not committed to __consumer_offsets; clients will retry", "writes", len(ws), "bytes", size, "err", err)
+	default:
 		w.logger.Error("group: append to __consumer_offsets failed", "writes", len(ws), "bytes", size, "err", err)
 	}
 	for _, wr := range ws {
