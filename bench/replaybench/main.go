@@ -183,6 +183,7 @@ type options struct {
 	seriesDir    string
 	consume      bool
 	storeLink    string
+	traceOut     string
 }
 
 func main() {
@@ -203,6 +204,7 @@ func main() {
 	flag.DurationVar(&o.stepTimeout, "step-timeout", 5*time.Minute, "bound on each step")
 	flag.StringVar(&o.seriesDir, "series-dir", "", "write each fetch replay's throughput over time (kafkaperf -series) to a CSV file in this directory")
 	flag.BoolVar(&o.consume, "consume", true, "also replay with franz-go's consumer (not only bare Fetch)")
+	flag.StringVar(&o.traceOut, "trace", "", "write a 5 s Go execution trace of the broker, taken while the tail consumer runs beside replays, into this file (go tool trace -pprof=sched FILE: where goroutines waited for a CPU)")
 	flag.StringVar(&o.storeLink, "store-link", "", "run MinIO in a network namespace of its own behind a veth link shaped to this rate (tc syntax, e.g. 2gbit), as a bucket across a network; needs root, ip and tc. Empty: MinIO on loopback")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -316,6 +318,10 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	if err != nil {
 		return err
 	}
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	dataDir := filepath.Join(tmp, "strata-data")
 	// The cache holds the whole replay, so the warm run reads it all from
 	// local disk.
@@ -335,6 +341,9 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 			"--override", "log.retention.check.interval.ms=1000",
 			"--override", "strata.remote.poll.interval.ms=500",
 			"--override", "log.segment.delete.delay.ms=1000",
+		}
+		if o.traceOut != "" {
+			args = append(args, "--override", "strata.pprof.listener="+pprofAddr)
 		}
 		env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+accessKey, "AWS_SECRET_ACCESS_KEY="+secretKey)
 		return start(o.strataBin, args, env, func(out string) bool { return strings.Contains(out, "strata broker listening on") })
@@ -602,6 +611,16 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	l, err := tail(ctx, addr, tailTopic, o.size, o.tailRate, func() *perf {
 		// Replays back to back for at least tail-time.
 		sum := &perf{Mode: "fetch", Label: "replays beside tail"}
+		if o.traceOut != "" {
+			go func() {
+				time.Sleep(2 * time.Second) // into the first replay
+				if err := fetchTrace("http://"+pprofAddr+"/debug/pprof/trace?seconds=5", o.traceOut); err != nil {
+					logf("  trace: %v", err)
+				} else {
+					logf("  wrote the broker's execution trace to %s", o.traceOut)
+				}
+			}()
+		}
 		t0 := time.Now()
 		for i := 1; i == 1 || time.Since(t0) < o.tailTime; i++ {
 			r := replay(fmt.Sprintf("fetch beside tail #%d", i), false, "-mode", "fetch", "-conns", conns)
@@ -750,6 +769,27 @@ func cmpErr(first, err error) error {
 		return err
 	}
 	return first
+}
+
+// fetchTrace saves the body of a GET of url (a pprof trace) to path.
+func fetchTrace(url, path string) error {
+	resp, err := (&http.Client{Timeout: time.Minute}).Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // tail produces rate records/s to topic while a consumer at its end measures
