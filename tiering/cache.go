@@ -446,7 +446,7 @@ func (c *chunkCache) fill(ctx context.Context, e *chunkEntry, load chunkLoader) 
 	if err != nil {
 		return nil, fmt.Errorf("tiering: chunk cache: %w", err)
 	}
-	// A full disk fails here, before any GET.
+	// A full disk fails here, before the chunk's bytes are read.
 	if err := preallocate(f, e.size); err != nil {
 		return f, fmt.Errorf("tiering: chunk cache: allocate %d bytes: %w", e.size, err)
 	}

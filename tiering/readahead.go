@@ -23,9 +23,10 @@ import (
 // cached yet counts ceil(Size/ChunkBytes) chunks, an upper bound on its
 // chunk table; the job fetches the index first, and a job for a chunk
 // beyond the real table does nothing. A stream remembers how far it has
-// been served, so every chunk is queued once per stream. A bounded pool of workers shared by all
-// partitions runs the queue; when the queue is full a prefetch is dropped,
-// never waited for, so the read path does not block on read-ahead.
+// been served, so every chunk is queued once per stream. A bounded pool of
+// workers shared by all partitions runs the queue; when the queue is full
+// a prefetch is dropped, never waited for, so the read path does not block
+// on read-ahead.
 //
 // Chunks are prefetched in runs: a segment's chunks form aligned groups of
 // ReadAheadRunChunks (by default readAheadRunBytes of chunks: 4 of the
