@@ -49,6 +49,9 @@ func newStoreLink(rate string) (*storeLink, error) {
 		nsIP:   fmt.Sprintf("169.254.%d.%d", a, b+2),
 	}
 	nsIf := fmt.Sprintf("sbn%d", id)
+	// A namespace of this name is left over from a run that was killed
+	// (its pid is ours now): remove it, with its veth pair.
+	_ = exec.Command("ip", "netns", "del", l.ns).Run()
 	steps := [][]string{
 		{"ip", "netns", "add", l.ns},
 		{"ip", "link", "add", l.hostIf, "type", "veth", "peer", "name", nsIf},
