@@ -107,6 +107,31 @@ func TestConfigClusterSettings(t *testing.T) {
 	}
 }
 
+func TestConfigRemoteCacheSettings(t *testing.T) {
+	c, err := ConfigFromProperties(map[string]string{
+		"remote.cache.bytes":             "536870912",
+		"remote.cache.chunk.bytes":       "1048576",
+		"remote.cache.readahead.chunks":  "-1",
+		"remote.cache.readahead.threads": "2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := c.Tiering; tc.CacheBytes != 512<<20 || tc.ChunkBytes != 1<<20 || tc.ReadAheadChunks != -1 || tc.ReadAheadThreads != 2 {
+		t.Fatalf("remote cache settings: %+v", tc)
+	}
+	for _, kv := range [][2]string{
+		{"remote.cache.readahead.chunks", "-2"},
+		{"remote.cache.readahead.chunks", "5000"},
+		{"remote.cache.readahead.threads", "0"},
+		{"remote.cache.readahead.threads", "x"},
+	} {
+		if _, err := ConfigFromProperties(map[string]string{kv[0]: kv[1]}); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s=%s: error %v, want one naming the setting", kv[0], kv[1], err)
+		}
+	}
+}
+
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	for i, tc := range []struct {
 		key, value string

@@ -54,6 +54,12 @@ type TieringConfig struct {
 	CacheBytes int64
 	// ChunkBytes is remote.cache.chunk.bytes (0: tiering's default).
 	ChunkBytes int64
+	// ReadAheadChunks is remote.cache.readahead.chunks (0: tiering's
+	// default, 4; -1: no read-ahead).
+	ReadAheadChunks int
+	// ReadAheadThreads is remote.cache.readahead.threads (0: tiering's
+	// default, 8).
+	ReadAheadThreads int
 	// PollInterval is how often an archiver looks for committed sealed
 	// segments (strata.remote.poll.interval.ms; 0: tiering's default).
 	PollInterval time.Duration
@@ -89,6 +95,8 @@ var tieringBrokerKeys = map[string]string{
 	"remote.cache.dir":                           "on-disk cache of chunks read from the object store (default <log.dirs>/remote-cache)",
 	"remote.cache.bytes":                         "bound on the remote chunk cache (default 1073741824)",
 	"remote.cache.chunk.bytes":                   "size of a remote read chunk, the unit of the chunk cache: a read that misses GETs one chunk, read-ahead GETs up to 16 MiB of chunks at once (default 4194304)",
+	"remote.cache.readahead.chunks":              "chunks fetched ahead of a sequential remote reader such as a replay from offset 0 (default 4; -1 turns read-ahead off)",
+	"remote.cache.readahead.threads":             "goroutines, shared by all partitions, that run read-ahead GETs (default 8)",
 	"log.local.retention.ms":                     "default local.retention.ms of tiered topics (-2: retention.ms)",
 	"log.local.retention.bytes":                  "default local.retention.bytes of tiered topics (-2: retention.bytes)",
 	"strata.remote.poll.interval.ms":             "how often archivers look for sealed segments to upload (default 1000)",
@@ -130,6 +138,8 @@ func (c *Config) tieringSettings(val func(k string) (string, bool), intIn func(k
 	}{
 		{"remote.cache.bytes", 1, math.MaxInt64, func(n int64) { c.Tiering.CacheBytes = n }},
 		{"remote.cache.chunk.bytes", 1024, math.MaxInt32, func(n int64) { c.Tiering.ChunkBytes = n }},
+		{"remote.cache.readahead.chunks", -1, 1024, func(n int64) { c.Tiering.ReadAheadChunks = int(n) }},
+		{"remote.cache.readahead.threads", 1, 256, func(n int64) { c.Tiering.ReadAheadThreads = int(n) }},
 		{"strata.remote.poll.interval.ms", 1, maxMs, func(n int64) { c.Tiering.PollInterval = time.Duration(n) * time.Millisecond }},
 		{"strata.remote.manifest.refresh.interval.ms", 1, maxMs, func(n int64) { c.Tiering.RefreshInterval = time.Duration(n) * time.Millisecond }},
 		{"strata.remote.sweep.interval.ms", 1, maxMs, func(n int64) { c.Tiering.SweepInterval = time.Duration(n) * time.Millisecond }},
@@ -195,6 +205,7 @@ func (s *Server) openTiering() error {
 	}
 	bt.reader, err = tiering.NewRemoteReader(store, tiering.ReaderConfig{
 		CacheDir: tc.CacheDir, CacheBytes: tc.CacheBytes, ChunkBytes: tc.ChunkBytes,
+		ReadAheadChunks: tc.ReadAheadChunks, ReadAheadWorkers: tc.ReadAheadThreads,
 		Logger: s.log.With("component", "remote-reader"),
 	})
 	if err != nil {

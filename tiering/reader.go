@@ -74,7 +74,7 @@ type ReaderConfig struct {
 	// (exceeded only by chunks pinned by unreleased slices). Default 1 GiB.
 	CacheBytes int64
 	// ChunkBytes is remote.cache.chunk.bytes: the target size of a chunk,
-	// the unit of ranged GETs and caching. Default 4 MiB.
+	// the unit of caching and of a demand read's GET. Default 4 MiB.
 	ChunkBytes int64
 	// ReadAheadChunks is remote.cache.readahead.chunks: how many chunks
 	// are fetched ahead of a sequential reader. Default 4; negative
@@ -88,8 +88,8 @@ type ReaderConfig struct {
 	// ReadAheadWorkers is remote.cache.readahead.threads: the goroutines,
 	// shared by all partitions, that run read-ahead GETs. Default 8.
 	ReadAheadWorkers int
-	// IndexCacheBytes is remote.cache.index.bytes: memory for cached
-	// offset and time indexes. Default 64 MiB.
+	// IndexCacheBytes is the memory for cached offset and time indexes.
+	// Default 64 MiB.
 	IndexCacheBytes int64
 	// IndexCacheEntries bounds the number of cached index objects.
 	// Default 4096.

@@ -184,6 +184,20 @@ type options struct {
 	consume      bool
 	storeLink    string
 	traceOut     string
+	overrides    overrideFlags
+}
+
+// overrideFlags collects repeated -override k=v flags.
+type overrideFlags []string
+
+func (f *overrideFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *overrideFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q: want key=value", v)
+	}
+	*f = append(*f, v)
+	return nil
 }
 
 func main() {
@@ -204,6 +218,7 @@ func main() {
 	flag.DurationVar(&o.stepTimeout, "step-timeout", 5*time.Minute, "bound on each step")
 	flag.StringVar(&o.seriesDir, "series-dir", "", "write each fetch replay's throughput over time (kafkaperf -series) to a CSV file in this directory")
 	flag.BoolVar(&o.consume, "consume", true, "also replay with franz-go's consumer (not only bare Fetch)")
+	flag.Var(&o.overrides, "override", "broker setting key=value added to the broker's command line, after the driver's own (repeatable), e.g. -override remote.cache.readahead.threads=4")
 	flag.StringVar(&o.traceOut, "trace", "", "write a 5 s Go execution trace of the broker, taken while the tail consumer runs beside replays, into this file (go tool trace -pprof=sched FILE: where goroutines waited for a CPU)")
 	flag.StringVar(&o.storeLink, "store-link", "", "run MinIO in a network namespace of its own behind a veth link shaped to this rate (tc syntax, e.g. 2gbit), as a bucket across a network; needs root, ip and tc. Empty: MinIO on loopback")
 	flag.Parse()
@@ -344,6 +359,9 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		}
 		if o.traceOut != "" {
 			args = append(args, "--override", "strata.pprof.listener="+pprofAddr)
+		}
+		for _, kv := range o.overrides {
+			args = append(args, "--override", kv)
 		}
 		env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+accessKey, "AWS_SECRET_ACCESS_KEY="+secretKey)
 		return start(o.strataBin, args, env, func(out string) bool { return strings.Contains(out, "strata broker listening on") })
