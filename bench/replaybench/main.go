@@ -25,7 +25,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -329,11 +328,11 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	logf("minio on %s, bucket %s", mio.addr, bucket)
 
 	// Broker.
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
-	pprofAddr, err := freeAddr()
+	pprofAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -372,15 +371,15 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	}
 	defer func() {
 		if broker != nil {
-			broker.stop()
+			broker.Stop()
 		}
 	}()
 
 	perfRun := func(args ...string) (*perf, error) {
 		var r perf
 		args = append([]string{"-brokers", addr, "-json", "-timeout", o.stepTimeout.String()}, args...)
-		before, err1 := cpuSeconds(broker.cmd.Process.Pid)
-		mbefore, err3 := cpuSeconds(mio.p.cmd.Process.Pid)
+		before, err1 := cpuSeconds(broker.Pid())
+		mbefore, err3 := cpuSeconds(mio.p.Pid())
 		busy0, total0 := hostCPU()
 		self0 := selfCPU()
 		t0 := time.Now()
@@ -402,8 +401,8 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		if err == nil && r.Bytes > 0 {
 			r.ClientCPUSPerGB = client / (float64(r.Bytes) / 1e9)
 		}
-		after, err2 := cpuSeconds(broker.cmd.Process.Pid)
-		mafter, err4 := cpuSeconds(mio.p.cmd.Process.Pid)
+		after, err2 := cpuSeconds(broker.Pid())
+		mafter, err4 := cpuSeconds(mio.p.Pid())
 		if err == nil && err1 == nil && err2 == nil && r.Bytes > 0 {
 			r.BrokerCPUSPerGB = (after - before) / (float64(r.Bytes) / 1e9)
 		}
@@ -494,13 +493,13 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		for _, ps := range passes {
 			n, size := ps.conns, ps.size
 			logf("raw ranged GETs (%s): %d conns, %d B ranges", label, n, size)
-			mbefore, _ := cpuSeconds(mio.p.cmd.Process.Pid)
+			mbefore, _ := cpuSeconds(mio.p.Pid())
 			self0 := selfCPU()
 			busy0, total0 := hostCPU()
 			r, err := rawGets(ctx, mc, keys, n, size, forward)
 			busy1, total1 := hostCPU()
 			self1 := selfCPU()
-			if mafter, err := cpuSeconds(mio.p.cmd.Process.Pid); err == nil && r != nil && r.Bytes > 0 {
+			if mafter, err := cpuSeconds(mio.p.Pid()); err == nil && r != nil && r.Bytes > 0 {
 				r.MinIOCPUSPerGB = (mafter - mbefore) / (float64(r.Bytes) / 1e9)
 				r.ClientCPUSPerGB = (self1 - self0) / (float64(r.Bytes) / 1e9)
 				if total1 > total0 {
@@ -527,7 +526,7 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	conns := fmt.Sprint(o.partitions)
 	replay := func(label string, restart bool, args ...string) *perf {
 		if restart {
-			broker.stop()
+			broker.Stop()
 			var err error
 			if broker, err = startBroker(rep.CacheBytes); err != nil {
 				rep.Errors = append(rep.Errors, label+": restart: "+err.Error())
@@ -537,7 +536,7 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		logf("%s: kafkaperf %s", label, strings.Join(args, " "))
 		var rec *exec.Cmd
 		if o.perfOut != "" && label == "cold fetch #1" {
-			rec = exec.Command("perf", "record", "-F", "999", "-g", "-o", o.perfOut, "-p", strconv.Itoa(broker.cmd.Process.Pid))
+			rec = exec.Command("perf", "record", "-F", "999", "-g", "-o", o.perfOut, "-p", strconv.Itoa(broker.Pid()))
 			if err := rec.Start(); err != nil {
 				logf("  perf: %v", err)
 				rec = nil
@@ -592,7 +591,7 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	}
 	// Content check, from a cold cache: every record of every partition,
 	// in order, with the value kafkaperf produced.
-	broker.stop()
+	broker.Stop()
 	if broker, err = startBroker(rep.CacheBytes); err != nil {
 		return err
 	}
@@ -613,7 +612,7 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 	if err := createTopic(ctx, adm, tailTopic, 1, map[string]string{"remote.storage.enable": "true"}); err != nil {
 		return err
 	}
-	broker.stop()
+	broker.Stop()
 	if broker, err = startBroker(o.tailCache); err != nil {
 		return err
 	}
@@ -662,8 +661,8 @@ func bench(o options, tmp, kafkaperf string, rep *report) error {
 		logf("  p50 %.2f p99 %.2f max %.2f ms", l.P50Ms, l.P99Ms, l.MaxMs)
 		rep.Tail = append(rep.Tail, l)
 	}
-	if broker.exitedEarly() {
-		rep.Errors = append(rep.Errors, "broker exited during the run:\n"+broker.tail())
+	if !broker.Alive() {
+		rep.Errors = append(rep.Errors, "broker exited during the run:\n"+broker.Tail(4000))
 	}
 	return nil
 }
@@ -1143,10 +1142,10 @@ func startMinIO(bin, dir string, link *storeLink) (*minioServer, error) {
 		addr, console = net.JoinHostPort(link.nsIP, "9000"), net.JoinHostPort(link.nsIP, "9001")
 	} else {
 		var err error
-		if addr, err = freeAddr(); err != nil {
+		if addr, err = benchutil.FreeAddr(); err != nil {
 			return nil, err
 		}
-		if console, err = freeAddr(); err != nil {
+		if console, err = benchutil.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -1163,8 +1162,8 @@ func startMinIO(bin, dir string, link *storeLink) (*minioServer, error) {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if p.exitedEarly() {
-			return nil, fmt.Errorf("minio exited at start:\n%s", p.tail())
+		if !p.Alive() {
+			return nil, fmt.Errorf("minio exited at start:\n%s", p.Tail(4000))
 		}
 		resp, err := hc.Get("http://" + addr + "/minio/health/ready")
 		if err == nil {
@@ -1174,103 +1173,21 @@ func startMinIO(bin, dir string, link *storeLink) (*minioServer, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("minio not ready after 60s:\n%s", p.tail())
+			p.Stop()
+			return nil, fmt.Errorf("minio not ready after 60s:\n%s", p.Tail(4000))
 		}
 	}
 }
 
-func (m *minioServer) stop() { m.p.stop() }
+func (m *minioServer) stop() { m.p.Stop() }
 
 // process is a server started for the benchmark.
-type process struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
-	exited chan struct{}
-}
+type process = benchutil.Process
 
 // start runs a server and, if ready is set, waits until ready reports true
 // for its output so far (bounded).
 func start(name string, args, env []string, ready func(out string) bool) (*process, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Env = env
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	isReady := make(chan struct{})
-	go func() {
-		s := bufio.NewScanner(pr)
-		s.Buffer(make([]byte, 64<<10), 1<<20)
-		signalled := false
-		for s.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(s.Text() + "\n")
-			if p.out.Len() > 4<<20 { // keep the tail
-				b := slices.Clone(p.out.Bytes()[p.out.Len()-1<<20:])
-				p.out.Reset()
-				p.out.Write(b)
-			}
-			ok := !signalled && ready != nil && ready(p.out.String())
-			p.mu.Unlock()
-			if ok {
-				signalled = true
-				close(isReady)
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		_ = cmd.Wait()
-		pw.Close()
-		close(p.exited)
-	}()
-	if ready == nil {
-		return p, nil
-	}
-	select {
-	case <-isReady:
-		return p, nil
-	case <-p.exited:
-		return nil, fmt.Errorf("%s exited before it was ready:\n%s", filepath.Base(name), p.tail())
-	case <-time.After(60 * time.Second):
-		p.stop()
-		return nil, fmt.Errorf("%s not ready within 60s:\n%s", filepath.Base(name), p.tail())
-	}
-}
-
-func (p *process) exitedEarly() bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *process) tail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.out.String()
-	if len(s) > 4000 {
-		s = s[len(s)-4000:]
-	}
-	return s
-}
-
-// stop sends SIGTERM, then SIGKILL after 15 s.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	return benchutil.Start(filepath.Base(name), name, args, env, ready, nil)
 }
 
 // runJSONCPU is runJSON that also returns the command's CPU seconds.
@@ -1316,15 +1233,6 @@ func selfCPU() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // cpuSeconds returns the user+system CPU time of pid from /proc.

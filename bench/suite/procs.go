@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratastream/strata/bench/internal/benchutil"
 	"github.com/stratastream/strata/coord/zktest"
 )
 
@@ -29,108 +29,32 @@ import (
 // stopped when a scenario ends, when the run ends and on SIGINT/SIGTERM.
 var procs struct {
 	sync.Mutex
-	live []*process
+	live []*benchutil.Process
 }
 
-// process is a server started for the benchmark, in a process group of
-// its own and killed if this driver dies (Pdeathsig).
-type process struct {
-	name   string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
-	exited chan struct{}
-}
+// process is a server started for the benchmark (benchutil.Process),
+// known to killAll until stopped.
+type process struct{ *benchutil.Process }
 
 // start runs a server and, if ready is set, waits until ready reports true
-// for its output so far (bounded by 60 s).
+// for its output so far (bounded by benchutil.ReadyTimeout).
 func start(name, bin string, args, env []string, ready func(out string) bool) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	if env != nil {
-		cmd.Env = env
+	p, err := benchutil.Start(name, bin, args, env, ready, func(p *benchutil.Process) {
+		procs.Lock()
+		procs.live = append(procs.live, p)
+		procs.Unlock()
+	})
+	if err != nil {
+		return nil, err
 	}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	procs.Lock()
-	procs.live = append(procs.live, p)
-	procs.Unlock()
-	isReady := make(chan struct{})
-	go func() {
-		s := bufio.NewScanner(pr)
-		s.Buffer(make([]byte, 64<<10), 1<<20)
-		signalled := false
-		for s.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(s.Text() + "\n")
-			if p.out.Len() > 4<<20 { // keep the tail
-				b := slices.Clone(p.out.Bytes()[p.out.Len()-1<<20:])
-				p.out.Reset()
-				p.out.Write(b)
-			}
-			ok := !signalled && ready != nil && ready(p.out.String())
-			p.mu.Unlock()
-			if ok {
-				signalled = true
-				close(isReady)
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		_ = cmd.Wait() // the status shows through exited and the output
-		pw.Close()
-		close(p.exited)
-	}()
-	if ready == nil {
-		return p, nil
-	}
-	select {
-	case <-isReady:
-		return p, nil
-	case <-p.exited:
-		return nil, fmt.Errorf("%s exited (%v) before it was ready: %s", name, cmd.ProcessState, p.tail(1500))
-	case <-time.After(60 * time.Second):
-		p.stop()
-		return nil, fmt.Errorf("%s not ready within 60s: %s", name, p.tail(1500))
-	}
+	return &process{p}, nil
 }
 
-func (p *process) alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *process) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.out.String()
-	if len(s) > n {
-		s = s[len(s)-n:]
-	}
-	return s
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after 15 s.
+// stop stops the server (SIGTERM, SIGKILL after 15 s) and forgets it.
 func (p *process) stop() {
-	pid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-p.exited
-	}
+	p.Stop()
 	procs.Lock()
-	procs.live = slices.DeleteFunc(procs.live, func(q *process) bool { return q == p })
+	procs.live = slices.DeleteFunc(procs.live, func(q *benchutil.Process) bool { return q == p.Process })
 	procs.Unlock()
 }
 
@@ -141,24 +65,14 @@ func killAll() {
 	live := slices.Clone(procs.live)
 	procs.Unlock()
 	for _, p := range live {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.Kill()
 	}
 	for _, p := range live {
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-time.After(5 * time.Second):
 		}
 	}
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // runTool runs one of the benchmark tools with a bound, its stderr shown
@@ -208,7 +122,7 @@ type broker struct {
 // startBroker starts a broker listening on a free port with its data in
 // dir and the given extra settings.
 func startBroker(bin, name, dir string, env []string, settings ...string) (*broker, error) {
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +171,7 @@ func startZooKeeper(dir string) (*process, string, error) {
 	if err := zktest.EnsureInstalled(); err != nil {
 		return nil, "", err
 	}
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -278,8 +192,8 @@ func startZooKeeper(dir string) (*process, string, error) {
 		return nil, "", err
 	}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if !p.alive() {
-			return nil, "", fmt.Errorf("zookeeper exited at start: %s", p.tail(1500))
+		if !p.Alive() {
+			return nil, "", fmt.Errorf("zookeeper exited at start: %s", p.Tail(1500))
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
@@ -287,7 +201,7 @@ func startZooKeeper(dir string) (*process, string, error) {
 		}
 	}
 	p.stop()
-	return nil, "", fmt.Errorf("zookeeper not listening on %s within 60s: %s", addr, p.tail(1500))
+	return nil, "", fmt.Errorf("zookeeper not listening on %s within 60s: %s", addr, p.Tail(1500))
 }
 
 const (
@@ -297,11 +211,11 @@ const (
 
 // startMinIO starts MinIO on a free port with its data in dir.
 func startMinIO(bin, dir string) (*process, string, error) {
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	console, err := freeAddr()
+	console, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -314,8 +228,8 @@ func startMinIO(bin, dir string) (*process, string, error) {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if !p.alive() {
-			return nil, "", fmt.Errorf("minio exited at start: %s", p.tail(1500))
+		if !p.Alive() {
+			return nil, "", fmt.Errorf("minio exited at start: %s", p.Tail(1500))
 		}
 		if resp, err := hc.Get("http://" + addr + "/minio/health/ready"); err == nil {
 			resp.Body.Close()
@@ -325,7 +239,7 @@ func startMinIO(bin, dir string) (*process, string, error) {
 		}
 	}
 	p.stop()
-	return nil, "", errors.New("minio not ready within 60s: " + p.tail(1500))
+	return nil, "", errors.New("minio not ready within 60s: " + p.Tail(1500))
 }
 
 // describeTopic returns each partition's leader, replicas and ISR as the

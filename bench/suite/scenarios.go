@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/stratastream/strata/bench/internal/benchutil"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
 
@@ -310,7 +311,7 @@ func natsBench(ctx context.Context, dir, natsBin string, size int, n int64, time
 	if _, err := exec.LookPath("nats-server"); err != nil {
 		return nil, fmt.Errorf("nats-server not installed (apt-get install nats-server): %w", err)
 	}
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -539,8 +540,8 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 		}
 	}
 	for _, b := range brokers {
-		if !b.alive() {
-			s.fail(b.name, fmt.Errorf("exited during the run: %s", b.tail(800)))
+		if !b.Alive() {
+			s.fail(b.Name, fmt.Errorf("exited during the run: %s", b.Tail(800)))
 		}
 	}
 	f := s.figure("RF 3 acks=all, MB/s ÷ RF 1 acks=all (3 brokers, 1 KiB)", "MB/s", &goal{">=", 0.5, onRatio})

@@ -1,6 +1,6 @@
 // Package benchutil holds the small pieces the benchmark tools under
-// bench/ share: parsing of Kafka producer flags and the machine
-// description printed with results.
+// bench/ share: parsing of Kafka producer flags, the machine description
+// printed with results, and the servers they start (process.go).
 package benchutil
 
 import (
