@@ -431,26 +431,8 @@ func benchStrata(o options, tmp, kafkaperf string, rep *report) error {
 	return nil
 }
 
-func findNATS(o options) (string, error) {
-	if o.natsBin != "" {
-		return o.natsBin, nil
-	}
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "bin", "nats")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("natscli not found (run deploy/scripts/install-bench-deps.sh): %w", err)
-	}
-	return p, nil
-}
-
 func benchNATS(o options, tmp string, rep *report) {
-	natsBin, err := findNATS(o)
+	natsBin, err := benchutil.FindNATS(o.natsBin)
 	if err != nil {
 		rep.Errors = append(rep.Errors, "nats: "+err.Error())
 		return

@@ -147,7 +147,7 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 
 	// JetStream with the same sizes and counts.
 	js := map[int]*natsResult{}
-	natsBin, err := findNATS(r.o.natsBin)
+	natsBin, err := benchutil.FindNATS(r.o.natsBin)
 	if err != nil {
 		s.fail("nats", err)
 	} else {
@@ -285,24 +285,6 @@ type natsResult struct {
 	P99Ms       float64 `json:"p99_ms"`
 	P999Ms      float64 `json:"p999_ms"`
 	MaxMs       float64 `json:"max_ms"`
-}
-
-func findNATS(flagged string) (string, error) {
-	if flagged != "" {
-		return flagged, nil
-	}
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "bin", "nats")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("natscli not found (run deploy/scripts/install-bench-deps.sh): %w", err)
-	}
-	return p, nil
 }
 
 // natsBench starts a fresh JetStream server with file storage and runs

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -140,4 +143,25 @@ func FreeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// FindNATS returns the natscli binary: flagged when set, else nats on PATH,
+// else nats in $(go env GOPATH)/bin (where
+// deploy/scripts/install-bench-deps.sh installs it).
+func FindNATS(flagged string) (string, error) {
+	if flagged != "" {
+		return flagged, nil
+	}
+	if p, err := exec.LookPath("nats"); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "bin", "nats")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("natscli not found (run deploy/scripts/install-bench-deps.sh): %w", err)
+	}
+	return p, nil
 }
