@@ -114,6 +114,10 @@ type options struct {
 	// Internal hooks, for tests and benchmarks in this package.
 	wrapFile     func(path string, f *os.File) file // segment files are written through the result
 	ckptInterval time.Duration                      // least time between background recovery-point checkpoints
+	// afterFunc runs f in its own goroutine once d has passed, unless the
+	// returned stop is called first (reporting whether it stopped f), as
+	// time.AfterFunc does; it times the delayed close of deleted segments.
+	afterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 func defaultOptions() options {
@@ -122,6 +126,7 @@ func defaultOptions() options {
 		logger:       slog.Default(),
 		wrapFile:     func(_ string, f *os.File) file { return f },
 		ckptInterval: time.Second,
+		afterFunc:    func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop },
 	}
 }
 
@@ -169,4 +174,10 @@ func withFileWrapper(wrap func(path string, f *os.File) file) Option {
 // checkpoints written by the flusher (Close and truncation always write).
 func withCheckpointInterval(d time.Duration) Option {
 	return func(o *options) { o.ckptInterval = d }
+}
+
+// withAfterFunc replaces time.AfterFunc for the delayed close of deleted
+// segments (file.delete.delay.ms), so tests decide when the delay is over.
+func withAfterFunc(fn func(d time.Duration, f func()) (stop func() bool)) Option {
+	return func(o *options) { o.afterFunc = fn }
 }

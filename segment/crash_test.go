@@ -3,6 +3,7 @@ package segment
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -88,7 +89,9 @@ func TestCrashKill9(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill points from seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
 	deadline := time.Now().Add(20 * time.Second)
 	var synced int64 // everything below was reported synced by some child
 	torn := 0
@@ -111,9 +114,11 @@ func TestCrashKill9(t *testing.T) {
 				lines <- sc.Text()
 			}
 		}()
-		// Kill at a random point after the first sync report.
+		// Kill at a random point after the first sync report. The child
+		// stops by itself after 10 s; the timeout only catches a child
+		// that hangs or never starts, however slow the machine.
 		kill := time.After(24 * time.Hour)
-		timeout := time.After(10 * time.Second)
+		timeout := time.After(2 * time.Minute)
 		seen := 0
 	read:
 		for {
@@ -136,13 +141,15 @@ func TestCrashKill9(t *testing.T) {
 					t.Errorf("child: %s", line)
 				}
 			case <-kill:
-				if err := cmd.Process.Kill(); err != nil {
+				// A child that already stopped by itself leaves a log
+				// as good to check as a killed one.
+				if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 					t.Fatal(err)
 				}
 				kill = time.After(24 * time.Hour)
 			case <-timeout:
-				_ = cmd.Process.Kill()
-				t.Fatal("child reported nothing for 10s")
+				_ = cmd.Process.Kill() // it is failing the test either way
+				t.Fatal("child did not finish within 2 minutes")
 			}
 		}
 		_ = cmd.Wait() // killed: the error says so

@@ -100,7 +100,7 @@ type Log struct {
 		dirDirty      bool          // files were created since the last directory fsync
 		poison        error
 		closed        bool
-		closing       map[*segment]*time.Timer // deleted segments awaiting delayed close
+		closing       map[*segment]func() bool // deleted segments awaiting delayed close, each with its timer's stop
 	}
 }
 
@@ -142,7 +142,7 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		flusherDone: make(chan struct{}),
 	}
 	l.mu.cfg = cfg.normalized()
-	l.mu.closing = make(map[*segment]*time.Timer)
+	l.mu.closing = make(map[*segment]func() bool)
 	if err := l.recover(); err != nil {
 		for _, s := range l.mu.segs {
 			err = errors.Join(err, s.close())
@@ -676,8 +676,8 @@ func (l *Log) shutdown() error {
 	l.notifyLocked()
 	l.wakeFlushWaitersLocked()
 	segs := slices.Clone(l.mu.segs)
-	for s, t := range l.mu.closing {
-		t.Stop() // if it fired already, its callback finds s gone and leaves it to us
+	for s, stop := range l.mu.closing {
+		stop() // if it fired already, its callback finds s gone and leaves it to us
 		segs = append(segs, s)
 	}
 	clear(l.mu.closing)

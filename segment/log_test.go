@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -85,6 +86,38 @@ func lgCrash(t *testing.T, l *Log) {
 	if err := l.shutdown(); err != nil {
 		t.Fatalf("crash: %v", err)
 	}
+}
+
+// lgWaitFor polls cond until it holds, failing the test after a deadline
+// far beyond any wait the code should need. Call it from the test's
+// goroutine.
+func lgWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lgWaitEach waits until every counter has grown: each concurrent worker
+// counting its rounds in one of them has finished another round.
+func lgWaitEach(t *testing.T, what string, counts []atomic.Int64) {
+	t.Helper()
+	from := make([]int64, len(counts))
+	for i := range counts {
+		from[i] = counts[i].Load()
+	}
+	lgWaitFor(t, what, func() bool {
+		for i := range counts {
+			if counts[i].Load() <= from[i] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func lgAppend(t *testing.T, l *Log, b []byte) AppendResult {

@@ -108,9 +108,10 @@ func TestConcurrentReaders(t *testing.T) {
 	cfg.RetentionBytes = 64 << 10
 	cfg.FileDeleteDelayMs = 200
 	l := lgOpen(t, t.TempDir(), cfg)
-	const appends = 800
+	const readers, appends = 4, 800
 	var done atomic.Bool
 	var wg sync.WaitGroup
+	reads := make([]atomic.Int64, readers) // checked reads, per reader
 	errs := make(chan error, 16)
 	fail := func(format string, args ...any) {
 		select {
@@ -118,7 +119,7 @@ func TestConcurrentReaders(t *testing.T) {
 		default:
 		}
 	}
-	for r := range 4 {
+	for r := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -156,6 +157,7 @@ func TestConcurrentReaders(t *testing.T) {
 				if err != nil {
 					fail("read at %d: %v", off, err)
 				}
+				reads[r].Add(1)
 			}
 		}()
 	}
@@ -168,6 +170,9 @@ func TestConcurrentReaders(t *testing.T) {
 			if _, err := l.EnforceRetention(); err != nil {
 				t.Fatal(err)
 			}
+			// However the goroutines are scheduled, every reader reads
+			// between one retention pass and the next.
+			lgWaitEach(t, fmt.Sprintf("a read by every reader after %d appends", i+1), reads)
 		}
 	}
 	done.Store(true)
@@ -221,14 +226,16 @@ func TestConcurrentTruncateAndRead(t *testing.T) {
 	cfg.RetentionBytes = 32 << 10
 	cfg.FileDeleteDelayMs = 50
 	l := lgOpen(t, t.TempDir(), cfg)
+	const readers = 3
 	var done atomic.Bool
 	var wg sync.WaitGroup
-	for r := range 3 {
+	rounds := make([]atomic.Int64, readers+1) // each reader's, then the retention loop's
+	for r := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(r), 7))
-			for !done.Load() {
+			for ; !done.Load(); rounds[r].Add(1) {
 				start := l.LogStartOffset()
 				end := max(l.LogEndOffset(), start)
 				off := start + rng.Int64N(end-start+1)
@@ -249,7 +256,7 @@ func TestConcurrentTruncateAndRead(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for !done.Load() {
+		for ; !done.Load(); rounds[readers].Add(1) {
 			if _, err := l.EnforceRetention(); err != nil {
 				t.Error(err)
 				return
@@ -266,6 +273,11 @@ func TestConcurrentTruncateAndRead(t *testing.T) {
 			if err := l.TruncateTo(to); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if i%100 == 99 {
+			// However the goroutines are scheduled, each of them runs
+			// while the writer is at it.
+			lgWaitEach(t, fmt.Sprintf("a round of every goroutine after %d appends", i+1), rounds)
 		}
 	}
 	done.Store(true)

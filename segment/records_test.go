@@ -83,7 +83,7 @@ func fetchStored(t *testing.T, c *kfake.Cluster) []byte {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a speed bound
 	defer cancel()
 
 	meta := kmsg.NewPtrMetadataRequest()
@@ -149,7 +149,7 @@ func produceFranz(t *testing.T, c *kfake.Cluster, codec Codec, recs []Record) {
 		}
 		krs[i] = kr
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a speed bound
 	defer cancel()
 	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -213,7 +213,7 @@ func (l *Log) closeLater(segs []*segment) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range segs {
-		l.mu.closing[s] = time.AfterFunc(delay, func() {
+		l.mu.closing[s] = l.opts.afterFunc(delay, func() {
 			l.mu.Lock()
 			_, ok := l.mu.closing[s]
 			delete(l.mu.closing, s)

@@ -197,15 +197,74 @@ func TestSetLogStartOffset(t *testing.T) {
 	}
 }
 
+// fakeTimers stands in for time.AfterFunc (withAfterFunc): it records
+// each timer and runs its function only when the test fires it.
+type fakeTimers struct {
+	mu     sync.Mutex
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	d       time.Duration
+	f       func()
+	stopped bool
+	fired   bool
+}
+
+func (ft *fakeTimers) afterFunc(d time.Duration, f func()) func() bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	tm := &fakeTimer{d: d, f: f}
+	ft.timers = append(ft.timers, tm)
+	return func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		was := !tm.stopped && !tm.fired
+		tm.stopped = true
+		return was
+	}
+}
+
+// pending returns the delays of the timers neither fired nor stopped.
+func (ft *fakeTimers) pending() []time.Duration {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	var ds []time.Duration
+	for _, tm := range ft.timers {
+		if !tm.stopped && !tm.fired {
+			ds = append(ds, tm.d)
+		}
+	}
+	return ds
+}
+
+// fire runs every pending timer's function, as if its delay had passed.
+func (ft *fakeTimers) fire() {
+	ft.mu.Lock()
+	var due []func()
+	for _, tm := range ft.timers {
+		if !tm.stopped && !tm.fired {
+			tm.fired = true
+			due = append(due, tm.f)
+		}
+	}
+	ft.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
 // TestDeletedSegmentReadable checks that a zero-copy read handed out before
 // retention deleted its segment can still be sent until file.delete.delay.ms
-// has passed, and that the descriptor is closed afterwards.
+// has passed, and that the descriptor is closed afterwards. The delay's
+// timer is a fake one the test fires.
 func TestDeletedSegmentReadable(t *testing.T) {
 	cfg := lgConfig()
 	cfg.SegmentBytes = int64(len(lgBatch(1, 0, 100, 0)))
 	cfg.FileDeleteDelayMs = 300
 	cfg.RetentionBytes = 1
-	l := lgOpen(t, t.TempDir(), cfg)
+	var timers fakeTimers
+	l := lgOpen(t, t.TempDir(), cfg, withAfterFunc(timers.afterFunc))
 	want := lgFill(t, l, 3, 1, 100, 0)
 	rs, err := l.Read(0, 1000, 3)
 	if err != nil {
@@ -215,18 +274,15 @@ func TestDeletedSegmentReadable(t *testing.T) {
 	if err != nil || len(deleted) != 2 {
 		t.Fatalf("got deleted %v, %v; want 2 segments", deleted, err)
 	}
+	if got := timers.pending(); !slices.Equal(got, []time.Duration{300 * time.Millisecond, 300 * time.Millisecond}) {
+		t.Fatalf("delayed closes %v, want two of file.delete.delay.ms", got)
+	}
 	got, err := io.ReadAll(io.NewSectionReader(rs.File, rs.Pos, rs.Size))
 	if err != nil || string(got) != string(want[0]) {
 		t.Fatalf("read of a deleted segment within the delay: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := rs.File.ReadAt(make([]byte, 1), 0); errors.Is(err, os.ErrClosed) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("file of a deleted segment still open after the delay")
-		}
-		time.Sleep(20 * time.Millisecond)
+	timers.fire()
+	if _, err := rs.File.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("file of a deleted segment after the delay: %v, want it closed", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratastream/strata/segment"
@@ -130,6 +131,10 @@ type Archiver struct {
 
 	closeOnce sync.Once
 	startOnce sync.Once
+
+	// steps counts the steps the goroutine has finished (their outcome
+	// recorded), so tests can wait for the loop to have run.
+	steps atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -298,7 +303,9 @@ func (a *Archiver) run() {
 			return
 		default:
 		}
-		timer.Reset(a.afterStep(err))
+		wait := a.afterStep(err)
+		a.steps.Add(1)
+		timer.Reset(wait)
 	}
 }
 

@@ -146,6 +146,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitSteps makes the archiver's loop run n more steps, waking it for
+// each (a step in progress when one starts counts as the first).
+func waitSteps(t *testing.T, a *Archiver, n int) {
+	t.Helper()
+	for range n {
+		done := a.steps.Load()
+		a.Notify()
+		waitFor(t, 20*time.Second, "an archiver step", func() bool { return a.steps.Load() > done })
+	}
+}
+
 // waitUploaded waits until the archiver's manifest reaches offset.
 func waitUploaded(t *testing.T, a *Archiver, offset int64) {
 	t.Helper()
@@ -350,20 +361,23 @@ func TestArchiverUploadsMinIO(t *testing.T) {
 
 // TestArchiverFollowerAndLag: a follower uploads nothing but learns the
 // leader's manifest, so its veto follows the leader's uploads; lag counts
-// what is sealed and not remote.
+// what is sealed and not remote. The follower's clock runs a minute ahead,
+// so its pending segments are that old.
 func TestArchiverFollowerAndLag(t *testing.T) {
 	s := newTestLocalStore(t)
 	tl := newTestLog(t, testSegBytes)
 	tl.produce(80)
-	f := newTestArchiver(t, tl, s, nil)
-	waitFor(t, 5*time.Second, "follower loads the manifest", func() bool { return f.Manifest() != nil })
+	f := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
+		c.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	})
+	waitFor(t, 20*time.Second, "follower loads the manifest", func() bool { return f.Manifest() != nil })
 	lag := f.Lag()
-	if lag.Leader || lag.SegmentsPending < 4 || lag.BytesPending <= 0 || lag.OldestPending <= 0 || lag.RemoteEnd != 0 {
+	if lag.Leader || lag.SegmentsPending < 4 || lag.BytesPending <= 0 || lag.OldestPending < time.Minute || lag.RemoteEnd != 0 {
 		t.Fatalf("follower lag %+v", lag)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSteps(t, f, 3)
 	if objs, _ := s.List(testCtx(t), ""); len(objs) != 0 {
-		t.Fatalf("follower uploaded %d objects", len(objs))
+		t.Fatalf("follower uploaded %d objects in 3 steps", len(objs))
 	}
 	// Another archiver (the leader, here on the same log) uploads; the
 	// follower's veto lifts after its next refresh.

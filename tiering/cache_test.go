@@ -223,7 +223,7 @@ func TestChunkCacheOverPinned(t *testing.T) {
 }
 
 // TestChunkCacheSingleflight: concurrent readers of a missing chunk share
-// one load.
+// one load. The load is held until every reader waits on it.
 func TestChunkCacheSingleflight(t *testing.T) {
 	c := newTestChunkCache(t, 1<<20)
 	key := chunkKey{"sf", 3}
@@ -250,7 +250,7 @@ func TestChunkCacheSingleflight(t *testing.T) {
 			refs <- ref
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	readWaitFor(t, "every reader to wait for the load", func() bool { s := c.stats(); return s.Misses+s.InflightJoins == n })
 	close(gate)
 	wg.Wait()
 	close(refs)
@@ -261,8 +261,8 @@ func TestChunkCacheSingleflight(t *testing.T) {
 	if loads.Load() != 1 {
 		t.Fatalf("%d loads, want 1", loads.Load())
 	}
-	if s := c.stats(); s.Misses != 1 || s.Hits+s.InflightJoins != n-1 {
-		t.Fatalf("stats %+v: want 1 miss and %d hits or joins", s, n-1)
+	if s := c.stats(); s.Misses != 1 || s.InflightJoins != n-1 || s.Hits != 0 {
+		t.Fatalf("stats %+v: want 1 miss and %d joins", s, n-1)
 	}
 }
 
@@ -396,12 +396,13 @@ func TestChunkCacheCloseRemovesFiles(t *testing.T) {
 }
 
 // TestRemoteReadSingleflight: N concurrent fetches of the same offset make
-// one GET of the index and one of the chunk.
+// one GET of the index and one of the chunk. Each GET is held until every
+// reader waits on it.
 func TestRemoteReadSingleflight(t *testing.T) {
 	f := buildFixture(t, defaultFixtureOpts())
 	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: -1})
-	release := f.store.hold()
-	defer release()
+	releaseIndex := f.store.holdWhere(func(g memGet) bool { return strings.HasSuffix(g.key, SuffixIndex) })
+	defer releaseIndex()
 	const n = 20
 	off := f.batches[len(f.batches)/2].base
 	var wg sync.WaitGroup
@@ -418,11 +419,18 @@ func TestRemoteReadSingleflight(t *testing.T) {
 			rs.Release()
 		}()
 	}
-	time.Sleep(30 * time.Millisecond)
-	release()
+	readWaitFor(t, "every reader to wait for the index", func() bool { return r.indexes.hits.Load()+r.indexes.misses.Load() == n })
+	releaseLog := f.store.holdWhere(func(g memGet) bool { return strings.HasSuffix(g.key, SuffixLog) })
+	defer releaseLog()
+	releaseIndex()
+	readWaitFor(t, "every reader to wait for the chunk", func() bool { s := r.cache.stats(); return s.Misses+s.InflightJoins == n })
+	releaseLog()
 	wg.Wait()
 	if g, gi := f.store.getCount(SuffixLog), f.store.getCount(SuffixIndex); g != 1 || gi != 1 {
 		t.Fatalf("%d readers made %d GETs of .log and %d of .index, want 1 and 1", n, g, gi)
+	}
+	if s := r.Stats(); s.IndexMisses != 1 || s.IndexHits != n-1 || s.Cache.Misses != 1 || s.Cache.InflightJoins != n-1 {
+		t.Fatalf("stats %+v: want one index miss and one chunk miss, the other %d readers joining them", s, n-1)
 	}
 }
 

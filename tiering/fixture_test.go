@@ -187,6 +187,12 @@ func newTestReader(t testing.TB, store ObjectStore, cfg ReaderConfig) *RemoteRea
 // and returns the bytes.
 func replay(t testing.TB, r *RemoteReader, f *remoteFixture, from int64, maxBytes int) []byte {
 	t.Helper()
+	return replayEach(t, r, f, from, maxBytes, nil)
+}
+
+// replayEach is replay that calls after, when not nil, after each read.
+func replayEach(t testing.TB, r *RemoteReader, f *remoteFixture, from int64, maxBytes int, after func()) []byte {
+	t.Helper()
 	var out []byte
 	for off := from; off < f.m.EndOffset(); {
 		rs, err := r.Read(context.Background(), f.key, f.m, off, maxBytes)
@@ -203,6 +209,9 @@ func replay(t testing.TB, r *RemoteReader, f *remoteFixture, from int64, maxByte
 		}
 		out = append(out, b...)
 		off = rs.NextOffset
+		if after != nil {
+			after()
+		}
 	}
 	return out
 }

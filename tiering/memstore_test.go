@@ -15,7 +15,8 @@ import (
 
 // memStore is an in-memory ObjectStore for the remote-read tests. It counts
 // GETs per key, can delay each GET (first-byte latency) and throttle its
-// body (bandwidth per GET), and can hold GETs until released.
+// body (bandwidth per GET), and can hold all GETs, or those a test picks,
+// until released.
 type memStore struct {
 	latency     time.Duration // before each GET returns
 	bytesPerSec int64         // per GET body, 0: unthrottled
@@ -24,7 +25,8 @@ type memStore struct {
 	objects map[string][]byte
 	gets    map[string]int
 	getLog  []memGet
-	gate    chan struct{} // when set, GETs wait for it to close
+	gate    chan struct{}     // when set, the GETs gated picks wait for it to close
+	gated   func(memGet) bool // which GETs wait for gate; nil: all
 	// truncateLongGets, when > 0, breaks off every GET of more than that
 	// many bytes after that many, with an error.
 	truncateLongGets int64
@@ -67,8 +69,12 @@ func (s *memStore) Get(ctx context.Context, key string, off, length int64) (io.R
 	s.mu.Lock()
 	b, ok := s.objects[key]
 	s.gets[key]++
-	s.getLog = append(s.getLog, memGet{key, off, length})
+	g := memGet{key, off, length}
+	s.getLog = append(s.getLog, g)
 	gate := s.gate
+	if gate != nil && s.gated != nil && !s.gated(g) {
+		gate = nil
+	}
 	truncate := s.truncateLongGets
 	s.mu.Unlock()
 	if gate != nil {
@@ -174,6 +180,19 @@ func (s *memStore) getCount(suffix string) int {
 	return n
 }
 
+// countGets returns the number of logged GETs that match.
+func (s *memStore) countGets(match func(memGet) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, g := range s.getLog {
+		if match(g) {
+			n++
+		}
+	}
+	return n
+}
+
 // getsOf returns the logged GETs of key.
 func (s *memStore) getsOf(key string) []memGet {
 	s.mu.Lock()
@@ -187,24 +206,25 @@ func (s *memStore) getsOf(key string) []memGet {
 	return out
 }
 
-func (s *memStore) resetCounts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.gets)
-	s.getLog = nil
-}
-
 // hold makes GETs wait until the returned function is called.
-func (s *memStore) hold() (release func()) {
+func (s *memStore) hold() (release func()) { return s.holdWhere(nil) }
+
+// holdWhere makes the GETs that match (all when match is nil) wait until
+// the returned function is called; each is logged before it waits. A
+// later hold replaces it for GETs that start after; releasing it then
+// frees only the GETs it holds.
+func (s *memStore) holdWhere(match func(memGet) bool) (release func()) {
 	ch := make(chan struct{})
 	s.mu.Lock()
-	s.gate = ch
+	s.gate, s.gated = ch, match
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
-			s.gate = nil
+			if s.gate == ch {
+				s.gate, s.gated = nil, nil
+			}
 			s.mu.Unlock()
 			close(ch)
 		})

@@ -89,6 +89,10 @@ type readAhead struct {
 	wg        sync.WaitGroup
 
 	queued, dropped, skipped, failed atomic.Int64
+	// finished counts the jobs the workers have run to their end, whatever
+	// the outcome: when it equals queued, every prefetch queued so far
+	// has landed in the cache or failed (tests wait on it).
+	finished atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -203,6 +207,7 @@ func (ra *readAhead) worker() {
 			if err := ra.r.prefetch(ctx, j); err != nil && ctx.Err() == nil {
 				ra.failed.Add(1)
 			}
+			ra.finished.Add(1)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
-	"time"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -117,23 +116,31 @@ func TestIndexCacheBoundsAndSingleflight(t *testing.T) {
 	load := func(size int64) func(context.Context) (any, int64, error) {
 		return func(context.Context) (any, int64, error) {
 			loads.Add(1)
-			time.Sleep(5 * time.Millisecond)
 			return size, size, nil
 		}
 	}
+	// Concurrent gets of one key, the load held until all wait on it.
+	gate := make(chan struct{})
+	held := func(ctx context.Context) (any, int64, error) {
+		<-gate
+		return load(100)(ctx)
+	}
+	const getters = 10
 	var wg sync.WaitGroup
-	for range 10 {
+	for range getters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if v, err := c.get(context.Background(), "a", load(100)); err != nil || v.(int64) != 100 {
+			if v, err := c.get(context.Background(), "a", held); err != nil || v.(int64) != 100 {
 				t.Errorf("get: %v %v", v, err)
 			}
 		}()
 	}
+	readWaitFor(t, "every get to wait for the load", func() bool { return c.hits.Load()+c.misses.Load() == getters })
+	close(gate)
 	wg.Wait()
-	if loads.Load() != 1 {
-		t.Fatalf("10 concurrent gets made %d loads", loads.Load())
+	if loads.Load() != 1 || c.misses.Load() != 1 {
+		t.Fatalf("%d concurrent gets made %d loads (%d misses), want 1", getters, loads.Load(), c.misses.Load())
 	}
 	for i := range 10 {
 		c.get(context.Background(), fmt.Sprint("k", i), load(100))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -90,21 +91,26 @@ func TestArchiverNeverCommitsOldObjects(t *testing.T) {
 	tl := newTestLog(t, testSegBytes)
 	tl.produce(30)
 	var clock time.Time
-	ticks := 0
+	var ticks atomic.Int64 // a minute passes at every reading
 	a := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
 		c.Grace = time.Minute
-		c.Now = func() time.Time { ticks++; return clock.Add(time.Duration(ticks) * time.Minute) } // only the loop goroutine and Lag read it
+		c.Now = func() time.Time { return clock.Add(time.Duration(ticks.Add(1)) * time.Minute) }
 	})
 	a.BecomeLeader(1)
-	time.Sleep(200 * time.Millisecond)
+	refused := func() bool {
+		l := a.Lag()
+		return l.LastError != nil && strings.Contains(l.LastError.Error(), "grace")
+	}
+	waitFor(t, 20*time.Second, "an upload refused for its age", refused)
+	waitSteps(t, a, 3) // the retries are refused too
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := LoadManifest(testCtx(t), s, testTopic, testPartition); !IsNotFound(err) {
 		t.Fatalf("committed: %v", err)
 	}
-	if l := a.Lag(); l.LastError == nil || !strings.Contains(l.LastError.Error(), "grace") {
-		t.Fatalf("last error %v", l.LastError)
+	if !refused() {
+		t.Fatalf("last error %v", a.Lag().LastError)
 	}
 }
 
