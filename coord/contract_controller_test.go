@@ -35,7 +35,7 @@ func startController(t *testing.T, c Coordinator, id int32, mod func(*Controller
 			if err != nil && !errors.Is(err, ErrClosed) {
 				t.Errorf("RunController %d: %v", id, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitTimeout):
 			t.Errorf("RunController %d did not return", id)
 		}
 	})
@@ -53,7 +53,7 @@ func cluster(t *testing.T, e env, n int, mod func(*ControllerConfig)) ([]Coordin
 		register(t, cs[i], int32(i+1), "")
 	}
 	reps[0] = startController(t, cs[0], 1, mod)
-	waitSnap(t, cs[0], 10*time.Second, "broker 1 controller", func(s *Snapshot) bool { return s.Controller.ID == 1 })
+	waitSnap(t, cs[0], "broker 1 controller", func(s *Snapshot) bool { return s.Controller.ID == 1 })
 	for i := 1; i < n; i++ {
 		reps[i] = startController(t, cs[i], int32(i+1), mod)
 	}
@@ -74,10 +74,30 @@ func leaders(s *Snapshot, topic string) []int32 {
 	return out
 }
 
+// rejoinISR adds broker id to tp's ISR through c, as the partition
+// leader does once a follower caught up.
+func rejoinISR(t *testing.T, c Coordinator, tp TopicPartition, id int32) {
+	t.Helper()
+	ctx := ctxT(t, waitTimeout)
+	for {
+		st, v, err := c.PartitionState(ctx, tp.Topic, tp.Partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(st.ISR, id) {
+			return
+		}
+		st.ISR = append(st.ISR, id)
+		if _, err := c.UpdatePartitionState(ctx, tp.Topic, tp.Partition, st, v); err != nil && !errors.Is(err, ErrVersionConflict) {
+			t.Fatal(err)
+		}
+	}
+}
+
 func testControllerFailover(t *testing.T, e env) {
 	cs, reps := cluster(t, e, 3, nil)
 	obs := cs[0]
-	waitSnap(t, obs, 5*time.Second, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
+	waitSnap(t, obs, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
 	asg, err := AssignReplicas(brokersOf(obs.Snapshot()), 3, 3, AssignOptions{StartIndex: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +122,7 @@ func testControllerFailover(t *testing.T, e env) {
 	}()
 	start := time.Now()
 	e.partition(t, cs[1])
-	s := waitSnap(t, obs, 15*time.Second, "partition 1 failed over, broker 2 out of every ISR", func(s *Snapshot) bool {
+	s := waitSnap(t, obs, "partition 1 failed over, broker 2 out of every ISR", func(s *Snapshot) bool {
 		l := leaders(s, "ft")
 		if len(l) != 3 || l[1] == 2 || l[1] == NoLeader {
 			return false
@@ -119,13 +139,13 @@ func testControllerFailover(t *testing.T, e env) {
 	select {
 	case at := <-seen:
 		total = at.Sub(start)
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitTimeout):
 		t.Fatal("watcher did not see the failover")
 	}
 	var r FailoverReport
 	select {
 	case r = <-reps[0]:
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitTimeout):
 		t.Fatal("no failover report from the controller")
 	}
 	t.Logf("FAILOVER broker %d: %d new leaders, %d offline; %v from registration loss to new leaders written (controller), %v from cutting the broker off to the new leader seen (includes the session timeout)",
@@ -153,22 +173,9 @@ func testControllerFailover(t *testing.T, e env) {
 	// Broker 2 returns; once the leader takes it back into the ISR (as
 	// replication will when it catches up), it is preferred leader again.
 	e.heal(t, cs[1])
-	waitSnap(t, obs, 15*time.Second, "broker 2 back", func(s *Snapshot) bool { return s.Live(2) })
-	ctx := ctxT(t, 10*time.Second)
-	for {
-		st, v, err := obs.PartitionState(ctx, "ft", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(st.ISR, 2) {
-			break
-		}
-		st.ISR = append(st.ISR, 2)
-		if _, err := obs.UpdatePartitionState(ctx, "ft", 1, st, v); err != nil && !errors.Is(err, ErrVersionConflict) {
-			t.Fatal(err)
-		}
-	}
-	s = waitSnap(t, obs, 10*time.Second, "preferred leader 2 back on partition 1", func(s *Snapshot) bool {
+	waitSnap(t, obs, "broker 2 back", func(s *Snapshot) bool { return s.Live(2) })
+	rejoinISR(t, obs, TopicPartition{"ft", 1}, 2)
+	s = waitSnap(t, obs, "preferred leader 2 back on partition 1", func(s *Snapshot) bool {
 		return slices.Equal(leaders(s, "ft"), []int32{1, 2, 3})
 	})
 	if p, _ := s.Partition(TopicPartition{"ft", 1}); p.State.LeaderEpoch != 2 {
@@ -179,13 +186,13 @@ func testControllerFailover(t *testing.T, e env) {
 func testControllerMoves(t *testing.T, e env) {
 	cs, reps := cluster(t, e, 3, nil)
 	obs := cs[2]
-	waitSnap(t, obs, 5*time.Second, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
+	waitSnap(t, obs, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
 	asg, _ := AssignReplicas(brokersOf(obs.Snapshot()), 3, 2, AssignOptions{StartIndex: 0})
 	createTopic(t, obs, "cm", asg, nil)
 	epoch := obs.Snapshot().Controller.Epoch
 	start := time.Now()
 	e.partition(t, cs[0]) // the controller
-	s := waitSnap(t, obs, 15*time.Second, "new controller and leaders", func(s *Snapshot) bool {
+	s := waitSnap(t, obs, "new controller and leaders", func(s *Snapshot) bool {
 		l := leaders(s, "cm")
 		return s.Controller.ID != NoLeader && s.Controller.ID != 1 && s.Controller.Epoch > epoch &&
 			len(l) == 3 && !slices.Contains(l, 1) && !slices.Contains(l, NoLeader)
@@ -195,7 +202,7 @@ func testControllerMoves(t *testing.T, e env) {
 	var r FailoverReport
 	select {
 	case r = <-reps[s.Controller.ID-1]:
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitTimeout):
 		t.Fatal("no failover report")
 	}
 	t.Logf("FAILOVER of the controller's broker: %d new leaders in %v after the new controller's election", r.Moved, r.Elapsed())
@@ -206,7 +213,7 @@ func testControllerMoves(t *testing.T, e env) {
 	}
 	createTopic(t, obs, "after", asg2, nil)
 	e.heal(t, cs[0])
-	waitSnap(t, obs, 15*time.Second, "broker 1 back, not controller", func(s *Snapshot) bool {
+	waitSnap(t, obs, "broker 1 back, not controller", func(s *Snapshot) bool {
 		return s.Live(1) && s.Controller.ID != 1
 	})
 }
@@ -214,22 +221,22 @@ func testControllerMoves(t *testing.T, e env) {
 func testControlledShutdown(t *testing.T, e env) {
 	cs, _ := cluster(t, e, 3, nil)
 	obs := cs[0]
-	waitSnap(t, obs, 5*time.Second, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
+	waitSnap(t, obs, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
 	asg, _ := AssignReplicas(brokersOf(obs.Snapshot()), 3, 3, AssignOptions{StartIndex: 0})
 	createTopic(t, obs, "cs", asg, nil)
 	solo := createTopic(t, obs, "solo", [][]int32{{2}}, nil) // nobody else can lead it
 	_ = solo
-	if _, err := cs[0].ControlledShutdown(ctxT(t, 5*time.Second), 2); !errors.Is(err, ErrNotRegistered) {
+	if _, err := cs[0].ControlledShutdown(ctxT(t, waitTimeout), 2); !errors.Is(err, ErrNotRegistered) {
 		t.Fatalf("shutdown for another broker's id: %v", err)
 	}
-	remaining, err := cs[1].ControlledShutdown(ctxT(t, 15*time.Second), 2)
+	remaining, err := cs[1].ControlledShutdown(ctxT(t, waitTimeout), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []TopicPartition{{"solo", 0}}; !slices.Equal(remaining, want) {
 		t.Fatalf("remaining %v, want %v", remaining, want)
 	}
-	s := waitSnap(t, obs, 5*time.Second, "leadership moved off broker 2", func(s *Snapshot) bool {
+	s := waitSnap(t, obs, "leadership moved off broker 2", func(s *Snapshot) bool {
 		l := leaders(s, "cs")
 		return len(l) == 3 && !slices.Contains(l, 2)
 	})
@@ -239,10 +246,32 @@ func testControlledShutdown(t *testing.T, e env) {
 			t.Fatalf("partition %d: ISR %v still holds the shutting-down broker", i, p.State.ISR)
 		}
 	}
-	// While its session lives, broker 2 is not made leader again.
-	time.Sleep(300 * time.Millisecond)
-	if l := leaders(obs.Snapshot(), "cs"); slices.Contains(l, 2) {
+	// While its session lives, broker 2 is not made leader again, not
+	// even where it is the preferred replica and back in the ISR (as
+	// replication puts it): the controller takes it out of the ISR
+	// instead. Waiting for that decision, not for some time, shows that
+	// the controller has judged the case.
+	// Its leader and leader epoch stay: broker 2 did not lead in between.
+	var pref TopicPartition
+	var before PartitionState
+	for i, p := range cst.Partitions {
+		if p.Replicas[0] == 2 {
+			pref, before = TopicPartition{"cs", int32(i)}, p.State
+		}
+	}
+	if pref.Topic == "" {
+		t.Fatalf("no partition of cs prefers broker 2: %+v", cst.Partitions)
+	}
+	rejoinISR(t, obs, pref, 2)
+	s = waitSnap(t, obs, "broker 2 out of the ISR of "+pref.String()+" again", func(s *Snapshot) bool {
+		p, ok := s.Partition(pref)
+		return ok && !slices.Contains(p.State.ISR, 2)
+	})
+	if l := leaders(s, "cs"); slices.Contains(l, 2) {
 		t.Fatalf("broker 2 leads again during its shutdown: %v", l)
+	}
+	if p, _ := s.Partition(pref); p.State.Leader != before.Leader || p.State.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("%s: state %+v, was %+v: broker 2 led it during its shutdown", pref, p.State, before)
 	}
 	if err := cs[1].Close(); err != nil {
 		t.Fatal(err)
@@ -251,8 +280,8 @@ func testControlledShutdown(t *testing.T, e env) {
 	if err := cs[2].Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitSnap(t, obs, 10*time.Second, "broker 1 alone", func(s *Snapshot) bool { return len(s.Brokers) == 1 })
-	remaining, err = cs[0].ControlledShutdown(ctxT(t, 10*time.Second), 1)
+	waitSnap(t, obs, "broker 1 alone", func(s *Snapshot) bool { return len(s.Brokers) == 1 })
+	remaining, err = cs[0].ControlledShutdown(ctxT(t, waitTimeout), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,9 +293,9 @@ func testControlledShutdown(t *testing.T, e env) {
 func testPreferredOnDemand(t *testing.T, e env) {
 	cs, _ := cluster(t, e, 2, func(c *ControllerConfig) { c.AutoLeaderRebalance = false })
 	a := cs[0]
-	waitSnap(t, a, 5*time.Second, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
+	waitSnap(t, a, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
 	createTopic(t, a, "pe", [][]int32{{1, 2}, {2, 1}}, nil)
-	ctx := ctxT(t, 15*time.Second)
+	ctx := ctxT(t, waitTimeout)
 	// A former election left broker 2 leading partition 0.
 	st, v, err := a.PartitionState(ctx, "pe", 0)
 	if err != nil {
@@ -276,9 +305,26 @@ func testPreferredOnDemand(t *testing.T, e env) {
 	if _, err := a.UpdatePartitionState(ctx, "pe", 0, st, v); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if l := leaders(a.Snapshot(), "pe"); l[0] != 2 {
-		t.Fatalf("auto rebalance is off, yet partition 0 moved: %v", l)
+	// Auto rebalance is off: the controller leaves partition 0 to broker
+	// 2. To know that it has judged the change, not merely that some
+	// time passed, give it work after it: partition 1 without a leader.
+	// Each controller pass plans every partition on a snapshot at least
+	// as new as the change that woke it, so once partition 1 has a
+	// leader again, a pass has seen partition 0 led by 2.
+	st1, v1, err := a.PartitionState(ctx, "pe", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1.Leader, st1.LeaderEpoch = NoLeader, st1.LeaderEpoch+1
+	if _, err := a.UpdatePartitionState(ctx, "pe", 1, st1, v1); err != nil {
+		t.Fatal(err)
+	}
+	waitSnap(t, a, "partition 1 led again", func(s *Snapshot) bool {
+		p, ok := s.Partition(TopicPartition{"pe", 1})
+		return ok && p.State.Leader != NoLeader
+	})
+	if st, _, err := a.PartitionState(ctx, "pe", 0); err != nil || st.Leader != 2 {
+		t.Fatalf("auto rebalance is off, yet partition 0 moved: %+v %v", st, err)
 	}
 	res, err := cs[1].ElectPreferredLeaders(ctx, []TopicPartition{{"pe", 0}, {"pe", 1}, {"pe", 7}, {"nope", 0}})
 	if err != nil {
@@ -295,7 +341,7 @@ func testPreferredOnDemand(t *testing.T, e env) {
 			t.Fatalf("#%d %v: got %v, want %v", i, tp, got, want[i])
 		}
 	}
-	s := waitSnap(t, a, 5*time.Second, "partition 0 led by 1", func(s *Snapshot) bool { return leaders(s, "pe")[0] == 1 })
+	s := waitSnap(t, a, "partition 0 led by 1", func(s *Snapshot) bool { return leaders(s, "pe")[0] == 1 })
 	if p, _ := s.Partition(TopicPartition{"pe", 0}); p.State.LeaderEpoch != 2 {
 		t.Fatalf("state %+v, want epoch 2", p.State)
 	}
@@ -317,10 +363,10 @@ func testPreferredOnDemand(t *testing.T, e env) {
 func testUncleanElection(t *testing.T, e env) {
 	cs, _ := cluster(t, e, 2, nil)
 	obs := cs[1]
-	waitSnap(t, obs, 5*time.Second, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
+	waitSnap(t, obs, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
 	createTopic(t, obs, "dirty", [][]int32{{1, 2}}, map[string]string{UncleanConfig: "true"})
 	createTopic(t, obs, "clean", [][]int32{{1, 2}}, nil)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := ctxT(t, waitTimeout)
 	for _, name := range []string{"dirty", "clean"} {
 		st, v, err := obs.PartitionState(ctx, name, 0)
 		if err != nil {
@@ -332,7 +378,7 @@ func testUncleanElection(t *testing.T, e env) {
 		}
 	}
 	e.partition(t, cs[0])
-	s := waitSnap(t, obs, 15*time.Second, "dirty led by 2, clean offline", func(s *Snapshot) bool {
+	s := waitSnap(t, obs, "dirty led by 2, clean offline", func(s *Snapshot) bool {
 		return slices.Equal(leaders(s, "dirty"), []int32{2}) && slices.Equal(leaders(s, "clean"), []int32{NoLeader})
 	})
 	d, _ := s.Partition(TopicPartition{"dirty", 0})
@@ -345,7 +391,7 @@ func testUncleanElection(t *testing.T, e env) {
 	}
 	// The last in-sync replica returns and leads again.
 	e.heal(t, cs[0])
-	waitSnap(t, obs, 15*time.Second, "clean led by 1 again", func(s *Snapshot) bool {
+	waitSnap(t, obs, "clean led by 1 again", func(s *Snapshot) bool {
 		return slices.Equal(leaders(s, "clean"), []int32{1})
 	})
 }

@@ -72,23 +72,31 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// waitTimeout bounds every wait for something the code guarantees will
+// happen (a snapshot or event showing a change, a report, a goroutine
+// ending, a call returning). It only stops a hung test, so it is
+// generous: a loaded 2-core machine running ZooKeeper may take seconds
+// where an idle one takes milliseconds.
+const waitTimeout = time.Minute
+
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// waitSnap polls c's snapshot until cond holds, failing after timeout.
-func waitSnap(t *testing.T, c Coordinator, timeout time.Duration, what string, cond func(s *Snapshot) bool) *Snapshot {
+// waitSnap polls c's snapshot until cond holds, failing after
+// waitTimeout.
+func waitSnap(t *testing.T, c Coordinator, what string, cond func(s *Snapshot) bool) *Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		s := c.Snapshot()
 		if cond(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; snapshot: brokers %v controller %+v topics %v connected %v", timeout, what, s.Brokers, s.Controller, topicStates(s), s.Connected)
+			t.Fatalf("waited %v for %s; snapshot: brokers %v controller %+v topics %v connected %v", waitTimeout, what, s.Brokers, s.Controller, topicStates(s), s.Connected)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -104,10 +112,11 @@ func topicStates(s *Snapshot) map[string][]PartitionState {
 	return m
 }
 
-// waitEvent reads sub until an event of kind arrives.
-func waitEvent(t *testing.T, sub *Subscription, kind EventKind, timeout time.Duration) Event {
+// waitEvent reads sub until an event of kind arrives, failing after
+// waitTimeout.
+func waitEvent(t *testing.T, sub *Subscription, kind EventKind) Event {
 	t.Helper()
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
 	for {
 		select {
@@ -119,14 +128,14 @@ func waitEvent(t *testing.T, sub *Subscription, kind EventKind, timeout time.Dur
 				return ev
 			}
 		case <-timer.C:
-			t.Fatalf("no %v event within %v", kind, timeout)
+			t.Fatalf("no %v event within %v", kind, waitTimeout)
 		}
 	}
 }
 
 func register(t *testing.T, c Coordinator, id int32, rack string) int64 {
 	t.Helper()
-	ep, err := c.Register(ctxT(t, 10*time.Second), BrokerInfo{ID: id, Host: "127.0.0.1", Port: 9000 + id, ReplicationPort: 9100 + id, Rack: rack})
+	ep, err := c.Register(ctxT(t, waitTimeout), BrokerInfo{ID: id, Host: "127.0.0.1", Port: 9000 + id, ReplicationPort: 9100 + id, Rack: rack})
 	if err != nil {
 		t.Fatalf("register %d: %v", id, err)
 	}
@@ -135,7 +144,7 @@ func register(t *testing.T, c Coordinator, id int32, rack string) int64 {
 
 func createTopic(t *testing.T, c Coordinator, name string, asg [][]int32, configs map[string]string) TopicInfo {
 	t.Helper()
-	ti, err := c.CreateTopic(ctxT(t, 10*time.Second), TopicSpec{Name: name, Assignment: asg, Configs: configs})
+	ti, err := c.CreateTopic(ctxT(t, waitTimeout), TopicSpec{Name: name, Assignment: asg, Configs: configs})
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
@@ -163,7 +172,7 @@ func testRegister(t *testing.T, e env) {
 	if ep <= 0 {
 		t.Fatalf("broker epoch %d, want > 0", ep)
 	}
-	s := waitSnap(t, b, 5*time.Second, "broker 1 seen", func(s *Snapshot) bool { return s.Live(1) })
+	s := waitSnap(t, b, "broker 1 seen", func(s *Snapshot) bool { return s.Live(1) })
 	got, _ := s.Broker(1)
 	want := BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9001, ReplicationPort: 9101, Rack: "r1", Epoch: ep}
 	if got != want {
@@ -174,7 +183,7 @@ func testRegister(t *testing.T, e env) {
 	}
 	// A second broker with the same id is refused, within a bound.
 	start := time.Now()
-	_, err := b.Register(ctxT(t, 20*time.Second), BrokerInfo{ID: 1, Host: "127.0.0.2", Port: 1})
+	_, err := b.Register(ctxT(t, waitTimeout), BrokerInfo{ID: 1, Host: "127.0.0.2", Port: 1})
 	if !errors.Is(err, ErrBrokerIDInUse) {
 		t.Fatalf("duplicate id: got %v, want ErrBrokerIDInUse", err)
 	}
@@ -183,15 +192,15 @@ func testRegister(t *testing.T, e env) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitSnap(t, b, 5*time.Second, "broker 1 gone", func(s *Snapshot) bool { return !s.Live(1) })
+	waitSnap(t, b, "broker 1 gone", func(s *Snapshot) bool { return !s.Live(1) })
 	ep2 := register(t, b, 1, "")
 	if ep2 <= ep {
 		t.Fatalf("new registration epoch %d, want > %d", ep2, ep)
 	}
-	if err := b.Deregister(ctxT(t, 5*time.Second)); err != nil {
+	if err := b.Deregister(ctxT(t, waitTimeout)); err != nil {
 		t.Fatal(err)
 	}
-	waitSnap(t, b, 5*time.Second, "deregistered", func(s *Snapshot) bool { return !s.Live(1) })
+	waitSnap(t, b, "deregistered", func(s *Snapshot) bool { return !s.Live(1) })
 }
 
 func testBrokerLoss(t *testing.T, e env) {
@@ -202,28 +211,29 @@ func testBrokerLoss(t *testing.T, e env) {
 	defer sub.Close()
 	_, asub := a.Subscribe()
 	defer asub.Close()
-	waitSnap(t, obs, 5*time.Second, "broker 7 seen", func(s *Snapshot) bool { return s.Live(7) })
+	waitSnap(t, obs, "broker 7 seen", func(s *Snapshot) bool { return s.Live(7) })
 
 	e.partition(t, a)
 	for {
-		ev := waitEvent(t, sub, EventBrokers, 10*time.Second)
+		ev := waitEvent(t, sub, EventBrokers)
 		if !ev.Snapshot.Live(7) {
 			break
 		}
 	}
-	// The partitioned side still reads its last snapshot and cannot write.
+	// The partitioned side, once it noticed, still reads its last
+	// snapshot and cannot write.
+	waitEvent(t, asub, EventDisconnected)
 	if s := a.Snapshot(); s.Connected || !s.Live(7) {
 		t.Fatalf("partitioned snapshot: connected %v, live(7) %v; want false, true", s.Connected, s.Live(7))
 	}
-	if _, err := a.CreateTopic(ctxT(t, 5*time.Second), TopicSpec{Name: "x", Assignment: [][]int32{{7}}}); !errors.Is(err, ErrUnavailable) {
+	if _, err := a.CreateTopic(ctxT(t, waitTimeout), TopicSpec{Name: "x", Assignment: [][]int32{{7}}}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("write while partitioned: got %v, want ErrUnavailable", err)
 	}
-	waitEvent(t, asub, EventDisconnected, 5*time.Second)
 
 	e.heal(t, a)
-	waitEvent(t, asub, EventSessionExpired, 15*time.Second)
+	waitEvent(t, asub, EventSessionExpired)
 	for {
-		ev := waitEvent(t, sub, EventBrokers, 10*time.Second)
+		ev := waitEvent(t, sub, EventBrokers)
 		if b, ok := ev.Snapshot.Broker(7); ok {
 			if b.Epoch <= ep {
 				t.Fatalf("re-registered with epoch %d, want > %d", b.Epoch, ep)
@@ -240,14 +250,14 @@ func testStatesAfterExpiry(t *testing.T, e env) {
 	register(t, a, 1, "")
 	register(t, b, 2, "")
 	createTopic(t, b, "exp", [][]int32{{1, 2}}, nil)
-	waitSnap(t, a, 5*time.Second, "a sees the topic", func(s *Snapshot) bool { _, ok := s.Topic("exp"); return ok })
+	waitSnap(t, a, "a sees the topic", func(s *Snapshot) bool { _, ok := s.Topic("exp"); return ok })
 	_, asub := a.Subscribe()
 	defer asub.Close()
 
 	e.partition(t, a)
-	ctx := ctxT(t, 10*time.Second)
 	write := func(leader, epoch int32) {
 		t.Helper()
+		ctx := ctxT(t, waitTimeout)
 		st, v, err := b.PartitionState(ctx, "exp", 0)
 		if err != nil {
 			t.Fatal(err)
@@ -259,27 +269,27 @@ func testStatesAfterExpiry(t *testing.T, e env) {
 	}
 	write(2, 1)
 	e.heal(t, a)
-	waitEvent(t, asub, EventSessionExpired, 15*time.Second)
+	waitEvent(t, asub, EventSessionExpired)
 	leads := func(leader, epoch int32) func(s *Snapshot) bool {
 		return func(s *Snapshot) bool {
 			p, ok := s.Partition(TopicPartition{"exp", 0})
 			return ok && p.State.Leader == leader && p.State.LeaderEpoch == epoch
 		}
 	}
-	waitSnap(t, a, 5*time.Second, "the state written during the outage", leads(2, 1))
+	waitSnap(t, a, "the state written during the outage", leads(2, 1))
 	write(1, 2)
-	waitSnap(t, a, 5*time.Second, "the state written after the new session", leads(1, 2))
+	waitSnap(t, a, "the state written after the new session", leads(1, 2))
 }
 
 func testElectionFencing(t *testing.T, e env) {
 	a, b := e.open(t), e.open(t)
 	register(t, a, 1, "")
 	register(t, b, 2, "")
-	la, err := a.Campaign(ctxT(t, 10*time.Second), 1)
+	la, err := a.Campaign(ctxT(t, waitTimeout), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := waitSnap(t, b, 5*time.Second, "controller 1", func(s *Snapshot) bool { return s.Controller.ID == 1 })
+	s := waitSnap(t, b, "controller 1", func(s *Snapshot) bool { return s.Controller.ID == 1 })
 	if s.Controller.Epoch != la.Epoch() {
 		t.Fatalf("controller epoch: got %d, want %d", s.Controller.Epoch, la.Epoch())
 	}
@@ -292,7 +302,7 @@ func testElectionFencing(t *testing.T, e env) {
 	}
 	// a's session expires; b is elected with a larger epoch.
 	e.partition(t, a)
-	lb, err := b.Campaign(ctxT(t, 15*time.Second), 2)
+	lb, err := b.Campaign(ctxT(t, waitTimeout), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,41 +310,41 @@ func testElectionFencing(t *testing.T, e env) {
 		t.Fatalf("new epoch %d, want > %d", lb.Epoch(), la.Epoch())
 	}
 	e.heal(t, a)
-	waitSnap(t, a, 15*time.Second, "a reconnected", func(s *Snapshot) bool { return s.Connected && s.Controller.ID == 2 })
+	waitSnap(t, a, "a reconnected", func(s *Snapshot) bool { return s.Connected && s.Controller.ID == 2 })
 	select {
 	case <-la.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitTimeout):
 		t.Fatal("deposed leadership not done")
 	}
 	// The deposed controller's conditional writes fail and change nothing.
 	next := p.State.Clone()
 	next.Leader, next.LeaderEpoch = 2, p.State.LeaderEpoch+1
-	if _, err := la.UpdatePartitionStates(ctxT(t, 5*time.Second), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version}}); !errors.Is(err, ErrNotController) {
+	if _, err := la.UpdatePartitionStates(ctxT(t, waitTimeout), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version}}); !errors.Is(err, ErrNotController) {
 		t.Fatalf("deposed write: got %v, want ErrNotController", err)
 	}
-	if err := la.FinishTopicDeletion(ctxT(t, 5*time.Second), "fenced"); !errors.Is(err, ErrNotController) {
+	if err := la.FinishTopicDeletion(ctxT(t, waitTimeout), "fenced"); !errors.Is(err, ErrNotController) {
 		t.Fatalf("deposed finish deletion: got %v, want ErrNotController", err)
 	}
-	if st, v, err := b.PartitionState(ctxT(t, 5*time.Second), "fenced", 0); err != nil || v != p.Version || st.Leader != 1 {
+	if st, v, err := b.PartitionState(ctxT(t, waitTimeout), "fenced", 0); err != nil || v != p.Version || st.Leader != 1 {
 		t.Fatalf("state after deposed write: %+v v%d %v, want leader 1 v%d", st, v, err, p.Version)
 	}
 	// The new controller's writes work.
-	res, err := lb.UpdatePartitionStates(ctxT(t, 5*time.Second), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version}})
+	res, err := lb.UpdatePartitionStates(ctxT(t, waitTimeout), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version}})
 	if err != nil || res[0].Err != nil || res[0].Version != p.Version+1 {
 		t.Fatalf("controller write: %+v %v", res, err)
 	}
 	// Resign hands the role on.
-	if err := lb.Resign(ctxT(t, 5*time.Second)); err != nil {
+	if err := lb.Resign(ctxT(t, waitTimeout)); err != nil {
 		t.Fatal(err)
 	}
-	la2, err := a.Campaign(ctxT(t, 10*time.Second), 1)
+	la2, err := a.Campaign(ctxT(t, waitTimeout), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if la2.Epoch() <= lb.Epoch() {
 		t.Fatalf("epoch after resign: %d, want > %d", la2.Epoch(), lb.Epoch())
 	}
-	if _, err := lb.UpdatePartitionStates(ctxT(t, 5*time.Second), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version + 1}}); !errors.Is(err, ErrNotController) {
+	if _, err := lb.UpdatePartitionStates(ctxT(t, waitTimeout), []StateUpdate{{TopicPartition{"fenced", 0}, next, p.Version + 1}}); !errors.Is(err, ErrNotController) {
 		t.Fatalf("write after resign: got %v, want ErrNotController", err)
 	}
 }
@@ -344,7 +354,7 @@ func testStateCAS(t *testing.T, e env) {
 	register(t, a, 1, "")
 	register(t, b, 2, "")
 	createTopic(t, a, "cas", [][]int32{{1, 2}, {2, 1}}, nil)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := ctxT(t, waitTimeout)
 	st, v, err := a.PartitionState(ctx, "cas", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +392,7 @@ func testStateCAS(t *testing.T, e env) {
 		!errors.Is(res[2].Err, ErrUnknownPartition) || !errors.Is(res[3].Err, ErrUnknownTopic) {
 		t.Fatalf("controller batch results: %+v", res)
 	}
-	waitSnap(t, a, 5*time.Second, "a sees cas-1 v1", func(s *Snapshot) bool {
+	waitSnap(t, a, "a sees cas-1 v1", func(s *Snapshot) bool {
 		p, _ := s.Partition(TopicPartition{"cas", 1})
 		return p.Version == 1 && p.State.Leader == 1
 	})
@@ -397,7 +407,7 @@ func testTopics(t *testing.T, e env) {
 	register(t, b, 2, "")
 	_, sub := b.Subscribe()
 	defer sub.Close()
-	ctx := ctxT(t, 20*time.Second)
+	ctx := ctxT(t, waitTimeout)
 	ti := createTopic(t, a, "t1", [][]int32{{1, 2}, {2, 1}, {1, 3}}, map[string]string{"retention.ms": "1000"})
 	if ti.ID == (TopicID{}) || len(ti.Partitions) != 3 {
 		t.Fatalf("created %+v", ti)
@@ -406,7 +416,7 @@ func testTopics(t *testing.T, e env) {
 	if p := ti.Partitions[2]; p.State.Leader != 1 || !slices.Equal(p.State.ISR, []int32{1}) {
 		t.Fatalf("partition 2 initial state %+v", p.State)
 	}
-	ev := waitEvent(t, sub, EventTopic, 5*time.Second)
+	ev := waitEvent(t, sub, EventTopic)
 	if ev.Topic != "t1" || ev.TopicID != ti.ID {
 		t.Fatalf("event %+v", ev)
 	}
@@ -429,7 +439,7 @@ func testTopics(t *testing.T, e env) {
 	if err := b.SetTopicConfig(ctx, "t1", map[string]string{"cleanup.policy": "delete"}); err != nil {
 		t.Fatal(err)
 	}
-	s := waitSnap(t, a, 5*time.Second, "a sees 5 partitions and new configs", func(s *Snapshot) bool {
+	s := waitSnap(t, a, "a sees 5 partitions and new configs", func(s *Snapshot) bool {
 		t, ok := s.Topic("t1")
 		return ok && len(t.Partitions) == 5 && t.Configs["cleanup.policy"] == "delete" && len(t.Configs) == 1
 	})
@@ -449,11 +459,11 @@ func testTopics(t *testing.T, e env) {
 	if _, ok := a.Snapshot().Topic("t1"); ok {
 		t.Fatal("deleted topic still in own snapshot")
 	}
-	ev = waitEvent(t, sub, EventTopicDeleted, 5*time.Second)
+	ev = waitEvent(t, sub, EventTopicDeleted)
 	if ev.Topic != "t1" || ev.TopicID != ti.ID {
 		t.Fatalf("delete event %+v", ev)
 	}
-	waitSnap(t, b, 5*time.Second, "deletion finished", func(s *Snapshot) bool {
+	waitSnap(t, b, "deletion finished", func(s *Snapshot) bool {
 		_, ok := s.Topic("t1")
 		return !ok && len(s.PendingDeletion) == 0
 	})
@@ -465,7 +475,7 @@ func testTopics(t *testing.T, e env) {
 	if ti2.ID == ti.ID {
 		t.Fatal("re-created topic kept the old ID")
 	}
-	waitSnap(t, a, 5*time.Second, "a sees the new t1", func(s *Snapshot) bool {
+	waitSnap(t, a, "a sees the new t1", func(s *Snapshot) bool {
 		t, ok := s.Topic("t1")
 		return ok && t.ID == ti2.ID && len(t.Partitions) == 1 && t.Partitions[0].State.Leader == 2
 	})
@@ -478,7 +488,7 @@ func testDeletionCrash(t *testing.T, e env) {
 	register(t, a, 1, "")
 	ti := createTopic(t, a, "doomed", [][]int32{{1}, {1}, {1}}, nil)
 	e.setDeleteHook(a, func() error { return errCrash })
-	if err := a.DeleteTopic(ctxT(t, 10*time.Second), "doomed"); !errors.Is(err, errCrash) {
+	if err := a.DeleteTopic(ctxT(t, waitTimeout), "doomed"); !errors.Is(err, errCrash) {
 		t.Fatalf("delete: got %v, want the crash", err)
 	}
 	e.restart(t)
@@ -489,7 +499,7 @@ func testDeletionCrash(t *testing.T, e env) {
 	if _, ok := s.Topic("doomed"); ok || s.PendingDeletion["doomed"] != ti.ID {
 		t.Fatalf("after crash: topic present %v, pending %v; want absent, pending with id %s", ok, s.PendingDeletion, ti.ID)
 	}
-	if _, err := b.CreateTopic(ctxT(t, 5*time.Second), TopicSpec{Name: "doomed", Assignment: [][]int32{{1}}}); !errors.Is(err, ErrTopicExists) || !errors.Is(err, ErrTopicDeletionPending) {
+	if _, err := b.CreateTopic(ctxT(t, waitTimeout), TopicSpec{Name: "doomed", Assignment: [][]int32{{1}}}); !errors.Is(err, ErrTopicExists) || !errors.Is(err, ErrTopicDeletionPending) {
 		t.Fatalf("create during pending deletion: got %v, want ErrTopicExists and ErrTopicDeletionPending", err)
 	}
 	// The controller finishes the deletion.
@@ -497,7 +507,7 @@ func testDeletionCrash(t *testing.T, e env) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- RunController(ctx, b, ControllerConfig{BrokerID: 1, Logger: testLogger(t)}) }()
-	waitSnap(t, b, 10*time.Second, "deletion finished by the controller", func(s *Snapshot) bool { return len(s.PendingDeletion) == 0 })
+	waitSnap(t, b, "deletion finished by the controller", func(s *Snapshot) bool { return len(s.PendingDeletion) == 0 })
 	ti2 := createTopic(t, b, "doomed", [][]int32{{1}}, nil)
 	if ti2.ID == ti.ID {
 		t.Fatal("same id")

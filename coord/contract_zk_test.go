@@ -9,12 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/stratastream/strata/coord/zktest"
 )
 
 // zkSessionTimeout is the contract tests' ZooKeeper session timeout:
-// short, so expiry tests are quick; long enough for -race on 2 cores.
-const zkSessionTimeout = 2 * time.Second
+// short, so expiry tests are quick; long enough that a loaded 2-core
+// machine keeps its sessions (go-zookeeper drops a connection that has
+// been silent for two thirds of it, 4s, and a write there fails with
+// ErrUnavailable).
+const zkSessionTimeout = 6 * time.Second
 
 var chrootSeq atomic.Int64
 
@@ -39,9 +44,9 @@ func newZKEnvOn(srv *zktest.Server) func(t *testing.T) env {
 func (e *zkEnv) open(t *testing.T) Coordinator {
 	t.Helper()
 	p := zktest.NewProxy(t, e.srv.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	z, err := DialZK(ctx, Config{ZooKeeperConnect: p.ConnectString(e.chroot), SessionTimeout: zkSessionTimeout, Logger: testLogger(t)})
+	z, err := DialZK(ctx, Config{ZooKeeperConnect: p.ConnectString(e.chroot), SessionTimeout: zkSessionTimeout, ConnectTimeout: waitTimeout, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +58,42 @@ func (e *zkEnv) open(t *testing.T) Coordinator {
 	return z
 }
 
+// partition blocks c's proxy and returns once ZooKeeper has expired c's
+// session: one session timeout after the server last heard from it,
+// rounded up to its tick, or later on a loaded machine. The sign is an
+// ephemeral znode of the session, created here outside the chroot, gone:
+// ZooKeeper deletes a session's ephemeral znodes in the transaction that
+// ends the session.
 func (e *zkEnv) partition(t *testing.T, c Coordinator) {
+	t.Helper()
+	z := c.(*ZK)
 	e.mu.Lock()
-	p := e.proxy[c.(*ZK)]
+	p := e.proxy[z]
 	e.mu.Unlock()
+	marker := fmt.Sprintf("%s.session-%x", e.chroot, z.conn.SessionID())
+	if _, err := z.conn.Create(marker, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("session marker %s: %v", marker, err)
+	}
 	p.Block()
-	// The server expires the session one session timeout after it last
-	// heard from the client, rounded up to its tick (250ms).
-	time.Sleep(zkSessionTimeout + 600*time.Millisecond)
+	waitGone(t, rawZK(t, e.srv.Addr()), marker, zkSessionTimeout+waitTimeout)
+}
+
+// waitGone polls until the znode at path does not exist, failing after
+// timeout.
+func waitGone(t *testing.T, raw *zk.Conn, path string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, _, err := raw.Exists(path)
+		if err == nil && !ok {
+			return
+		}
+		// err: not connected yet, or a dropped connection; ask again.
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists %v later (last error %v)", path, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (e *zkEnv) heal(t *testing.T, c Coordinator) {

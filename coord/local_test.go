@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestLocalReadsEmbeddedFile: the embedded coordinator takes over the data
@@ -46,7 +45,7 @@ func TestLocalReadsEmbeddedFile(t *testing.T) {
 	if p := ti.Partitions[0]; p.State.Leader != 1 || p.State.LeaderEpoch != 4 || p.Version != 0 {
 		t.Fatalf("partition %+v", p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if _, err := c.Register(ctx, BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9092}); err != nil {
 		t.Fatal(err)

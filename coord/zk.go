@@ -36,6 +36,9 @@ type ZK struct {
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
 	hookAfterMarker func() error
+	// registerGrace is defaultRegisterGrace; tests that wait for a real
+	// session expiry lengthen it.
+	registerGrace time.Duration
 
 	sessionEvents *eventQueue   // from go-zookeeper's callback
 	closing       chan struct{} // closed by Close
@@ -94,7 +97,7 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		return nil, err
 	}
 	z := &ZK{
-		cfg: cfg, log: cfg.Logger, root: strings.TrimRight(chroot, "/"),
+		cfg: cfg, log: cfg.Logger, root: strings.TrimRight(chroot, "/"), registerGrace: defaultRegisterGrace,
 		sessionEvents: newEventQueue(), closing: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	z.lastLog.Store("")

@@ -9,11 +9,11 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// registerGrace is added to the session timeout when Register waits for a
-// dead broker's registration to go: ZooKeeper expires a session up to one
-// tick after its timeout, and the dead session was last heard from before
-// it died.
-const registerGrace = 2 * time.Second
+// defaultRegisterGrace is added to the session timeout when Register
+// waits for a dead broker's registration to go: ZooKeeper expires a
+// session up to one tick after its timeout, and the dead session was last
+// heard from before it died.
+const defaultRegisterGrace = 2 * time.Second
 
 // Register implements Coordinator: an ephemeral brokers/ids/<id> znode
 // owned by this session; the broker epoch is its czxid. It waits up to the
@@ -27,7 +27,7 @@ func (z *ZK) Register(ctx context.Context, b BrokerInfo) (int64, error) {
 			return 0, err
 		}
 	}
-	epoch, err := z.register(ctx, b, z.cfg.SessionTimeout+registerGrace)
+	epoch, err := z.register(ctx, b, z.cfg.SessionTimeout+z.registerGrace)
 	if err != nil {
 		return 0, err
 	}

@@ -44,7 +44,7 @@ func TestBrokerJSONLogs(t *testing.T) {
 			"--override", "metrics.listener=127.0.0.1:0",
 		}, &stdout, &stderr)
 	}()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(cliTimeout)
 	for !strings.Contains(stdout.String(), "listening on") {
 		select {
 		case code := <-done:
@@ -66,7 +66,7 @@ func TestBrokerJSONLogs(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(cliTimeout):
 		t.Fatal("broker did not stop on SIGTERM")
 	}
 	var msgs []string

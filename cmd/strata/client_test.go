@@ -18,6 +18,11 @@ import (
 // cliTimeout bounds one CLI invocation in tests.
 const cliTimeout = 60 * time.Second
 
+// idleBound is the --timeout of a consume that ends on --max-messages: it
+// only ends one waiting for records that never come, with what it got,
+// so it is far longer than records take to arrive on a loaded machine.
+const idleBound = cliTimeout / 2
+
 type testLogWriter struct{ t *testing.T }
 
 func (w testLogWriter) Write(p []byte) (int, error) {
@@ -53,7 +58,7 @@ func startBrokerProps(t *testing.T, props map[string]string) (*broker.Server, st
 	}
 	go func() { _ = s.Serve() }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout/2)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil && !errors.Is(err, broker.ErrServerClosed) {
 			t.Errorf("shutdown: %v", err)
@@ -136,7 +141,6 @@ func TestUnreachableBroker(t *testing.T) {
 		{"groups", "list"},
 	} {
 		withStdin(t, "a\n")
-		start := time.Now()
 		r := cli(t, append(args, "--bootstrap-server", addr)...)
 		if r.code != 1 {
 			t.Errorf("#%d %v: got exit %d, want 1\n%s", i, args, r.code, r.stderr)
@@ -146,8 +150,10 @@ func TestUnreachableBroker(t *testing.T) {
 				t.Errorf("#%d %v: stderr lacks %q:\n%s", i, args, want, r.stderr)
 			}
 		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("#%d %v: took %v to report a refused connection", i, args, d)
+		// At once: the refused connection ends the probe, not its
+		// timeout (which would say "no answer within").
+		if strings.Contains(r.stderr, "no answer within") {
+			t.Errorf("#%d %v: waited for the probe timeout instead of reporting the refused connection:\n%s", i, args, r.stderr)
 		}
 	}
 }
@@ -170,7 +176,6 @@ func TestAdvertisedAddressUnreachable(t *testing.T) {
 		{"consume", "__consumer_offsets"},
 		{"groups", "describe", "--group", "g"},
 	} {
-		start := time.Now()
 		r := cli(t, append(args, "--bootstrap-server", addr)...)
 		if r.code != 1 {
 			t.Errorf("#%d %v: got exit %d, want 1\n%s", i, args, r.code, r.stderr)
@@ -180,8 +185,10 @@ func TestAdvertisedAddressUnreachable(t *testing.T) {
 				t.Errorf("#%d %v: stderr lacks %q:\n%s", i, args, want, r.stderr)
 			}
 		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("#%d %v: took %v", i, args, d)
+		// At once: the failed connections end the session, not the
+		// request's timeout.
+		if strings.Contains(r.stderr, "context deadline exceeded") || strings.Contains(r.stderr, "did not answer in time") {
+			t.Errorf("#%d %v: waited for a timeout instead of reporting the advertised address:\n%s", i, args, r.stderr)
 		}
 	}
 }

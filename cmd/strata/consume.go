@@ -167,7 +167,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 
 	out := bufio.NewWriter(stdout)
 	p := &printer{out: out, json: *format == "json", printKey: *printKey, printOffset: *printOffset}
-	cons := &consumer{s: s, p: p, limit: *maxMessages, idle: *timeout, group: *group != "", ready: ready, stderr: stderr}
+	cons := &consumer{s: s, p: p, limit: *maxMessages, idle: *timeout, group: *group != "", ready: ready, stderr: stderr, startIdle: idleTimer}
 	count, err := cons.run(ctx)
 	if ferr := out.Flush(); err == nil && ferr != nil {
 		err = ferr
@@ -269,7 +269,14 @@ type consumer struct {
 	group  bool          // mark printed records for commit
 	ready  chan struct{} // closed when partitions are assigned: the idle clock starts then
 	stderr io.Writer
+	// startIdle starts the idle clock of one poll: idleTimer, taken
+	// when the command starts, as goroutines may call it after it ended.
+	startIdle func(time.Duration) *time.Timer
 }
+
+// idleTimer starts the --timeout clock of one poll. Tests replace it to
+// see when the clock starts.
+var idleTimer = time.NewTimer
 
 // errIdle ends a poll after --timeout without records.
 var errIdle = errors.New("no records within --timeout")
@@ -341,7 +348,7 @@ func (c *consumer) poll(ctx context.Context, want int) (fetches kgo.Fetches, idl
 			case <-pctx.Done():
 				return
 			}
-			t := time.NewTimer(c.idle)
+			t := c.startIdle(c.idle)
 			defer t.Stop()
 			select {
 			case <-t.C:

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -52,13 +55,23 @@ func TestGroupsLagAndReset(t *testing.T) {
 		t.Errorf("partition 0: got current, end, lag %v, want 3 5 2\n%s", got, out)
 	}
 
-	// The group resumes where it committed.
-	r = mustCLI(t, append([]string{"consume", "orders", "--group", "billing", "--timeout", "2s"}, b...)...)
+	// The group resumes where it committed: two records are left, and
+	// consume ends once it printed them (a start too early would print
+	// value0 first).
+	r = mustCLI(t, append([]string{"consume", "orders", "--group", "billing", "--max-messages", "2", "--timeout", idleBound.String()}, b...)...)
 	if r.stdout != "value3\nvalue4\n" {
 		t.Errorf("resume: got %q", r.stdout)
 	}
 	if got := partitionRow(t, describe(), "orders", "0"); strings.Join(got, " ") != "5 5 0" {
 		t.Errorf("after resume: got %v, want 5 5 0", got)
+	}
+	// Nothing left: --timeout ends it, and the offsets stay.
+	r = mustCLI(t, append([]string{"consume", "orders", "--group", "billing", "--timeout", "500ms"}, b...)...)
+	if r.stdout != "" || !strings.Contains(r.stderr, "Processed a total of 0 messages") {
+		t.Errorf("at the end: got %q, stderr %q", r.stdout, r.stderr)
+	}
+	if got := partitionRow(t, describe(), "orders", "0"); strings.Join(got, " ") != "5 5 0" {
+		t.Errorf("after consuming at the end: got %v, want 5 5 0", got)
 	}
 
 	reset := func(args ...string) result {
@@ -156,13 +169,64 @@ func TestGroupsActiveMember(t *testing.T) {
 }
 
 // --timeout counts from the group's first assignment, not from the start:
-// joining waits group.initial.rebalance.delay.ms.
+// joining waits group.initial.rebalance.delay.ms. The test sees the clock
+// start and asks the broker about the group then: it must be Stable with
+// the consumer as its member, which it is not during the join's delay.
+// The records are produced only after that, so the consumer cannot have
+// finished and left the group by the time the broker answers.
 func TestConsumeGroupTimeoutAfterJoin(t *testing.T) {
 	_, addr := startBrokerProps(t, map[string]string{"group.initial.rebalance.delay.ms": "1500"})
 	mustCLI(t, "topic", "create", "--topic", "orders", "--partitions", "1", "--bootstrap-server", addr)
-	produceLines(t, addr, "orders", 2)
-	r := mustCLI(t, "consume", "orders", "--group", "slow", "--from-beginning", "--timeout", "500ms", "--bootstrap-server", addr)
-	if r.stdout != "value0\nvalue1\n" {
-		t.Errorf("got %q", r.stdout)
+	adm := kadm.NewClient(newTestClient(t, addr))
+	started := make(chan string, 1) // the group's state at the first start of the clock
+	var first sync.Once
+	clock := idleTimer
+	idleTimer = func(d time.Duration) *time.Timer {
+		first.Do(func() { started <- describeGroupState(adm, "slow") })
+		// The clock must not run out before the records come: when they
+		// come is up to the test and the machine.
+		return clock(max(d, idleBound))
 	}
+	t.Cleanup(func() { idleTimer = clock })
+	done := make(chan result, 1)
+	go func() {
+		done <- cli(t, "consume", "orders", "--group", "slow", "--from-beginning", "--max-messages", "2", "--timeout", "500ms", "--bootstrap-server", addr)
+	}()
+	select {
+	case state := <-started:
+		if state != "Stable with 1 member(s)" {
+			t.Errorf("when the --timeout clock started, the group was %s; want Stable with 1 member(s)", state)
+		}
+	case r := <-done:
+		t.Fatalf("consume ended before its clock started: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	case <-time.After(cliTimeout / 2):
+		t.Fatal("the --timeout clock never started")
+	}
+	produceRecords(t, addr, &kgo.Record{Topic: "orders", Value: []byte("value0")}, &kgo.Record{Topic: "orders", Value: []byte("value1")})
+	select {
+	case r := <-done:
+		if r.code != 0 || r.stdout != "value0\nvalue1\n" {
+			t.Errorf("exit %d, got %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(cliTimeout / 2):
+		t.Fatal("consume did not end after the records were produced")
+	}
+}
+
+// describeGroupState is the state and member count of group, as the
+// broker reports them, or the error.
+func describeGroupState(adm *kadm.Client, group string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout/2)
+	defer cancel()
+	gs, err := adm.DescribeGroups(ctx, group)
+	g, ok := gs[group]
+	switch {
+	case err != nil:
+		return err.Error()
+	case !ok:
+		return "not described"
+	case g.Err != nil:
+		return g.Err.Error()
+	}
+	return fmt.Sprintf("%s with %d member(s)", g.State, len(g.Members))
 }

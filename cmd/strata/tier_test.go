@@ -28,6 +28,15 @@ func tierStatusJSON(t *testing.T, want int, args ...string) tierStatusReport {
 	return rep
 }
 
+// rowJSON is r for a failure message: its values, not its pointers.
+func rowJSON(r *tierPartitionStatus) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
 func findRow(rep tierStatusReport, topic string, p int32) *tierPartitionStatus {
 	for i := range rep.Partitions {
 		if rep.Partitions[i].Topic == topic && rep.Partitions[i].Partition == p {
@@ -80,6 +89,7 @@ func TestTierStatus(t *testing.T) {
 		"--config", "remote.storage.enable=true", "--config", "segment.bytes=4096",
 		"--config", "local.retention.bytes=1", "--config", "file.delete.delay.ms=0")
 	const n = 600
+	firstRecord := time.Now() // no upload can be older
 	var rs []*kgo.Record
 	for i := range n {
 		rs = append(rs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(fmt.Sprintf("value-%04d-%s", i, strings.Repeat("x", 60)))})
@@ -88,16 +98,19 @@ func TestTierStatus(t *testing.T) {
 
 	metrics := s.MetricsAddr().String()
 	args := []string{"--override", "log.dirs=" + dir, "--metrics-url", metrics}
+	// Tiered: some segments uploaded (more than one segment's bytes, in
+	// several) and deleted locally. The uploader gets there with the
+	// sealed segments of the records produced, however slowly.
 	var row *tierPartitionStatus
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rep := tierStatusJSON(t, 0, args...)
-		row = findRow(rep, topic, 0)
-		if row != nil && row.RemoteLogEnd != nil && *row.RemoteLogEnd > 0 && row.LocalLogStart != nil && *row.LocalLogStart > 0 {
+		row = findRow(tierStatusJSON(t, 0, args...), topic, 0)
+		if row != nil && row.RemoteLogEnd != nil && *row.RemoteLogEnd > 0 && row.LocalLogStart != nil && *row.LocalLogStart > 0 &&
+			row.RemoteSegments != nil && *row.RemoteSegments >= 2 && row.RemoteBytes != nil && *row.RemoteBytes > 4096 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not tiered within 30 s: %+v", rep)
+			t.Fatalf("not tiered within 30 s: %s", rowJSON(row))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -122,8 +135,8 @@ func TestTierStatus(t *testing.T) {
 		t.Errorf("local log start %d, want in (0, remote end %d]", *row.LocalLogStart, *row.RemoteLogEnd)
 	case *row.LocalBytes <= 0 || *row.RemoteBytes <= 4096 || *row.RemoteSegments < 2:
 		t.Errorf("local bytes %d, remote %d in %d segments", *row.LocalBytes, *row.RemoteBytes, *row.RemoteSegments)
-	case row.LastUpload == nil || time.Since(*row.LastUpload) > time.Minute:
-		t.Errorf("last upload %v, want within the last minute", row.LastUpload)
+	case row.LastUpload == nil || row.LastUpload.Before(firstRecord) || row.LastUpload.After(time.Now()):
+		t.Errorf("last upload %v, want between the first record (%v) and now", row.LastUpload, firstRecord)
 	case row.CacheReads == nil || *row.CacheReads == 0 || row.CacheHitRatio == nil || *row.CacheHitRatio <= 0:
 		t.Errorf("cache reads %v ratio %v, want reads and some hits after the second replay", row.CacheReads, row.CacheHitRatio)
 	case row.PendingSegments == nil:
@@ -138,9 +151,21 @@ func TestTierStatus(t *testing.T) {
 		more[i] = &kgo.Record{Topic: topic, Partition: 0, Value: append([]byte("more-"), rs[i].Value...)}
 	}
 	produceChunks(t, addr, more)
-	time.Sleep(1100 * time.Millisecond)
-	rep = tierStatusJSON(t, 0, args...)
-	row = findRow(rep, topic, 0)
+	// The oldest pending segment turns 1 s old a second after it was
+	// sealed; the uploader (polling every 100 ms) had that second to
+	// upload it, had uploads not stopped.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		rep = tierStatusJSON(t, 0, args...)
+		row = findRow(rep, topic, 0)
+		if row != nil && row.OldestPendingSeconds != nil && *row.OldestPendingSeconds >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pending segment 1 s old within 30 s: %s", rowJSON(row))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if *row.RemoteLogEnd < remoteEnd || *row.LogEnd != 2*n {
 		t.Fatalf("after uploads stopped: remote end %d (was %d), log end %d, want %d", *row.RemoteLogEnd, remoteEnd, *row.LogEnd, 2*n)
 	}
