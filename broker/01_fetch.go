@@ -118,7 +118,9 @@ func (s *Server) waitForAppend(notify []<-chan struct{}, d time.Duration) bool {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		}
 	}
+	s.progress.fetchesWaiting.Add(1)
 	chosen, _, _ := reflect.Select(cases)
+	s.progress.fetchesWaiting.Add(-1)
 	return chosen >= 2
 }
 

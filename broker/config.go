@@ -122,6 +122,10 @@ type Config struct {
 	// LogOptions are passed to segment.Open for every partition log, after
 	// the broker's own (tests inject hooks such as segment.WithSyncHook).
 	LogOptions []segment.Option
+
+	// hooks are the connection's test seams (conn.go), unset outside
+	// this package's tests.
+	hooks connHooks
 }
 
 // defaultZeroCopy is true unless built with the strata_copyfetch tag.

@@ -17,6 +17,22 @@ import (
 	"github.com/stratastream/strata/broker/group"
 )
 
+// PanicMarker begins the message of the ERROR line a broker logs when it
+// recovers from a panic in a connection (reading or handling a request),
+// a panic that closed that connection only. The end-to-end tests fail when
+// a broker's log holds it: a recovered panic is a bug even though the
+// broker served on.
+const PanicMarker = "STRATA_PANIC"
+
+// connHooks are functions a test of this package sets in Config.hooks to
+// run at fixed points of a connection's work, to make it panic there.
+type connHooks struct {
+	// read runs in the reader for each request it decoded.
+	read func(*request)
+	// handle runs in the processor before each request's handler.
+	handle func(*request)
+}
+
 // maxInFlight bounds the requests a connection has read but not yet
 // answered. The reader stops reading (and TCP pushes back on the client)
 // when it is reached.
@@ -117,7 +133,7 @@ func (c *conn) readLoop() {
 	defer c.cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("panic reading request; closing connection", "panic", r, "stack", string(debug.Stack()))
+			c.log.Error(PanicMarker+": panic reading request; closing connection", "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
 	sizeBuf := make([]byte, 4)
@@ -158,6 +174,9 @@ func (c *conn) readLoop() {
 			cl.ID = *req.clientID
 		}
 		req.ctx = group.WithClient(c.ctx, cl)
+		if h := c.s.cfg.hooks.read; h != nil {
+			h(req)
+		}
 		c.inflight.Add(1)
 		select {
 		case c.queue <- req:
@@ -171,12 +190,13 @@ func (c *conn) readLoop() {
 func (c *conn) processLoop() {
 	defer func() {
 		c.cancel()
+		// Counted before the close, which the client sees.
+		c.s.stats.connectionsOpen.Add(-1)
 		_ = c.nc.Close()
 		close(c.done)
 		c.s.mu.Lock()
 		delete(c.s.mu.conns, c)
 		c.s.mu.Unlock()
-		c.s.stats.connectionsOpen.Add(-1)
 		c.s.connWG.Done()
 	}()
 	for req := range c.queue {
@@ -191,16 +211,30 @@ func (c *conn) processLoop() {
 // process handles one request and writes its response. It returns false
 // when the connection must be closed. A panicking handler closes only this
 // connection.
+//
+// The request is counted (Stats, the request and error metrics, the
+// latency histogram) before its response is written: a client that has
+// its answer sees it counted. So the latency observed is that of handling
+// the request and building its response, a long-polling fetch's wait
+// included, and not the time the response takes to leave (which a slow
+// reader stretches). The bytes that Fetch sends from files are counted as
+// they are sent (writeRaw).
 func (c *conn) process(req *request) (ok bool) {
+	c.s.stats.requests.Add(1)
+	start := time.Now()
+	observed := false
 	defer func() {
+		if !observed { // the handler failed or panicked: no response
+			c.s.metrics.observeRequest(req.key, start)
+		}
 		if r := recover(); r != nil {
-			c.log.Error("panic handling request; closing connection", "key", req.key, "version", req.version, "panic", r, "stack", string(debug.Stack()))
+			c.log.Error(PanicMarker+": panic handling request; closing connection", "key", req.key, "version", req.version, "panic", r, "stack", string(debug.Stack()))
 			ok = false
 		}
 	}()
-	c.s.stats.requests.Add(1)
-	start := time.Now()
-	defer c.s.metrics.observeRequest(req.key, start)
+	if h := c.s.cfg.hooks.handle; h != nil {
+		h(req)
+	}
 	var rep reply
 	var err error
 	if req.unsupported {
@@ -215,6 +249,8 @@ func (c *conn) process(req *request) (ok bool) {
 	if rep.msg != nil {
 		c.s.metrics.countResponseErrors(req.key, rep.msg)
 	}
+	c.s.metrics.observeRequest(req.key, start)
+	observed = true
 	if !rep.none {
 		if err := c.write(req.corr, rep); err != nil {
 			if !errors.Is(err, net.ErrClosed) {
@@ -248,6 +284,12 @@ func (c *conn) write(corr int32, rep reply) error {
 // writeRaw sends a response whose body holds file ranges: bytes are
 // gathered and written, and each file range goes out by sendfile (or by a
 // copy when zero copy is off or the connection is not TCP).
+//
+// FetchZeroCopyBytes and FetchCopiedBytes count the bytes each sendfile
+// or copy reports sent, which are known only once it returns: the last
+// range may reach the client before it is counted. The connection handles
+// its next request only after this returns, so a later response on the
+// same connection is written after the count.
 func (c *conn) writeRaw(corr int32, body *rawBody) error {
 	c.wbuf = appendResponseHeader(c.wbuf[:0], corr, body.flexible)
 	size := int64(len(c.wbuf)-4) + body.size

@@ -3,6 +3,10 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,11 +115,12 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	createTopic(t, cl, "bad", 1, nil)
 	produceRaw(t, cl, "bad", 0, buildBatch(t, segment.CodecNone, 3))
 
-	// An innocent connection with a long poll in flight the whole time.
+	// An innocent connection with a long poll in flight the whole time:
+	// its MaxWait outlasts the test, so only an append can end it.
 	bystander := dialRaw(t, s)
 	fetch := kmsg.NewPtrFetchRequest()
 	fetch.Version = 11
-	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 3000, 1, 1<<20
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = math.MaxInt32, 1, 1<<20
 	ft := kmsg.NewFetchRequestTopic()
 	ft.Topic = "bad"
 	fp := kmsg.NewFetchRequestTopicPartition()
@@ -123,6 +128,7 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	ft.Partitions = append(ft.Partitions, fp)
 	fetch.Topics = append(fetch.Topics, ft)
 	bystander.send(100, fetch)
+	waitFetchesWaiting(t, s, 1)
 
 	for _, tc := range []struct {
 		name  string
@@ -138,6 +144,7 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 		{"malformed tags", append([]byte{0, 3, 0, 12, 0, 0, 0, 1, 0xff, 0xff}, 0x05, 0x01)},
 		{"oversized", make([]byte, 1001)},
 	} {
+		rejected := s.Stats().RequestsRejected
 		rc := dialRaw(t, s)
 		if tc.name == "oversized" {
 			// Only the size prefix: the server refuses before reading on.
@@ -150,8 +157,13 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 			rc.writeFrame(tc.frame)
 		}
 		rc.expectClosed()
+		// Counted before the connection is closed.
+		if got := s.Stats().RequestsRejected - rejected; got != 1 {
+			t.Fatalf("%s: %d frames counted as rejected, want 1", tc.name, got)
+		}
 		checkServing(t, s)
 	}
+	rejected := s.Stats().RequestsRejected
 	// A frame larger than the limit with a body too.
 	rc := dialRaw(t, s)
 	rc.writeFrame(make([]byte, 1001))
@@ -161,6 +173,14 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	rc = dialRaw(t, s)
 	_, _ = rc.c.Write([]byte{0xff, 0xff, 0xff, 0xff})
 	rc.expectClosed()
+	if got := s.Stats().RequestsRejected - rejected; got != 2 {
+		t.Fatalf("oversized with a body and negative size: %d frames counted as rejected, want 2", got)
+	}
+
+	// The bystander's fetch still waits.
+	if n := s.progress.fetchesWaiting.Load(); n != 1 {
+		t.Fatalf("%d fetches waiting after the bad frames, want the bystander's", n)
+	}
 
 	// The bystander's fetch is answered, woken by this append.
 	produceRaw(t, cl, "bad", 0, buildBatch(t, segment.CodecNone, 1))
@@ -176,9 +196,6 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	}
 	if hw := s.topic("bad").parts[0].log.HighWatermark(); hw != 4 {
 		t.Fatalf("stored data changed: high watermark %d, want 4", hw)
-	}
-	if st := s.Stats(); st.RequestsRejected < 10 {
-		t.Fatalf("rejected %d frames, want at least 10", st.RequestsRejected)
 	}
 }
 
@@ -229,30 +246,31 @@ func TestPipelinedResponsesInOrder(t *testing.T) {
 	}
 }
 
+// TestIdleConnectionClosed times the idle timeout from before the dial:
+// the server arms it after accepting the connection, so it cannot close
+// the connection sooner than that.
 func TestIdleConnectionClosed(t *testing.T) {
-	s := startServer(t, map[string]string{"connections.max.idle.ms": "200"})
-	rc := dialRaw(t, s)
+	const idle = 200 * time.Millisecond
+	s := startServer(t, map[string]string{"connections.max.idle.ms": strconv.Itoa(int(idle.Milliseconds()))})
 	start := time.Now()
+	rc := dialRaw(t, s)
 	rc.expectClosed()
-	if el := time.Since(start); el < 150*time.Millisecond {
-		t.Fatalf("closed after %v, before the idle timeout", el)
+	if el := time.Since(start); el < idle {
+		t.Fatalf("closed after %v, before the idle timeout %v", el, idle)
 	}
-	// A long poll longer than the idle timeout is not idleness.
+	// A long poll three times the idle timeout is not idleness: the
+	// connection stays open for its answer.
 	cl := newClient(t, s)
 	createTopic(t, cl, "idle", 1, nil)
 	rc = dialRaw(t, s)
-	fetch := kmsg.NewPtrFetchRequest()
-	fetch.Version = 12
-	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 600, 1, 1<<20
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "idle"
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.PartitionMaxBytes = 1 << 20
-	ft.Partitions = append(ft.Partitions, fp)
-	fetch.Topics = append(fetch.Topics, ft)
-	rc.send(1, fetch)
-	if corr, _, err := rc.readFrame(); err != nil || corr != 1 {
-		t.Fatalf("long poll across the idle timeout: corr %d err %v", corr, err)
+	fetch := fetchRequest("idle", 0, 0, 1<<20)
+	fetch.MaxWaitMillis, fetch.MinBytes = int32(3*idle.Milliseconds()), 1
+	start = time.Now()
+	if fp := rc.request(1, fetch).(*kmsg.FetchResponse).Topics[0].Partitions[0]; fp.ErrorCode != 0 {
+		t.Fatalf("long poll across the idle timeout: error %d", fp.ErrorCode)
+	}
+	if el := time.Since(start); el < 3*idle {
+		t.Fatalf("long poll answered after %v, before its MaxWait %v: the idle timeout was not crossed", el, 3*idle)
 	}
 }
 
@@ -269,19 +287,13 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	go func() { served <- s.Serve() }()
 	cl := newClient(t, s)
 	createTopic(t, cl, "sd", 1, nil)
+	// A long poll whose MaxWait outlasts the test: only the shutdown can
+	// answer it before the connection's read deadline.
 	rc := dialRaw(t, s)
-	fetch := kmsg.NewPtrFetchRequest()
-	fetch.Version = 12
-	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 30000, 1, 1<<20
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "sd"
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.PartitionMaxBytes = 1 << 20
-	ft.Partitions = append(ft.Partitions, fp)
-	fetch.Topics = append(fetch.Topics, ft)
+	fetch := fetchRequest("sd", 0, 0, 1<<20)
+	fetch.MaxWaitMillis, fetch.MinBytes = math.MaxInt32, 1
 	rc.send(1, fetch)
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
+	waitFetchesWaiting(t, s, 1)
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
 	if corr, _, err := rc.readFrame(); err != nil || corr != 1 {
@@ -290,11 +302,62 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("shutdown took %v", el)
-	}
 	if err := <-served; err != ErrServerClosed {
 		t.Fatalf("Serve returned %v", err)
 	}
 	rc.expectClosed()
+}
+
+// TestRecoveredPanicClosesOnlyItsConnection makes a handler, then the
+// reader, panic on one connection (through the test hooks): each time that
+// connection alone is closed, the others go on, and the broker logs an
+// ERROR line holding PanicMarker, which the end-to-end tests look for.
+func TestRecoveredPanicClosesOnlyItsConnection(t *testing.T) {
+	const handlePanic, readPanic = 666, 667 // correlation ids that panic
+	logs := &logLines{t: t}
+	cfg := testConfig(t, nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.hooks.read = func(r *request) {
+		if r.corr == readPanic {
+			panic("test: reader panic")
+		}
+	}
+	cfg.hooks.handle = func(r *request) {
+		if r.corr == handlePanic {
+			panic("test: handler panic")
+		}
+	}
+	s := startServerConfig(t, cfg)
+	apiVersions := func(rc *rawConn, corr int32) {
+		t.Helper()
+		req := kmsg.NewPtrApiVersionsRequest()
+		if resp := rc.request(corr, req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+			t.Fatalf("ApiVersions: error %d", resp.ErrorCode)
+		}
+	}
+	bystander := dialRaw(t, s)
+	apiVersions(bystander, 1)
+
+	for i, tc := range []struct {
+		corr int32
+		msg  string
+	}{
+		{handlePanic, PanicMarker + ": panic handling request; closing connection"},
+		{readPanic, PanicMarker + ": panic reading request; closing connection"},
+	} {
+		victim := dialRaw(t, s)
+		apiVersions(victim, 1) // answered before the panic
+		victim.send(tc.corr, kmsg.NewPtrApiVersionsRequest())
+		victim.expectClosed()
+		// Logged before the connection was closed.
+		lines := logs.containing(tc.msg)
+		if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") {
+			t.Fatalf("#%d: log lines with %q: %q, want one at level ERROR", i, tc.msg, lines)
+		}
+		apiVersions(bystander, int32(10+i))
+		checkServing(t, s)
+	}
+	if lines := logs.containing(PanicMarker); len(lines) != 2 {
+		t.Fatalf("log lines with %s: %q, want the two panics", PanicMarker, lines)
+	}
 }

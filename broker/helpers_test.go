@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,11 +27,51 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// logLines is a log writer that keeps the lines a server logs (and
+// passes them on to t.Log).
+type logLines struct {
+	t  *testing.T
+	mu sync.Mutex
+	// lines are the lines written, without their newline.
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+		l.t.Log(line)
+	}
+	return len(p), nil
+}
+
+// containing returns the lines that contain sub.
+func (l *logLines) containing(sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // startServer runs a server on 127.0.0.1:0 in a temporary directory with
 // the given extra settings, stopped at the end of the test.
 // __consumer_offsets gets 3 partitions unless props say otherwise: 50
 // logs per server would slow every test down.
 func startServer(t *testing.T, props map[string]string) *Server {
+	t.Helper()
+	return startServerConfig(t, testConfig(t, props))
+}
+
+// testConfig is the configuration startServer runs, for a test that
+// changes it further.
+func testConfig(t *testing.T, props map[string]string) Config {
 	t.Helper()
 	all := map[string]string{
 		"listeners":                    "PLAINTEXT://127.0.0.1:0",
@@ -44,7 +86,7 @@ func startServer(t *testing.T, props map[string]string) *Server {
 		t.Fatal(err)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return startServerConfig(t, cfg)
+	return cfg
 }
 
 func startServerConfig(t *testing.T, cfg Config) *Server {
@@ -250,6 +292,81 @@ func (r *rawConn) expectClosed() {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		r.t.Fatal("connection not closed within 5s")
 	}
+}
+
+// request sends req and returns its decoded response, which must be the
+// next frame on the connection.
+func (r *rawConn) request(corr int32, req kmsg.Request) kmsg.Response {
+	r.t.Helper()
+	r.send(corr, req)
+	got, body, err := r.readFrame()
+	if err != nil || got != corr {
+		r.t.Fatalf("%s v%d: corr %d err %v, want corr %d", kmsg.NameForKey(req.Key()), req.GetVersion(), got, err, corr)
+	}
+	resp := req.ResponseKind()
+	decodeResponse(r.t, resp, body)
+	return resp
+}
+
+// fetchRequest is a Fetch (v12, no wait) of one partition.
+func fetchRequest(topic string, partition int32, offset int64, maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.MaxBytes = maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// fetch is fetchRaw over this connection.
+func (r *rawConn) fetch(corr int32, topic string, partition int32, offset int64, maxBytes int32) kmsg.FetchResponseTopicPartition {
+	r.t.Helper()
+	resp := r.request(corr, fetchRequest(topic, partition, offset, maxBytes)).(*kmsg.FetchResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+// barrier returns once the server has answered an ApiVersions sent after
+// everything before it on this connection. The connection handles its
+// requests one at a time, so every earlier response was then written in
+// full and counted, the bytes Fetch sent from files included (those are
+// counted once sent, after the client may have its answer).
+func (r *rawConn) barrier() {
+	r.t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	r.request(-1, req)
+}
+
+// waitFor polls cond until it holds, for at most 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitFetchesWaiting waits until n long-polling fetches wait for an
+// append in s. Nothing but an append, their MaxWait or shutdown ends
+// their wait then.
+func waitFetchesWaiting(t *testing.T, s *Server, n int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d fetches to wait for an append", n), func() bool { return s.progress.fetchesWaiting.Load() == n })
+}
+
+// waitRetentionPass waits for a retention pass that starts after the
+// call: the pass running at the call may have looked at a partition
+// already, so it waits for the one after it to complete.
+func waitRetentionPass(t *testing.T, s *Server) {
+	t.Helper()
+	want := s.progress.retentionPasses.Load() + 2
+	waitFor(t, "a retention pass", func() bool { return s.progress.retentionPasses.Load() >= want })
 }
 
 // decodeResponse parses a response body (after the correlation id).

@@ -128,7 +128,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 	}, []string{"api"})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "strata_broker_api_request_duration_seconds",
-		Help:    "Time from the start of handling a request to its response written (long-polling fetches included), by API.",
+		Help:    "Time from the start of handling a request to its response ready to send (long-polling fetches included; the socket write is not), by API.",
 		Buckets: latencyBuckets,
 	}, []string{"api"})
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -196,7 +196,9 @@ func (s *Server) PprofAddr() net.Addr {
 	return s.metrics.pprofLn.Addr()
 }
 
-// observeRequest counts one handled request and its latency.
+// observeRequest counts one handled request and its latency, the time
+// since start. The connection calls it before writing the response
+// (conn.process), so that a client that has its answer sees it counted.
 func (m *brokerMetrics) observeRequest(key int16, start time.Time) {
 	if key < 0 || int(key) >= len(m.apis) || m.apis[key] == nil {
 		return
@@ -294,7 +296,8 @@ func (m *brokerMetrics) forgetTopic(name string) {
 }
 
 // fetchReply counts a Fetch response's bytes per topic and its error
-// codes, and encodes it.
+// codes, and encodes it. The handler calls it, so these are counted
+// before the response is written.
 func (s *Server) fetchReply(res *fetchResult) reply {
 	m := s.metrics
 	m.countError(1, res.errorCode)

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -178,57 +179,33 @@ func TestFetchLongPollWokenByAppend(t *testing.T) {
 	createTopic(t, cl, "poll", 1, nil)
 	produceRaw(t, cl, "poll", 0, buildBatch(t, segment.CodecNone, 1))
 
-	// Nothing new: the fetch waits its whole MaxWait.
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 300, 1, 1<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "poll"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes = 1, 1<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	// Nothing new: the fetch waits its whole MaxWait, timed here from
+	// before it was sent.
+	rc := dialRaw(t, s)
+	req := fetchRequest("poll", 0, 1, 1<<20)
+	req.MaxWaitMillis, req.MinBytes = 300, 1
 	start := time.Now()
-	resp, err := req.RequestWith(testCtx(t), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el < 250*time.Millisecond || len(resp.Topics[0].Partitions[0].RecordBatches) != 0 {
-		t.Fatalf("empty long poll returned after %v with %d bytes, want about 300ms and none", el, len(resp.Topics[0].Partitions[0].RecordBatches))
+	fp := rc.request(1, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if el := time.Since(start); el < 300*time.Millisecond || len(fp.RecordBatches) != 0 {
+		t.Fatalf("empty long poll returned after %v with %d bytes, want at least 300ms and none", el, len(fp.RecordBatches))
 	}
 
-	// An append wakes a waiting fetch long before its MaxWait.
-	req.MaxWaitMillis = 20000
-	done := make(chan *kmsg.FetchResponse, 1)
-	go func() {
-		resp, err := req.RequestWith(testCtx(t), cl)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- resp
-	}()
-	time.Sleep(200 * time.Millisecond)
-	select {
-	case <-done:
-		t.Fatal("fetch returned before the append")
-	default:
+	// An append wakes a waiting fetch. Its MaxWait outlasts the test, so
+	// nothing else can answer it; while it waits inside its handler it
+	// has not been answered.
+	req.MaxWaitMillis = math.MaxInt32
+	rc.send(2, req)
+	waitFetchesWaiting(t, s, 1)
+	produceRaw(t, cl, "poll", 0, buildBatch(t, segment.CodecNone, 2))
+	corr, body, err := rc.readFrame()
+	if err != nil || corr != 2 {
+		t.Fatalf("fetch not woken by the append: corr %d err %v", corr, err)
 	}
-	start = time.Now()
-	prod := newClient(t, s)
-	produceRaw(t, prod, "poll", 0, buildBatch(t, segment.CodecNone, 2))
-	select {
-	case resp := <-done:
-		if resp == nil {
-			t.FailNow()
-		}
-		h, err := segment.ValidateBatch(resp.Topics[0].Partitions[0].RecordBatches)
-		if err != nil || h.BaseOffset != 1 {
-			t.Fatalf("woken fetch: batch at %d, %v; want at 1", h.BaseOffset, err)
-		}
-		if el := time.Since(start); el > 5*time.Second {
-			t.Fatalf("woken after %v", el)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("fetch not woken by the append")
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	decodeResponse(t, resp, body)
+	h, err := segment.ValidateBatch(resp.Topics[0].Partitions[0].RecordBatches)
+	if err != nil || h.BaseOffset != 1 {
+		t.Fatalf("woken fetch: batch at %d, %v; want at 1", h.BaseOffset, err)
 	}
 }
 
@@ -307,10 +284,12 @@ func TestZeroCopyCounter(t *testing.T) {
 			batch := buildBatch(t, segment.CodecNone, 100)
 			produceRaw(t, cl, "zc", 0, batch)
 			before := s.Stats()
-			fp := fetchRaw(t, cl, "zc", 0, 0, 1<<20)
+			rc := dialRaw(t, s)
+			fp := rc.fetch(1, "zc", 0, 0, 1<<20)
 			if fp.ErrorCode != 0 || len(fp.RecordBatches) != len(batch) {
 				t.Fatalf("fetch: error %d, %d bytes, want %d", fp.ErrorCode, len(fp.RecordBatches), len(batch))
 			}
+			rc.barrier() // the bytes are counted once sent
 			after := s.Stats()
 			zcBytes := after.FetchZeroCopyBytes - before.FetchZeroCopyBytes
 			cpBytes := after.FetchCopiedBytes - before.FetchCopiedBytes

@@ -58,6 +58,10 @@ type replicaState struct {
 	// changed is closed (and replaced) whenever the high watermark, the
 	// ISR or the leadership changes: acks=all produces wait on it.
 	changed chan struct{}
+	// clock, when set (by tests), replaces time.Now as the time the
+	// log's growth stamps on the followers that were at its end
+	// (advanceHighWatermarkLocked).
+	clock func() time.Time
 }
 
 // followerProgress is what the leader knows of one follower.
@@ -192,6 +196,9 @@ func (p *partition) advanceHighWatermarkLocked(self int32) {
 		// (an idle follower sends no reports: Kafka's followers fetch
 		// all the time, ours are pushed to).
 		now := time.Now()
+		if rs.clock != nil {
+			now = rs.clock()
+		}
 		for _, f := range rs.followers {
 			if f.leo >= rs.seenEnd {
 				f.lastCaughtUp = now

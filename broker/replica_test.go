@@ -249,12 +249,13 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 // keeps reporting (its fetcher's heartbeat) stays in the ISR however long
 // the partition is idle; one that stops reporting leaves it after the lag
 // time; and an append gives the follower that was at the end the lag time
-// from the append to fetch it.
+// from the append to fetch it. The append is stamped by the partition's
+// clock, fixed here.
 func TestIdleFollowerStaysInSync(t *testing.T) {
 	const self = int32(1)
 	const lag = 30 * time.Second
 	p := replicaTestPartition(t, [2]int{0, 5})
-	start := time.Now().Add(-time.Hour)
+	start := time.Unix(10_000, 0)
 	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
 		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
 	p.syncLeadership(self, pi, start)
@@ -269,8 +270,8 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 	if isr := p.laggingISR(self, lag, start.Add(2*time.Hour)); isr != nil {
 		t.Fatalf("a follower at the log end, silent for an hour, proposed out: %v", isr)
 	}
-	now := time.Now()
-	p.followerReport(self, 2, 1, 5, now, true)
+	now := start.Add(3 * time.Hour)
+	p.followerReport(self, 2, 1, 5, now.Add(-time.Minute), true)
 	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -278,12 +279,15 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 	if err := p.appendReplicatedLocked(b); err != nil {
 		t.Fatal(err)
 	}
+	p.repl.mu.Lock()
+	p.repl.clock = func() time.Time { return now }
+	p.repl.mu.Unlock()
 	p.advanceHighWatermark(self)
-	if isr := p.laggingISR(self, lag, time.Now().Add(10*time.Second)); isr != nil {
-		t.Fatalf("10s after an append, the follower that was at the end proposed out: %v", isr)
+	if isr := p.laggingISR(self, lag, now.Add(lag)); isr != nil {
+		t.Fatalf("the lag time after an append, the follower that was at the end proposed out: %v", isr)
 	}
-	if isr := p.laggingISR(self, lag, time.Now().Add(31*time.Second)); !slices.Equal(isr, []int32{1}) {
-		t.Fatalf("31s after an append it never fetched nor reported: proposed %v, want [1]", isr)
+	if isr := p.laggingISR(self, lag, now.Add(lag+time.Millisecond)); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("past the lag time after an append it never fetched nor reported: proposed %v, want [1]", isr)
 	}
 }
 

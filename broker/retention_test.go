@@ -2,7 +2,6 @@ package broker
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,6 +9,7 @@ import (
 
 // TestRetentionLoop checks that the retention loop runs with the topic's
 // live configs: segments past retention.bytes go, and the log start moves.
+// It waits for passes of the loop that start after each change.
 func TestRetentionLoop(t *testing.T) {
 	s := startServer(t, map[string]string{"log.retention.check.interval.ms": "50"})
 	cl := newClient(t, s)
@@ -19,17 +19,19 @@ func TestRetentionLoop(t *testing.T) {
 			t.Fatalf("produce: %d", sp.ErrorCode)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if start := s.topic("ret").parts[0].log.LogStartOffset(); start != 0 {
-		t.Fatalf("log start %d before any retention limit", start)
+	p := s.topic("ret").parts[0]
+	if n := len(p.log.Segments()); n < 3 {
+		t.Fatalf("%d segments, want several: retention.bytes below has nothing to delete", n)
 	}
+	waitRetentionPass(t, s)
+	if start := p.log.LogStartOffset(); start != 0 {
+		t.Fatalf("log start %d after a retention pass without a retention limit, want 0", start)
+	}
+	// AlterConfigs applies the configs to the log before it answers.
 	alter(t, cl, "ret", map[string]string{"segment.bytes": "1000", "retention.bytes": "1000"})
-	deadline := time.Now().Add(10 * time.Second)
-	for s.topic("ret").parts[0].log.LogStartOffset() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("retention did not delete any segment")
-		}
-		time.Sleep(20 * time.Millisecond)
+	waitRetentionPass(t, s)
+	if start := p.log.LogStartOffset(); start == 0 {
+		t.Fatal("retention did not delete any segment in a pass after retention.bytes=1000")
 	}
 	if fp := fetchRaw(t, cl, "ret", 0, 0, 1<<20); fp.ErrorCode != kerr.OffsetOutOfRange.Code || fp.LogStartOffset <= 0 {
 		t.Fatalf("fetch at 0 after retention: error %d log start %d", fp.ErrorCode, fp.LogStartOffset)

@@ -73,6 +73,9 @@ type Server struct {
 	served  bool
 	closeMu sync.Mutex
 	done    bool
+
+	// progress shows tests that background work happened (stats.go).
+	progress progress
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -307,6 +310,7 @@ func (s *Server) retentionLoop() {
 			return
 		case <-t.C:
 			s.enforceRetention()
+			s.progress.retentionPasses.Add(1)
 		}
 	}
 }

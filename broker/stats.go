@@ -3,7 +3,11 @@ package broker
 import "sync/atomic"
 
 // Stats is a snapshot of the server's counters. Counters only grow, except
-// ConnectionsOpen.
+// ConnectionsOpen. A request is counted before its response is written, so
+// a client that has its answer sees it counted; the exceptions are
+// FetchZeroCopyBytes and FetchCopiedBytes, counted once the bytes are sent,
+// which can be after the client has the response: they include it by the
+// time a later request on the same connection is answered.
 type Stats struct {
 	// ConnectionsAccepted counts accepted TCP connections.
 	ConnectionsAccepted int64
@@ -64,4 +68,16 @@ func (st Stats) Map() map[string]int64 {
 		"strata_broker_fetch_zero_copy_bytes_total": st.FetchZeroCopyBytes,
 		"strata_broker_fetch_copied_bytes_total":    st.FetchCopiedBytes,
 	}
+}
+
+// progress shows that background work has happened, for the tests that
+// must know a loop ran (or is waiting) rather than sleep and hope. Nothing
+// else reads it.
+type progress struct {
+	// retentionPasses counts the retention loop's completed passes over
+	// every partition.
+	retentionPasses atomic.Int64
+	// fetchesWaiting is the number of long-polling fetches waiting for an
+	// append now (in waitForAppend).
+	fetchesWaiting atomic.Int64
 }

@@ -62,6 +62,10 @@ type Config struct {
 
 	// Logger receives the coordinator's events. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// timers runs the timeouts (timers.go); nil means the runtime's. Only
+	// this package's tests set it.
+	timers timers
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -103,6 +107,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.timers == nil {
+		cfg.timers = runtimeTimers{}
 	}
 	return nil
 }

@@ -101,8 +101,8 @@ type member struct {
 	joinWait chan joinResult
 	syncWait chan syncResult
 
-	deadline time.Time   // session expiry (monotonic clock)
-	timer    *time.Timer // fires at the deadline or later
+	deadline time.Time // session expiry (on Config.timers)
+	timer    timer     // fires at the deadline or later
 }
 
 func (m *member) metadataFor(protocol string) []byte {
@@ -176,7 +176,7 @@ type group struct {
 	// The current PreparingRebalance phase: its timer, whether it is
 	// still in the initial delay, and whether a member joined during it.
 	rebalanceSeq   uint64
-	rebalanceTimer *time.Timer
+	rebalanceTimer timer
 	initialDelay   bool
 	delayRemaining time.Duration
 	newMemberAdded bool
@@ -184,7 +184,7 @@ type group struct {
 	// Members that got their JoinGroup answer but have not sent SyncGroup;
 	// the timer drops them after the rebalance timeout.
 	pendingSync map[string]struct{}
-	syncTimer   *time.Timer
+	syncTimer   timer
 	storingGen  int32 // generation whose leader assignment is being written; -1 none
 
 	subscribed map[string]struct{} // topics of a "consumer" group's members; nil: unknown
@@ -193,7 +193,7 @@ type group struct {
 	pendingCommits map[tp]int // commits queued for the log, not applied yet
 }
 
-type pendingJoin struct{ timer *time.Timer }
+type pendingJoin struct{ timer timer }
 
 func newGroup(c *Coordinator, id string, p *partition) *group {
 	return &group{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -28,11 +29,14 @@ type memLog struct {
 		failErr error
 	}
 	gate atomic.Pointer[chan struct{}] // when set, Append waits for it to close
+	held atomic.Int32                  // Appends waiting for the gate
 }
 
 func (l *memLog) Append(b []byte, _ segment.AppendOptions) (segment.AppendResult, error) {
 	if g := l.gate.Load(); g != nil {
+		l.held.Add(1)
 		<-*g
+		l.held.Add(-1)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -128,17 +132,83 @@ func (l *blockingReadLog) ReadCopy(offset int64, maxBytes int, maxOffset int64) 
 	return l.memLog.ReadCopy(offset, maxBytes, maxOffset)
 }
 
-// fakeClock is Config.Now under the test's control.
-type fakeClock struct{ ms atomic.Int64 }
+// fakeClock is Config.Now under the test's control and, in an env on fake
+// time, the coordinator's timers: those fire only in Advance, in the order
+// of their deadlines, with the clock at each one's deadline, in the
+// goroutine that calls Advance. So when Advance returns, every timeout
+// it reached has run.
+type fakeClock struct {
+	ns atomic.Int64 // Unix time
+
+	mu     sync.Mutex // held while setting the clock, never while a timer runs
+	timers []*fakeTimer
+}
 
 func newFakeClock() *fakeClock {
 	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	return c
 }
-func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-func (c *fakeClock) NowMs() int64            { return c.ms.Load() }
+func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) NowMs() int64   { return c.ns.Load() / int64(time.Millisecond) }
+func (c *fakeClock) now() time.Time { return c.Now() }
+
+// Advance moves the clock on by d, firing the timers it reaches.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	end := c.ns.Load() + int64(d)
+	for {
+		var next *fakeTimer
+		for _, t := range c.timers {
+			if t.armed && t.at <= end && (next == nil || t.at < next.at) {
+				next = t
+			}
+		}
+		if next == nil {
+			c.ns.Store(end)
+			c.mu.Unlock()
+			return
+		}
+		c.ns.Store(max(next.at, c.ns.Load()))
+		next.armed = false
+		c.mu.Unlock()
+		next.f()
+		c.mu.Lock()
+	}
+}
+
+func (c *fakeClock) afterFunc(d time.Duration, f func()) timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, f: f, at: c.ns.Load() + int64(d), armed: true}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// fakeTimer is a timer of a fakeClock; its fields are guarded by the
+// clock's mu.
+type fakeTimer struct {
+	c     *fakeClock
+	f     func()
+	at    int64 // deadline, Unix ns
+	armed bool
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.armed
+	t.armed = false
+	return was
+}
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.armed
+	t.at, t.armed = t.c.ns.Load()+int64(d), true
+	return was
+}
 
 // env is a coordinator with every partition loaded from memLogs.
 type env struct {
@@ -147,6 +217,8 @@ type env struct {
 	cfg   Config
 	logs  []*memLog
 	clock *fakeClock
+	// fakeTime: the coordinator's timeouts run on clock (newFakeTimeEnv).
+	fakeTime bool
 }
 
 const testPartitions = 3
@@ -163,11 +235,29 @@ func testConfig(clock *fakeClock) Config {
 	return cfg
 }
 
-// newEnv starts a coordinator; mod may change the config first.
+// newEnv starts a coordinator; mod may change the config first. Its
+// timeouts run on the runtime's timers.
 func newEnv(t *testing.T, mod func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock()}
+	return startEnv(t, false, mod)
+}
+
+// newFakeTimeEnv is newEnv with the timeouts on e.clock: they fire only
+// when the test advances it, so a test checks a timeout at its boundary
+// and never waits for one. Joins from Empty (joinAll) advance the clock
+// through the initial rebalance delay.
+func newFakeTimeEnv(t *testing.T, mod func(*Config)) *env {
+	t.Helper()
+	return startEnv(t, true, mod)
+}
+
+func startEnv(t *testing.T, fakeTime bool, mod func(*Config)) *env {
+	t.Helper()
+	e := &env{t: t, clock: newFakeClock(), fakeTime: fakeTime}
 	e.cfg = testConfig(e.clock)
+	if fakeTime {
+		e.cfg.timers = e.clock
+	}
 	if mod != nil {
 		mod(&e.cfg)
 	}
@@ -342,6 +432,24 @@ func (e *env) waitSyncing(group, memberID string) {
 		m := g.members[memberID]
 		return m != nil && m.syncWait != nil
 	})
+}
+
+// joining is the number of the group's members whose JoinGroup waits in
+// the coordinator, not answered yet; -1 if there is no such group.
+func (e *env) joining(group string) int {
+	g, _ := e.c.lookup(group, false)
+	if g == nil {
+		return -1
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.awaitingJoin
+}
+
+// waitJoining waits until n members of the group wait in JoinGroup.
+func (e *env) waitJoining(group string, n int) {
+	e.t.Helper()
+	waitFor(e.t, fmt.Sprintf("%d joins to wait", n), func() bool { return e.joining(group) == n })
 }
 
 func (e *env) waitMembers(group string, n int) {

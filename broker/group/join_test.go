@@ -134,7 +134,7 @@ func TestTwoMembersJoinAndSync(t *testing.T) {
 	select {
 	case r := <-chSB:
 		t.Fatalf("follower sync answered before the leader's: %+v", r)
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(20 * time.Millisecond): // room for a wrong answer to arrive
 	}
 	sa := e.c.SyncGroup(context.Background(), syncReq(5, "g", ra.MemberID, gen, map[string][]byte{
 		ra.MemberID: []byte("for-a"), rb.MemberID: []byte("for-b"),
@@ -220,6 +220,11 @@ func (e *env) joinAll(specs []memberSpec) []*kmsg.JoinGroupResponse {
 	resps := make([]*kmsg.JoinGroupResponse, len(specs))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		if e.fakeTime && e.describe(group).State == StatePreparingRebalance.String() {
+			// Every member is in (startJoin waited for each): let the
+			// initial delay, and its extensions, pass.
+			e.clock.Advance(e.cfg.InitialRebalanceDelay)
+		}
 		done := true
 		for i, ch := range chans {
 			if ch == nil {
@@ -351,51 +356,60 @@ func TestRebalanceJoinAndLeave(t *testing.T) {
 }
 
 // TestRebalanceTimeout: a member that does not rejoin within the rebalance
-// timeout is dropped, and the others go on without it.
+// timeout is dropped, and the others go on without it, at the timeout and
+// not before (on fake time).
 func TestRebalanceTimeout(t *testing.T) {
-	e := newEnv(t, nil)
-	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, rebalance: 400 * time.Millisecond}
+	const timeout = 400 * time.Millisecond
+	e := newFakeTimeEnv(t, nil)
+	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, rebalance: timeout}
 	ids, gen := e.stableGroup(spec, 2)
 
-	start := time.Now()
+	// A newcomer starts the rebalance; the leader rejoins, ids[1] does not.
 	ch3 := e.startJoin(spec, 3)
 	ch1 := e.rejoin(spec, ids[0])
+	e.waitJoining("g", 2)
+	e.clock.Advance(timeout - time.Millisecond)
+	if st, n := e.describe("g").State, e.joining("g"); st != "PreparingRebalance" || n != 2 {
+		t.Fatalf("just before the rebalance timeout: state %s with %d joins waiting, want PreparingRebalance with 2", st, n)
+	}
+	e.clock.Advance(time.Millisecond)
 	r1, r3 := recv(t, ch1), recv(t, ch3)
-	elapsed := time.Since(start)
 	if r1.ErrorCode != 0 || r1.Generation != gen+1 || len(r1.Members) != 2 {
 		t.Fatalf("join after timeout: got %s generation %d members %d, want NONE %d 2", errName(r1.ErrorCode), r1.Generation, len(r1.Members), gen+1)
 	}
 	if r3.Generation != gen+1 {
 		t.Errorf("newcomer generation: got %d, want %d", r3.Generation, gen+1)
 	}
-	if elapsed < 390*time.Millisecond || elapsed > 5*time.Second {
-		t.Errorf("join phase took %v, want about the rebalance timeout (400ms)", elapsed)
-	}
 	if code := e.heartbeat("g", ids[1], gen, ""); code != kerr.UnknownMemberID.Code {
 		t.Errorf("heartbeat of the dropped member: got %s, want UNKNOWN_MEMBER_ID", errName(code))
 	}
 }
 
-// TestSessionExpiry: a member that stops heartbeating is removed after its
-// session timeout, and the group rebalances without it.
+// TestSessionExpiry: a member that stops heartbeating is removed at its
+// session timeout and not before, and the group rebalances without it
+// (on fake time).
 func TestSessionExpiry(t *testing.T) {
-	e := newEnv(t, nil)
-	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, session: 400 * time.Millisecond, rebalance: 5 * time.Second}
+	const session = 400 * time.Millisecond
+	e := newFakeTimeEnv(t, nil)
+	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, session: session, rebalance: 5 * time.Second}
 	ids, gen := e.stableGroup(spec, 2)
 
-	start := time.Now()
-	var code int16
-	for time.Since(start) < 5*time.Second {
-		if code = e.heartbeat("g", ids[0], gen, ""); code != 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The clock has not moved since the syncs, the last heartbeats of
+	// both members. ids[0] heartbeats halfway; ids[1] never again.
+	e.clock.Advance(session / 2)
+	if code := e.heartbeat("g", ids[0], gen, ""); code != 0 {
+		t.Fatalf("heartbeat at half the session: got %s, want NONE", errName(code))
 	}
-	if code != kerr.RebalanceInProgress.Code {
-		t.Fatalf("heartbeat of the live member: got %s, want REBALANCE_IN_PROGRESS", errName(code))
+	e.clock.Advance(session/2 - time.Millisecond)
+	if code := e.heartbeat("g", ids[0], gen, ""); code != 0 {
+		t.Fatalf("heartbeat just before the other member's session timeout: got %s, want NONE", errName(code))
 	}
-	if elapsed := time.Since(start); elapsed < 300*time.Millisecond {
-		t.Errorf("rebalance after %v, want after the session timeout (400ms)", elapsed)
+	if d := e.describe("g"); d.State != "Stable" || len(d.Members) != 2 {
+		t.Fatalf("just before the session timeout: state %s with %d members, want Stable with 2", d.State, len(d.Members))
+	}
+	e.clock.Advance(time.Millisecond)
+	if code := e.heartbeat("g", ids[0], gen, ""); code != kerr.RebalanceInProgress.Code {
+		t.Fatalf("heartbeat of the live member at the other's session timeout: got %s, want REBALANCE_IN_PROGRESS", errName(code))
 	}
 	r := recv(t, e.rejoin(spec, ids[0]))
 	if r.ErrorCode != 0 || r.Generation != gen+1 || len(r.Members) != 1 {
@@ -404,24 +418,28 @@ func TestSessionExpiry(t *testing.T) {
 }
 
 // TestPendingMemberExpires: a member id handed out with MEMBER_ID_REQUIRED
-// that never comes back stops holding up the rebalance after the session
-// timeout.
+// that never comes back stops holding up the rebalance at the session
+// timeout, and not before (on fake time).
 func TestPendingMemberExpires(t *testing.T) {
-	e := newEnv(t, nil)
-	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, session: 300 * time.Millisecond}
+	const session = 300 * time.Millisecond
+	e := newFakeTimeEnv(t, nil)
+	spec := memberSpec{version: 7, group: "g", protocols: []string{"range"}, session: session}
 	ids, gen := e.stableGroup(spec, 1)
 	// A newcomer is told its id but never uses it.
 	if r := e.c.JoinGroup(e.ctx("c"), spec.request("")); r.ErrorCode != kerr.MemberIDRequired.Code {
 		t.Fatalf("got %s, want MEMBER_ID_REQUIRED", errName(r.ErrorCode))
 	}
 	// The leader rejoins: the join phase waits for the pending id, then completes.
-	start := time.Now()
-	r := recv(t, e.rejoin(spec, ids[0]))
-	if r.ErrorCode != 0 || r.Generation != gen+1 {
-		t.Fatalf("rejoin: got %s generation %d", errName(r.ErrorCode), r.Generation)
+	ch := e.rejoin(spec, ids[0])
+	e.waitJoining("g", 1)
+	e.clock.Advance(session - time.Millisecond)
+	if st, n := e.describe("g").State, e.joining("g"); st != "PreparingRebalance" || n != 1 {
+		t.Fatalf("just before the pending member's session timeout: state %s with %d joins waiting, want PreparingRebalance with 1", st, n)
 	}
-	if el := time.Since(start); el < 150*time.Millisecond {
-		t.Errorf("join completed after %v, want it to wait for the pending member (300ms)", el)
+	e.clock.Advance(time.Millisecond)
+	r := recv(t, ch)
+	if r.ErrorCode != 0 || r.Generation != gen+1 || len(r.Members) != 1 {
+		t.Fatalf("rejoin: got %s generation %d members %d, want NONE %d 1", errName(r.ErrorCode), r.Generation, len(r.Members), gen+1)
 	}
 }
 

@@ -104,7 +104,8 @@ func TestFranzGoConsumerGroup(t *testing.T) {
 			kgo.ConsumerGroup("g"),
 			kgo.ConsumeTopics("t"),
 			kgo.Balancers(kgo.CooperativeStickyBalancer()),
-			kgo.SessionTimeout(3*time.Second),
+			// Generous: a member is never to expire here (Close leaves).
+			kgo.SessionTimeout(45*time.Second),
 			kgo.HeartbeatInterval(100*time.Millisecond),
 			kgo.RebalanceTimeout(5*time.Second),
 			kgo.AutoCommitInterval(100*time.Millisecond),

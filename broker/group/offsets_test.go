@@ -153,10 +153,11 @@ func TestCommitWaitsForAppend(t *testing.T) {
 	release := l.hold()
 	done := make(chan *kmsg.OffsetCommitResponse, 1)
 	go func() { done <- e.c.OffsetCommit(context.Background(), commitReq(8, "g", "", -1, "t", 1, 20, nil)) }()
+	waitFor(t, "the commit's append to be held", func() bool { return l.held.Load() == 1 })
 	select {
 	case <-done:
 		t.Fatal("commit answered before its append returned")
-	case <-time.After(30 * time.Millisecond):
+	case <-time.After(30 * time.Millisecond): // room for a wrong answer to arrive
 	}
 	if got, _ := e.fetchAll("g"); got[tp{"t", 0}].Offset != 10 {
 		t.Errorf("offset before the append returned: got %d, want 10", got[tp{"t", 0}].Offset)

@@ -12,7 +12,7 @@ import (
 
 func (g *group) addPendingLocked(id string, session time.Duration) {
 	pj := &pendingJoin{}
-	pj.timer = time.AfterFunc(session, func() {
+	pj.timer = g.c.cfg.timers.afterFunc(session, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.pending[id] != pj {
@@ -34,9 +34,9 @@ func (g *group) removePendingLocked(id string) {
 // heartbeatLocked pushes the member's session deadline out by its session
 // timeout.
 func (g *group) heartbeatLocked(m *member) {
-	m.deadline = time.Now().Add(m.sessionTimeout)
+	m.deadline = g.c.cfg.timers.now().Add(m.sessionTimeout)
 	if m.timer == nil {
-		m.timer = time.AfterFunc(m.sessionTimeout, func() { g.onSessionTimer(m) })
+		m.timer = g.c.cfg.timers.afterFunc(m.sessionTimeout, func() { g.onSessionTimer(m) })
 		return
 	}
 	m.timer.Reset(m.sessionTimeout)
@@ -53,7 +53,7 @@ func (g *group) onSessionTimer(m *member) {
 		m.timer.Reset(m.sessionTimeout)
 		return
 	}
-	if left := time.Until(m.deadline); left > 0 {
+	if left := m.deadline.Sub(g.c.cfg.timers.now()); left > 0 {
 		m.timer.Reset(left)
 		return
 	}
@@ -110,7 +110,7 @@ func (g *group) armRebalanceLocked(d time.Duration) {
 		g.rebalanceTimer.Stop()
 	}
 	seq := g.rebalanceSeq
-	g.rebalanceTimer = time.AfterFunc(d, func() { g.onRebalanceTimer(seq) })
+	g.rebalanceTimer = g.c.cfg.timers.afterFunc(d, func() { g.onRebalanceTimer(seq) })
 }
 
 func (g *group) onRebalanceTimer(seq uint64) {
@@ -290,7 +290,7 @@ func (g *group) armSyncTimerLocked(d time.Duration) {
 		g.syncTimer.Stop()
 	}
 	gen := g.generation
-	g.syncTimer = time.AfterFunc(d, func() { g.onSyncTimer(gen) })
+	g.syncTimer = g.c.cfg.timers.afterFunc(d, func() { g.onSyncTimer(gen) })
 }
 
 func (g *group) stopSyncTimerLocked() {
