@@ -8,10 +8,16 @@
 // controller and ZooKeeper itself.
 //
 // The package has no code of its own outside its tests; the harness lives in
-// harness_test.go. Tools that are missing (kcat, the Debian Python module,
-// strace) skip the tests that need them, except in CI (CI=true), where make
-// test has installed them (deploy/scripts/install-test-deps.sh) and their
-// absence is a failure.
+// harness_test.go, and the history checker the chaos run ends with in the
+// sub-package history. Tools that are missing (kcat, the Debian Python
+// module, strace, root for a tmpfs) skip the tests that need them, except
+// in CI (CI=true, as .ci/run sets it), where make test has installed them
+// (deploy/scripts/install-test-deps.sh) and their absence is a failure.
+// Every test fails if a broker it started logged a panic, recovered
+// (broker.PanicMarker) or not, or a data race.
+//
+// TestChaos is the chaos run: a fixed schedule of fourteen faults in every make
+// test (make chaos-short), a long random one with make chaos.
 //
 // Run: go test ./broker/e2e/ (about two minutes once built, of which the
 // cluster tests take 45 s; -v shows the figures each test logs;

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// requireStrace skips or fails the test when strace is missing, and skips it
-// when this machine does not allow tracing (a sandbox without ptrace).
+// requireStrace skips the test (or, in CI, fails it) when strace is
+// missing or this machine does not allow tracing (a sandbox without
+// ptrace).
 func requireStrace(t *testing.T) {
 	t.Helper()
 	requireTool(t, "strace", func() error {
@@ -20,7 +21,7 @@ func requireStrace(t *testing.T) {
 		return err
 	})
 	if out, err := exec.Command("strace", "-f", "--seccomp-bpf", "-e", "trace=fsync", "-o", os.DevNull, "true").CombinedOutput(); err != nil {
-		t.Skipf("strace cannot trace here: %v: %s", err, strings.TrimSpace(string(out)))
+		skipOrFailInCI(t, fmt.Sprintf("strace cannot trace here: %v: %s", err, strings.TrimSpace(string(out))))
 	}
 }
 

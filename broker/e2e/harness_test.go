@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/broker"
 )
 
 // Bounds on the broker process's life cycle.
@@ -104,6 +107,17 @@ func (s *outputSink) tail(n int) string {
 		return "...\n" + out[len(out)-n:]
 	}
 	return out
+}
+
+// panicLineRE matches the lines of a broker's output that tell of a
+// panic: one a connection recovered (logged at ERROR with
+// broker.PanicMarker), one that ended the process, a Go runtime fatal
+// error, or a data race the race detector saw.
+var panicLineRE = regexp.MustCompile(`(?m)^.*(` + regexp.QuoteMeta(broker.PanicMarker) + `|^panic: |^fatal error: |^WARNING: DATA RACE).*$`)
+
+// panicIn returns the first line of output that tells of a panic, or "".
+func panicIn(output string) string {
+	return panicLineRE.FindString(output)
 }
 
 // Broker is one `strata broker` process under test, with its own data
@@ -388,16 +402,24 @@ func (b *Broker) Restart(t testing.TB) {
 	b.setProc(p)
 }
 
+// cleanup stops the broker, fails the test if any run of it logged a
+// panic (recovered or not) or a data race, and logs every run's output if
+// the test failed.
 func (b *Broker) cleanup() {
 	if b.proc() != nil {
 		b.Stop(b.t)
 	}
-	if !b.t.Failed() {
-		return
-	}
 	b.mu.Lock()
 	all := b.mu.all
 	b.mu.Unlock()
+	for i, p := range all {
+		if line := panicIn(p.out.String()); line != "" {
+			b.t.Errorf("broker run %d of %d (%s) logged a panic: %s", i+1, len(all), b.Addr, line)
+		}
+	}
+	if !b.t.Failed() {
+		return
+	}
 	for i, p := range all {
 		b.t.Logf("broker run %d of %d (%s, data %s) output:\n%s", i+1, len(all), b.Addr, b.Dir, p.out.tail(maxLoggedOutput))
 	}

@@ -206,6 +206,20 @@ func (l *ackLog) acksBetween(p int32, from, to time.Time) int {
 	return n
 }
 
+// sentBetween counts the records of p handed to the producer in
+// [from, to).
+func (l *ackLog) sentBetween(p int32, from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, o := range l.recs[p] {
+		if !o.sentAt.IsZero() && !o.sentAt.Before(from) && o.sentAt.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // snapshot copies the outcomes.
 func (l *ackLog) snapshot() map[int32][]outcome {
 	l.mu.Lock()

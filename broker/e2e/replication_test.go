@@ -279,10 +279,19 @@ func TestReplicationMinInsyncReplicas(t *testing.T) {
 			return kcl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("probe-kgo")}).FirstErr()
 		})
 	}
-	// librdkafka keeps retrying meanwhile: nothing of its is
-	// acknowledged while the ISR is too small (a second of margin for
-	// answers already on their way).
-	time.Sleep(3 * time.Second)
+	// librdkafka keeps producing and retrying meanwhile: nothing of its
+	// is acknowledged while the ISR is too small (a second of margin for
+	// answers already on their way). The check waits until librdkafka
+	// has handed over 20 records per partition since then, so that there
+	// were records to acknowledge.
+	waitFor(t, 30*time.Second, "20 librdkafka records per partition sent with one broker in the ISR", func() bool {
+		for _, p := range all {
+			if py.acks.sentBetween(p, alone.Add(time.Second), time.Now()) < 20 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, p := range all {
 		if n := py.acks.acksBetween(p, alone.Add(time.Second), time.Now()); n > 0 {
 			t.Errorf("partition %d: %d librdkafka records acknowledged with broker %d alone in the ISR (min.insync.replicas 2)", p, n, survivor)

@@ -17,6 +17,16 @@ import (
 // rather than skip.
 func inCI() bool { return os.Getenv("CI") == "true" }
 
+// skipOrFailInCI skips the test with why, or fails it in CI, where make
+// test has installed and set up everything the tests need.
+func skipOrFailInCI(t testing.TB, why string) {
+	t.Helper()
+	if inCI() {
+		t.Fatalf("%s: required in CI (CI=true)", why)
+	}
+	t.Skip(why)
+}
+
 // requireTool skips (or, in CI, fails) the test when probe reports the tool
 // missing.
 func requireTool(t testing.TB, name string, probe func() error) {
