@@ -84,7 +84,7 @@ func (c *Cluster) createTopicWith(t *testing.T, topic string, partitions int32, 
 	if err != nil {
 		t.Fatalf("creating %s (%d partitions, RF %d, %v): %v %s", topic, partitions, rf, configs, err, resp.ErrMessage)
 	}
-	return c.waitFullISR(t, 15*time.Second, topic, int(partitions), false)
+	return c.waitFullISR(t, 60*time.Second, topic, int(partitions), false)
 }
 
 // waitFullISR waits until every partition of topic has a live leader and

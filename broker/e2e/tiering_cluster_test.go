@@ -117,7 +117,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	// 1. Kill the leader of partition 0 while it uploads.
 	victim := md.Topics[tcmTopic].Partitions[0].Leader
 	e1 := md.Topics[tcmTopic].Partitions[0].LeaderEpoch
-	waitFor(t, 30*time.Second, "partition 0 uploading and deleting local segments", func() bool {
+	waitFor(t, 60*time.Second, "partition 0 uploading and deleting local segments", func() bool {
 		m := watch.latest(0)
 		segs := partitionSegments(t, c.Broker(victim), tcmTopic, 0)
 		return m != nil && len(m.Segments) >= 4 && len(segs) > 0 && segs[0] > 0
@@ -131,7 +131,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 
 	var l2 int32
 	var e2 int32
-	c.WaitMetadata(t, clusterSessionTimeout+10*time.Second, "a new leader of partition 0", func(m kadm.Metadata) string {
+	c.WaitMetadata(t, clusterSessionTimeout+60*time.Second, "a new leader of partition 0", func(m kadm.Metadata) string {
 		epochs.observe(m)
 		d := m.Topics[tcmTopic].Partitions[0]
 		if d.Leader < 0 || d.Leader == victim || d.LeaderEpoch <= e1 {
@@ -141,7 +141,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 		return ""
 	})
 	t.Logf("broker %d leads partition 0 at epoch %d, %v after the kill", l2, e2, time.Since(killedAt).Round(time.Millisecond))
-	waitFor(t, 30*time.Second, "the new leader committing segments of its own epoch", func() bool {
+	waitFor(t, 60*time.Second, "the new leader committing segments of its own epoch", func() bool {
 		m := watch.latest(0)
 		return m != nil && m.LeaderEpoch >= e2 && m.EndOffset() > mKill.EndOffset() && tcmCountEpoch(m, e2) >= 2
 	})
@@ -157,7 +157,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	// 2. The killed broker comes back as a follower and catches up.
 	c.Broker(victim).Restart(t)
 	restarted := time.Now()
-	c.WaitMetadata(t, 30*time.Second, fmt.Sprintf("broker %d back in the ISR of partition 0, as a follower", victim), func(m kadm.Metadata) string {
+	c.WaitMetadata(t, 60*time.Second, fmt.Sprintf("broker %d back in the ISR of partition 0, as a follower", victim), func(m kadm.Metadata) string {
 		epochs.observe(m)
 		d := m.Topics[tcmTopic].Partitions[0]
 		if !slices.Contains(d.ISR, victim) || d.Leader != l2 || d.LeaderEpoch != e2 {
@@ -173,7 +173,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	mOutage := watch.fresh(t, 0)
 	srv.Stop()
 	outageAt := time.Now()
-	waitFor(t, 20*time.Second, fmt.Sprintf("broker %d holding sealed segments it could not upload", l2), func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("broker %d holding sealed segments it could not upload", l2), func() bool {
 		n := 0
 		for _, base := range partitionSegments(t, c.Broker(l2), tcmTopic, 0) {
 			if base >= mOutage.EndOffset() {
@@ -204,7 +204,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	t.Logf("MinIO was down %v; broker %d (leader of partition 0 at epoch %d, remote end %d, local segments %v) frozen",
 		time.Since(outageAt).Round(time.Millisecond), l2, e2, mOutage.EndOffset(), partitionSegments(t, zombie, tcmTopic, 0))
 	var l3, e3 int32
-	c.WaitMetadata(t, clusterSessionTimeout+15*time.Second, fmt.Sprintf("a leader of partition 0 other than the frozen broker %d", l2), func(m kadm.Metadata) string {
+	c.WaitMetadata(t, clusterSessionTimeout+60*time.Second, fmt.Sprintf("a leader of partition 0 other than the frozen broker %d", l2), func(m kadm.Metadata) string {
 		epochs.observe(m)
 		d := m.Topics[tcmTopic].Partitions[0]
 		if d.Leader < 0 || d.Leader == l2 || d.LeaderEpoch <= e2 {
@@ -213,7 +213,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 		l3, e3 = d.Leader, d.LeaderEpoch
 		return ""
 	})
-	waitFor(t, 30*time.Second, fmt.Sprintf("broker %d committing the manifest at epoch %d", l3, e3), func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("broker %d committing the manifest at epoch %d", l3, e3), func() bool {
 		m := watch.latest(0)
 		return m != nil && m.LeaderEpoch >= e3 && tcmCountEpoch(m, e3) >= 1
 	})
@@ -222,7 +222,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	resume()
 	t.Logf("broker %d frozen for %v; broker %d leads partition 0 at epoch %d and committed; broker %d resumed",
 		l2, time.Since(frozenAt).Round(time.Millisecond), l3, e3, l2)
-	c.WaitMetadata(t, 30*time.Second, fmt.Sprintf("broker %d back in the ISR of partition 0, as a follower", l2), func(m kadm.Metadata) string {
+	c.WaitMetadata(t, 60*time.Second, fmt.Sprintf("broker %d back in the ISR of partition 0, as a follower", l2), func(m kadm.Metadata) string {
 		epochs.observe(m)
 		d := m.Topics[tcmTopic].Partitions[0]
 		if !slices.Contains(d.ISR, l2) || d.Leader != l3 || len(d.ISR) != 3 {
@@ -232,7 +232,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	})
 	// A little more under the final leadership, then stop producing.
 	before := watch.latest(0).EndOffset()
-	waitFor(t, 20*time.Second, "uploads after the frozen leader's return", func() bool {
+	waitFor(t, 60*time.Second, "uploads after the frozen leader's return", func() bool {
 		return watch.latest(0).EndOffset() > before
 	})
 	prod.stop()
@@ -242,7 +242,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	// 4. Everything sealed goes remote; all records read back.
 	md = c.waitTcmLeaders(t)
 	leaders := leadersOf(md, tcmTopic)
-	waitFor(t, 30*time.Second, "every sealed segment uploaded", func() bool {
+	waitFor(t, 60*time.Second, "every sealed segment uploaded", func() bool {
 		for p := range int32(tcmPartitions) {
 			segs := partitionSegments(t, c.Broker(leaders[p]), tcmTopic, p)
 			m := watch.latest(p)
@@ -420,7 +420,7 @@ func (c *Cluster) tcmCreateTopic(t *testing.T, topic string, partitions int32, r
 		t.Fatalf("creating %s: error %d %v", topic, code, resp.Topics[0].ErrorMessage)
 	}
 	var md kadm.Metadata
-	c.WaitMetadata(t, 20*time.Second, "leaders and full ISRs of "+topic, func(m kadm.Metadata) string {
+	c.WaitMetadata(t, 60*time.Second, "leaders and full ISRs of "+topic, func(m kadm.Metadata) string {
 		td, ok := m.Topics[topic]
 		if !ok || len(td.Partitions) != int(partitions) {
 			return "topic not listed with all partitions"
@@ -441,7 +441,7 @@ func (c *Cluster) tcmCreateTopic(t *testing.T, topic string, partitions int32, r
 func (c *Cluster) waitTcmLeaders(t *testing.T) kadm.Metadata {
 	t.Helper()
 	var md kadm.Metadata
-	c.WaitMetadata(t, 20*time.Second, "leaders of "+tcmTopic, func(m kadm.Metadata) string {
+	c.WaitMetadata(t, 60*time.Second, "leaders of "+tcmTopic, func(m kadm.Metadata) string {
 		for p, d := range m.Topics[tcmTopic].Partitions {
 			if d.Leader < 0 {
 				return fmt.Sprintf("partition %d has no leader", p)
