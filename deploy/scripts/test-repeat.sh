@@ -43,17 +43,19 @@ echo "test-repeat: $n runs of make test in $work/strata at $(git rev-parse --sho
 times=()
 for i in $(seq 1 "$n"); do
 	log="$work/run-$i.log"
+	tag=""
 	if [ "$i" -eq "$hog" ]; then
+		tag=" (beside stress-ng --cpu 2)"
 		stress-ng --cpu 2 --timeout 2h --quiet &
 		hog_pid=$!
 	fi
 	start=$(date +%s)
-	echo "test-repeat: run $i of $n$([ "$i" -eq "$hog" ] && echo ' (beside stress-ng --cpu 2)'), log $log" >&2
+	echo "test-repeat: run $i of $n$tag, log $log" >&2
 	status=0
 	CI=true make test >"$log" 2>&1 || status=$?
-	secs=$(( $(date +%s) - start ))
+	secs=$(($(date +%s) - start))
 	stop_hog
-	times+=("run $i: $((secs / 60))m$((secs % 60))s$([ "$i" -eq "$hog" ] && echo ' (CPU hog)')")
+	times+=("run $i: $((secs / 60))m$((secs % 60))s$tag")
 	if [ "$status" -ne 0 ]; then
 		echo "test-repeat: run $i FAILED after ${secs}s (exit $status); its log: $log" >&2
 		grep -E '^(--- FAIL|FAIL|panic:)' "$log" | head -40 >&2 || true
