@@ -16,6 +16,8 @@ import (
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // testLogWriter sends server logs to t.Log.
@@ -215,16 +217,8 @@ func produceRequest(topic string, partition int32, batch []byte) *kmsg.ProduceRe
 // fetchRaw fetches one partition with a raw Fetch request.
 func fetchRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, offset int64, maxBytes int32) kmsg.FetchResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = 0
-	req.MaxBytes = maxBytes
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Broker(0).Request(testCtx(t), req)
+	// kgo sets the version it negotiated with the broker.
+	resp, err := cl.Broker(0).Request(testCtx(t), fetchRequest(topic, partition, offset, maxBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,16 +334,10 @@ func (r *rawConn) barrier() {
 	r.request(-1, req)
 }
 
-// waitFor polls cond until it holds, for at most 20 s.
+// waitFor polls cond until it holds, for at most a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, what, cond)
 }
 
 // waitFetchesWaiting waits until n long-polling fetches wait for an

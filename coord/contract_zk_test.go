@@ -12,6 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/stratastream/strata/coord/zktest"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // zkSessionTimeout is the contract tests' ZooKeeper session timeout:
@@ -82,17 +84,15 @@ func (e *zkEnv) partition(t *testing.T, c Coordinator) {
 // timeout.
 func waitGone(t *testing.T, raw *zk.Conn, path string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, _, err := raw.Exists(path)
-		if err == nil && !ok {
-			return
-		}
+	var err error
+	gone := poll.For(timeout, func() bool {
+		var ok bool
 		// err: not connected yet, or a dropped connection; ask again.
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists %v later (last error %v)", path, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		ok, _, err = raw.Exists(path)
+		return err == nil && !ok
+	})
+	if !gone {
+		t.Fatalf("%s still exists %v later (last error %v)", path, timeout, err)
 	}
 }
 

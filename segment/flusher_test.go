@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // faultyFile wraps a segment file so that a test can make its fsync fail.
@@ -96,13 +98,8 @@ func TestFlushMessagesSyncsBeforeReturn(t *testing.T) {
 			// Each writer's first batch holds one record, and its next
 			// append waits for this round: all have appended once when
 			// the log end reaches writers.
-			deadline := time.Now().Add(30 * time.Second)
-			for l.LogEndOffset() < writers {
-				if time.Now().After(deadline) {
-					t.Errorf("log end %d: not every writer appended while the first fsync round was held", l.LogEndOffset())
-					break
-				}
-				time.Sleep(time.Millisecond)
+			if !poll.For(30*time.Second, func() bool { return l.LogEndOffset() >= writers }) {
+				t.Errorf("log end %d: not every writer appended while the first fsync round was held", l.LogEndOffset())
 			}
 		}
 		if upTo > synced.Load() {

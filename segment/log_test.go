@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // lgBatch builds an uncompressed producer batch of n records at base offset
@@ -93,13 +95,7 @@ func lgCrash(t *testing.T, l *Log) {
 // goroutine.
 func lgWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 // lgWaitEach waits until every counter has grown: each concurrent worker

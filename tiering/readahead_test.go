@@ -9,19 +9,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // readWaitFor polls cond until it holds, failing the test after a
 // deadline far beyond what the reader's background work needs.
 func readWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 // waitReadAheadIdle waits until the read-ahead workers have run every job

@@ -20,6 +20,8 @@ import (
 	"github.com/stratastream/strata/tiering/miniotest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // Tiered storage against a real MinIO and a real `strata broker` process:
@@ -135,13 +137,7 @@ func checkBucketAgrees(t *testing.T, mc *minio.Client, bucket string, m *tiering
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, d, what, cond)
 }
 
 // checkAllRecords consumes partition 0 from the beginning with franz-go

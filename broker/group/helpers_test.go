@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/segment"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // memLog is an in-memory Log: it validates and numbers appended batches as
@@ -387,16 +389,10 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	}
 }
 
-// waitFor polls cond for up to 10 s.
+// waitFor polls cond for up to a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, what, cond)
 }
 
 func (e *env) describe(group string) kmsg.DescribeGroupsResponseGroup {

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratastream/strata/broker"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // tierStatusJSON runs `strata tier status` with --format json and decodes
@@ -102,17 +104,12 @@ func TestTierStatus(t *testing.T) {
 	// several) and deleted locally. The uploader gets there with the
 	// sealed segments of the records produced, however slowly.
 	var row *tierPartitionStatus
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !poll.For(time.Minute, func() bool {
 		row = findRow(tierStatusJSON(t, 0, args...), topic, 0)
-		if row != nil && row.RemoteLogEnd != nil && *row.RemoteLogEnd > 0 && row.LocalLogStart != nil && *row.LocalLogStart > 0 &&
-			row.RemoteSegments != nil && *row.RemoteSegments >= 2 && row.RemoteBytes != nil && *row.RemoteBytes > 4096 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not tiered within 30 s: %s", rowJSON(row))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return row != nil && row.RemoteLogEnd != nil && *row.RemoteLogEnd > 0 && row.LocalLogStart != nil && *row.LocalLogStart > 0 &&
+			row.RemoteSegments != nil && *row.RemoteSegments >= 2 && row.RemoteBytes != nil && *row.RemoteBytes > 4096
+	}) {
+		t.Fatalf("not tiered within a minute: %s", rowJSON(row))
 	}
 
 	// Replay from 0 twice: remote reads, the second from the cache.
@@ -154,17 +151,12 @@ func TestTierStatus(t *testing.T) {
 	// The oldest pending segment turns 1 s old a second after it was
 	// sealed; the uploader (polling every 100 ms) had that second to
 	// upload it, had uploads not stopped.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	if !poll.For(time.Minute, func() bool {
 		rep = tierStatusJSON(t, 0, args...)
 		row = findRow(rep, topic, 0)
-		if row != nil && row.OldestPendingSeconds != nil && *row.OldestPendingSeconds >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pending segment 1 s old within 30 s: %s", rowJSON(row))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return row != nil && row.OldestPendingSeconds != nil && *row.OldestPendingSeconds >= 1
+	}) {
+		t.Fatalf("no pending segment 1 s old within a minute: %s", rowJSON(row))
 	}
 	if *row.RemoteLogEnd < remoteEnd || *row.LogEnd != 2*n {
 		t.Fatalf("after uploads stopped: remote end %d (was %d), log end %d, want %d", *row.RemoteLogEnd, remoteEnd, *row.LogEnd, 2*n)
