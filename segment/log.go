@@ -421,9 +421,11 @@ func (l *Log) AppendReplicated(batches []byte) (AppendResult, error) {
 		next = h.NextOffset()
 		p += h.Size()
 	}
-	res, sealed, flushTo, err := l.appendLocked(batches, base, next)
+	res, sealed, flushTo, err := l.appendRunsLocked(batches)
 	l.appendMu.Unlock()
-	l.fireOnSeal(sealed)
+	for i := range sealed {
+		l.fireOnSeal(&sealed[i])
+	}
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -434,6 +436,52 @@ func (l *Log) AppendReplicated(batches []byte) (AppendResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// appendRunsLocked writes validated, contiguous batches as runs that each
+// fit one segment, rolling between runs as a leader rolls between produce
+// requests. A follower catching up fetches up to replica.fetch.max.bytes at
+// once; written as one append, that would make one segment of that size,
+// which local retention could free only once the leader had uploaded all of
+// it. A single batch larger than segment.bytes is still one run. Caller holds
+// appendMu.
+func (l *Log) appendRunsLocked(batches []byte) (res AppendResult, sealed []SegmentInfo, flushTo int64, err error) {
+	cfg := l.config()
+	first := true
+	for p := 0; p < len(batches); {
+		room := cfg.SegmentBytes - l.active.size
+		firstSize := int64(binary.BigEndian.Uint32(batches[p+offBatchLength:])) + LogOverhead
+		if l.active.size > 0 && firstSize > room {
+			room = cfg.SegmentBytes // the run starts a new segment
+		}
+		end, run, next := p, int64(0), int64(0)
+		for end < len(batches) {
+			b := batches[end:]
+			size := int64(binary.BigEndian.Uint32(b[offBatchLength:])) + LogOverhead
+			if run > 0 && run+size > room {
+				break
+			}
+			next = int64(binary.BigEndian.Uint64(b[offBaseOffset:])) + int64(binary.BigEndian.Uint32(b[offLastOffsetDelta:])) + 1
+			run += size
+			end += int(size)
+		}
+		chunk := batches[p:end]
+		base := int64(binary.BigEndian.Uint64(chunk[offBaseOffset:]))
+		r, s, f, err := l.appendLocked(chunk, base, next)
+		if s != nil {
+			sealed = append(sealed, *s)
+		}
+		if err != nil {
+			return res, sealed, 0, err
+		}
+		if first {
+			res.BaseOffset, first = r.BaseOffset, false
+		}
+		res.LastOffset, res.LogStartOffset = r.LastOffset, r.LogStartOffset
+		flushTo = max(flushTo, f)
+		p = end
+	}
+	return res, sealed, flushTo, nil
 }
 
 // checkBatches validates a buffer of concatenated batches before any lock is

@@ -291,6 +291,53 @@ func TestAppendReplicated(t *testing.T) {
 	}
 }
 
+// A follower catching up appends one large fetch; it must roll where a
+// leader appending the batches one by one would, so that local retention
+// can free what the leader has uploaded.
+func TestAppendReplicatedRollsBySize(t *testing.T) {
+	cfg := lgConfig()
+	one := len(lgBatch(1, 0, 100, 0))
+	cfg.SegmentBytes = int64(3 * one) // three batches fit
+	var sealed []int64
+	l := lgOpen(t, t.TempDir(), cfg, WithOnSeal(func(si SegmentInfo) { sealed = append(sealed, si.BaseOffset) }))
+	var buf []byte
+	for i := range 8 {
+		b := lgBatch(1, 0, 100, 0)
+		SetBaseOffset(b, int64(i))
+		buf = append(buf, b...)
+	}
+	big := lgBatch(6, 0, 100, 0) // larger than a segment: one run of its own
+	SetBaseOffset(big, 8)
+	buf = append(buf, big...)
+	last := lgBatch(1, 0, 100, 0)
+	SetBaseOffset(last, 14)
+	buf = append(buf, last...)
+	res, err := l.AppendReplicated(buf)
+	if err != nil {
+		t.Fatalf("AppendReplicated: %v", err)
+	}
+	if res.BaseOffset != 0 || res.LastOffset != 14 {
+		t.Errorf("result: offsets [%d, %d], want [0, 14]", res.BaseOffset, res.LastOffset)
+	}
+	var bases []int64
+	for _, s := range l.Segments() {
+		bases = append(bases, s.BaseOffset)
+		if s.Size > cfg.SegmentBytes && s.BaseOffset != 8 {
+			t.Errorf("segment %d: %d bytes, over segment.bytes %d", s.BaseOffset, s.Size, cfg.SegmentBytes)
+		}
+	}
+	if want := []int64{0, 3, 6, 8, 14}; !slices.Equal(bases, want) {
+		t.Errorf("segment bases %v, want %v", bases, want)
+	}
+	if want := []int64{0, 3, 6, 8}; !slices.Equal(sealed, want) {
+		t.Errorf("sealed %v, want %v", sealed, want)
+	}
+	got := lgReadAll(t, l)
+	if len(got) != 10 {
+		t.Errorf("read back %d batches, want 10", len(got))
+	}
+}
+
 func TestRollBySize(t *testing.T) {
 	cfg := lgConfig()
 	one := len(lgBatch(1, 0, 100, 0))

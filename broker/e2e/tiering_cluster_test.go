@@ -68,7 +68,9 @@ import (
 //     byte-identical, and no unacknowledged record twice.
 //  5. Every replica's local log ends up small: followers delete local
 //     segments that the manifest holds, too, once they reload it
-//     (strata.remote.manifest.refresh.interval.ms, 500 ms here).
+//     (strata.remote.manifest.refresh.interval.ms, 500 ms here), and a
+//     follower that caught up with a large fetch rolled its segments at
+//     segment.bytes as the leader did.
 //
 // Partition 1 is there as a partition whose leader may not move: its
 // uploads and checks go on alongside.
@@ -350,7 +352,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	prod.verify(t, c)
 
 	// 5. Every replica's local log ends up small.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	small := func() (bool, string) {
 		var sb strings.Builder
 		ok := true
@@ -373,7 +375,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("local logs still large %v after production stopped (a follower keeps segments the manifest holds):%s",
+			t.Errorf("local logs still large %v after production stopped (a follower keeps segments the manifest holds, or wrote oversized ones while catching up):%s",
 				time.Since(prod.stoppedAt).Round(time.Millisecond), state)
 			break
 		}
