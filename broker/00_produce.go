@@ -156,7 +156,7 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	}
 	minISR := int(ts.cfg.minInsyncReps)
 	if req.Acks == -1 {
-		if n := p.isrSize(); n < minISR {
+		if n := p.repl.ISRSize(); n < minISR {
 			return nil, newKafkaError(kerr.NotEnoughReplicas, "in-sync replicas %d are below min.insync.replicas %d", n, minISR)
 		}
 	}
@@ -171,7 +171,7 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 		}
 		return nil, appendError(err)
 	}
-	p.advanceHighWatermark(s.cfg.BrokerID)
+	p.repl.AdvanceHighWatermark()
 	s.stats.produceBatches.Add(1)
 	s.stats.produceBytes.Add(int64(len(records)))
 	s.metrics.topic(ts.name).in.Add(float64(len(records)))

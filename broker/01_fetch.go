@@ -29,8 +29,9 @@ import (
 //   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 // * Only the leader serves fetches: a partition another broker leads, or
 //   that this broker does not host, is NOT_LEADER_OR_FOLLOWER (after the
-//   epoch check, as in Kafka). Fetching from followers is for the
-//   replication issue.
+//   epoch check, as in Kafka). Consumers cannot fetch from followers
+//   (KIP-392), and followers do not replicate through this API: they use
+//   the leaders' Replication service (package replica).
 // * Long polling: when fewer than MinBytes are available and no partition
 //   has an error, the request waits up to MaxWaitMillis, woken by appends
 //   (Log.AppendNotify), never by polling; shutdown wakes it too.

@@ -15,8 +15,9 @@ import (
 //   one (or an empty cache) answers epoch -1, offset -1.
 // * CurrentLeaderEpoch, unless -1, is checked: older is
 //   FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Then a partition this
-//   broker does not lead is NOT_LEADER_OR_FOLLOWER (followers asking the
-//   leader is for the replication issue).
+//   broker does not lead is NOT_LEADER_OR_FOLLOWER. Strata's followers do
+//   not ask this API: they ask the leader's Replication service
+//   (EpochEnds, package replica), which answers from the same cache.
 // * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Version notes:

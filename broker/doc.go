@@ -61,12 +61,10 @@
 // those of deleted topics and records each partition's leader and leader
 // epoch, which the data handlers check (NOT_LEADER_OR_FOLLOWER elsewhere);
 // topic_admin.go makes topic changes through the coordinator.
-// replica_manager.go replicates partitions between brokers over gRPC:
-// replica_server.go is the leader's side (the Replication service's
-// streams), replica_fetcher.go the follower's (one fetcher per leader,
-// KIP-101 truncation), replica.go the leader's per-partition state (ISR,
-// high watermark, the acks=all purgatory). docs/cluster.md is the
-// operator's view.
+// Package replica replicates partitions between brokers over gRPC (the
+// leader's and follower's state, ISR, high watermark, leader epochs and
+// KIP-101 truncation, the acks=all purgatory); replication.go wires it to
+// the server. docs/cluster.md is the operator's view.
 //
 // # Zero-copy fetch
 //

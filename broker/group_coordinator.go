@@ -106,7 +106,7 @@ func (l offsetsLog) Append(batches []byte, o segment.AppendOptions) (segment.App
 	if err != nil {
 		return res, err
 	}
-	l.p.advanceHighWatermark(l.self)
+	l.p.repl.AdvanceHighWatermark()
 	if err := l.s.awaitHighWatermark(context.Background(), l.p, lead.epoch, res.LastOffset+1, 0, l.s.nowFn().Add(offsetsCommitTimeout)); err != nil {
 		return segment.AppendResult{}, err
 	}

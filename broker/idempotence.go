@@ -10,8 +10,10 @@ import (
 
 // This file connects a partition's log to its idempotent-producer state
 // (package producer): the state is rebuilt when the partition opens,
-// checked and updated around every append, trimmed by retention and
-// snapshotted periodically and at close so a restart replays only the tail.
+// checked and updated around every append (produced or replicated),
+// rebuilt again when replication truncates the log, trimmed by retention
+// and snapshotted periodically and at close so a restart replays only the
+// tail.
 
 // loadProducers rebuilds the partition's producer state from its latest
 // snapshot and the log after it.
@@ -90,4 +92,34 @@ func (p *partition) snapshotProducers() error {
 		return err
 	}
 	return producer.WriteSnapshot(p.dir, end, data)
+}
+
+// appendReplicatedLocked appends the leader's batches verbatim and
+// records their producers. Caller holds appendMu.
+func (p *partition) appendReplicatedLocked(recs []byte) error {
+	if _, err := p.log.AppendReplicated(recs); err != nil {
+		return err
+	}
+	for off := 0; off < len(recs); {
+		h, err := segment.ParseHeader(recs[off:])
+		if err != nil {
+			return err // validated by AppendReplicated: not reached
+		}
+		if h.ProducerID >= 0 && !h.Control() {
+			p.producers.Update(h, h.BaseOffset)
+		}
+		off += h.Size()
+	}
+	return nil
+}
+
+// reloadProducersLocked rebuilds the producer state after a truncation.
+// Caller holds appendMu.
+func (p *partition) reloadProducersLocked() error {
+	end := p.log.LogEndOffset()
+	_, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+		return p.log.ReadCopy(from, 1<<20, end)
+	})
+	p.snapshotEnd = end
+	return err
 }

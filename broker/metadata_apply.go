@@ -19,11 +19,12 @@ import (
 //   - applies topic config changes to the open logs;
 //   - records each hosted partition's leader and leader epoch, which the
 //     Produce, Fetch, ListOffsets and OffsetForLeaderEpoch handlers check;
+//   - hands the snapshot to the replication manager (package replica,
+//     wired in replication.go), which takes each hosted partition's
+//     leadership, ISR and leader epoch from it and fetches from the
+//     leader the partitions this broker follows;
 //   - tells the group coordinator which __consumer_offsets partitions this
 //     broker now leads (group_coordinator.go loads and unloads them).
-//
-// A follower replica only holds its log for now: data replication comes
-// with the replication issue.
 //
 // Snapshots carry a sequence number; an older snapshot than the last one
 // applied is ignored, so the event loop and an admin request applying
@@ -73,7 +74,7 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	}
 	s.swapTopics(next)
 	if s.repl != nil {
-		s.repl.sync(snap)
+		s.repl.Sync(snap)
 	}
 	s.noteOffsetsLeadership(snap)
 }
@@ -98,7 +99,7 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 		}
 		n++
 		if s.repl != nil {
-			s.repl.forget(p)
+			s.repl.Forget(p.repl)
 		}
 		s.tierDelete(p, t.cfg.remoteStorage)
 		if err := p.log.Delete(); err != nil {

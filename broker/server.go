@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
+	"github.com/stratastream/strata/broker/replica"
 	"github.com/stratastream/strata/coord"
 )
 
@@ -48,8 +49,9 @@ type Server struct {
 	// tier is the broker's tiered storage (tiering.go), set by NewServer.
 	tier *brokerTier
 
-	// repl runs replication (replica_manager.go).
-	repl *replicaManager
+	// repl runs replication (package replica; wired in replication.go),
+	// set by NewServer.
+	repl *replica.Manager
 
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc
@@ -139,13 +141,13 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := s.openTiering(); err != nil {
 		return fail(err)
 	}
-	if s.repl, err = newReplicaManager(s); err != nil {
+	if s.repl, err = s.newReplicaManager(); err != nil {
 		return fail(err)
 	}
 	if err := s.joinCluster(); err != nil {
 		return fail(err)
 	}
-	s.repl.start()
+	s.repl.Start()
 	s.restoreTopics()
 	s.bgWG.Add(1)
 	go s.retentionLoop()
@@ -283,7 +285,7 @@ func (s *Server) stopBackground() {
 	}
 	s.bgWG.Wait()
 	if s.repl != nil {
-		s.repl.stop()
+		s.repl.Stop()
 	}
 	s.stopTiering()
 }

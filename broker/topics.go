@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stratastream/strata/broker/producer"
+	"github.com/stratastream/strata/broker/replica"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,8 +63,9 @@ type partition struct {
 	// from the coordinator (see metadata_apply.go).
 	lead atomic.Pointer[leadership]
 
-	// repl is the partition's replication state (replica.go).
-	repl replicaState
+	// repl is the partition's replication state (package replica): its
+	// leadership as this broker holds it, ISR and high watermark.
+	repl *replica.Partition
 
 	appendMu  sync.Mutex
 	producers *producer.StateManager
@@ -133,7 +135,7 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 	}
 	p := &partition{topic: topic, index: index, dir: dir, log: l, tier: pt}
 	p.lead.Store(&lead)
-	p.repl.init()
+	p.repl = replica.NewPartition(topic, id, index, s.cfg.BrokerID, l, partitionAppender{p})
 	// Nothing is committed until a leader says so: a log without a
 	// high-watermark checkpoint starts with its log start. The leader
 	// raises it as soon as its ISR has the records (at once when the ISR

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -42,7 +42,7 @@ const streamMessageBytes = 8 << 20
 // replicationService implements replpb.ReplicationServer.
 type replicationService struct {
 	replpb.UnimplementedReplicationServer
-	s *Server
+	m *Manager
 }
 
 type tpKey struct {
@@ -52,7 +52,7 @@ type tpKey struct {
 
 // streamPart is one partition STARTed on a stream.
 type streamPart struct {
-	p      *partition
+	p      *Partition
 	epoch  int32
 	next   int64   // next offset to send
 	marks  []int64 // end offsets of data messages the follower has not reported yet
@@ -63,13 +63,13 @@ type streamPart struct {
 // Replicate serves one follower's stream until it ends or the server
 // closes.
 func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServer) error {
-	s := rs.s
+	m := rs.m
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
 	follower := first.GetFollowerId()
-	if follower < 0 || follower == s.cfg.BrokerID {
+	if follower < 0 || follower == m.cfg.BrokerID {
 		return fmt.Errorf("replication stream from broker %d refused", follower)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
@@ -79,22 +79,22 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
-			m, err := stream.Recv()
+			fm, err := stream.Recv()
 			if err != nil {
 				recvErr <- err
 				cancel()
 				return
 			}
 			select {
-			case inbox <- m:
+			case inbox <- fm:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	ls := &leaderStream{s: s, follower: follower, parts: map[tpKey]*streamPart{}}
-	s.log.Debug("replication stream opened", "follower", follower)
-	defer s.log.Debug("replication stream closed", "follower", follower)
+	ls := &leaderStream{m: m, follower: follower, parts: map[tpKey]*streamPart{}}
+	m.log.Debug("replication stream opened", "follower", follower)
+	defer m.log.Debug("replication stream closed", "follower", follower)
 	for {
 		// Take the wake-up channels before looking at the state, so a
 		// change after the look still wakes the wait below.
@@ -103,8 +103,8 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 	drain:
 		for {
 			select {
-			case m := <-inbox:
-				ls.handle(m, out)
+			case fm := <-inbox:
+				ls.handle(fm, out)
 			default:
 				break drain
 			}
@@ -120,7 +120,7 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 		cases = append(cases,
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(inbox)},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.closed)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.done)},
 		)
 		for _, ch := range wake {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
@@ -153,7 +153,7 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 
 // leaderStream is the sender's state of one stream.
 type leaderStream struct {
-	s        *Server
+	m        *Manager
 	follower int32
 	parts    map[tpKey]*streamPart
 }
@@ -164,26 +164,25 @@ func (ls *leaderStream) wakeChannels() []<-chan struct{} {
 	out := make([]<-chan struct{}, 0, 2*len(ls.parts))
 	for _, sp := range ls.parts {
 		out = append(out, sp.p.log.AppendNotify())
-		sp.p.repl.mu.Lock()
-		out = append(out, sp.p.repl.changed)
-		sp.p.repl.mu.Unlock()
+		sp.p.mu.Lock()
+		out = append(out, sp.p.changed)
+		sp.p.mu.Unlock()
 	}
 	return out
 }
 
 // handle applies one follower message; errors for its partitions go into
 // out.
-func (ls *leaderStream) handle(m *replpb.FollowerMessage, out *replpb.LeaderMessage) {
-	s := ls.s
-	now := s.nowFn()
-	for _, pf := range m.GetPartitions() {
+func (ls *leaderStream) handle(fm *replpb.FollowerMessage, out *replpb.LeaderMessage) {
+	now := ls.m.now()
+	for _, pf := range fm.GetPartitions() {
 		key := tpKey{pf.GetTopic(), pf.GetPartition()}
 		switch pf.GetKind() {
 		case replpb.PartitionFetch_STOP:
 			delete(ls.parts, key)
 		case replpb.PartitionFetch_START:
 			delete(ls.parts, key)
-			p, code, msg := ls.s.replicaLeaderPartition(key.topic, key.index, pf.GetLeaderEpoch())
+			p, code, msg := ls.m.leaderPartition(key.topic, key.index, pf.GetLeaderEpoch())
 			if code == 0 {
 				leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
 				if pf.GetLogEndOffset() > leo || pf.GetLogEndOffset() < start {
@@ -214,19 +213,19 @@ func (ls *leaderStream) handle(m *replpb.FollowerMessage, out *replpb.LeaderMess
 
 // report passes a follower's log end offset to the partition and starts
 // an ISR expansion if it earned one.
-func (ls *leaderStream) report(p *partition, epoch int32, leo int64, now time.Time) {
-	s := ls.s
-	if isr := p.followerReport(s.cfg.BrokerID, ls.follower, epoch, leo, now, s.coord.Snapshot().Live(ls.follower)); isr != nil {
-		s.repl.changeISR(p, isr, fmt.Sprintf("broker %d caught up", ls.follower))
+func (ls *leaderStream) report(p *Partition, epoch int32, leo int64, now time.Time) {
+	m := ls.m
+	if isr := p.followerReport(ls.follower, epoch, leo, now, m.host.Snapshot().Live(ls.follower)); isr != nil {
+		m.changeISR(p, isr, fmt.Sprintf("broker %d caught up", ls.follower))
 	}
 }
 
 // collect adds to out the data and watermarks due on every partition, and
 // ends the partitions whose leadership moved.
 func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
-	s := ls.s
+	m := ls.m
 	budget := streamMessageBytes
-	now := s.nowFn()
+	now := m.now()
 	for key, sp := range ls.parts {
 		p := sp.p
 		if epoch, leading := p.leaderEpochIfLeading(); !leading || epoch != sp.epoch {
@@ -241,7 +240,7 @@ func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
 		leo, hw, start := p.log.LogEndOffset(), p.log.HighWatermark(), p.log.LogStartOffset()
 		var pd *replpb.PartitionData
 		if sp.next < leo && len(sp.marks) < streamWindow && (budget > 0 || len(out.Partitions) == 0) {
-			data, next, err := readBatches(p.log, sp.next, int(s.cfg.ReplicaFetchMaxBytes), leo)
+			data, next, err := readBatches(p.log, sp.next, int(m.cfg.FetchMaxBytes), leo)
 			switch {
 			case errors.Is(err, segment.ErrOffsetOutOfRange):
 				out.Partitions = append(out.Partitions, ls.errorData(key, p, kerr.OffsetOutOfRange.Code, err.Error()))
@@ -272,7 +271,7 @@ func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
 	}
 }
 
-func (ls *leaderStream) errorData(key tpKey, p *partition, code int16, msg string) *replpb.PartitionData {
+func (ls *leaderStream) errorData(key tpKey, p *Partition, code int16, msg string) *replpb.PartitionData {
 	pd := &replpb.PartitionData{Topic: key.topic, Partition: key.index, ErrorCode: int32(code), ErrorMessage: msg,
 		HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1, LeaderEpoch: -1}
 	if p != nil {
@@ -282,21 +281,20 @@ func (ls *leaderStream) errorData(key tpKey, p *partition, code int16, msg strin
 	return pd
 }
 
-// replicaLeaderPartition finds a partition this broker leads at epoch,
-// or the Kafka error for a follower that asks about it.
-func (s *Server) replicaLeaderPartition(topic string, index int32, epoch int32) (*partition, int16, string) {
-	t := s.topic(topic)
-	if t == nil || !t.hasPartition(index) {
+// leaderPartition finds a partition this broker leads at epoch, or the
+// Kafka error for a follower that asks about it.
+func (m *Manager) leaderPartition(topic string, index int32, epoch int32) (*Partition, int16, string) {
+	p, exists := m.host.Partition(topic, index)
+	if !exists {
 		return nil, kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("no partition %s-%d", topic, index)
 	}
-	p := t.local(index)
 	if p == nil {
-		return nil, kerr.NotLeaderForPartition.Code, fmt.Sprintf("broker %d hosts no replica of %s-%d", s.cfg.BrokerID, topic, index)
+		return nil, kerr.NotLeaderForPartition.Code, fmt.Sprintf("broker %d hosts no replica of %s-%d", m.cfg.BrokerID, topic, index)
 	}
 	cur, leading := p.leaderEpochIfLeading()
 	switch {
 	case !leading:
-		return p, kerr.NotLeaderForPartition.Code, fmt.Sprintf("broker %d does not lead %s-%d", s.cfg.BrokerID, topic, index)
+		return p, kerr.NotLeaderForPartition.Code, fmt.Sprintf("broker %d does not lead %s-%d", m.cfg.BrokerID, topic, index)
 	case epoch < cur:
 		return p, kerr.FencedLeaderEpoch.Code, fmt.Sprintf("leader epoch %d is older than the current %d", epoch, cur)
 	case epoch > cur:
@@ -346,11 +344,10 @@ func readBatches(l *segment.Log, off int64, maxBytes int, limit int64) ([]byte, 
 
 // EpochEnds answers a follower's KIP-101 question for each partition.
 func (rs *replicationService) EpochEnds(ctx context.Context, req *replpb.EpochEndsRequest) (*replpb.EpochEndsResponse, error) {
-	s := rs.s
 	resp := &replpb.EpochEndsResponse{}
 	for _, q := range req.GetPartitions() {
 		e := &replpb.EpochEnd{Topic: q.GetTopic(), Partition: q.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
-		p, code, _ := s.replicaLeaderPartition(q.GetTopic(), q.GetPartition(), q.GetCurrentLeaderEpoch())
+		p, code, _ := rs.m.leaderPartition(q.GetTopic(), q.GetPartition(), q.GetCurrentLeaderEpoch())
 		if code != 0 {
 			e.ErrorCode = int32(code)
 		} else {

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -33,7 +33,7 @@ import (
 //     (PROGRESS) and keeps the leader's high watermark.
 //
 // The stream reconnects with backoff when it drops; partitions are then
-// STARTed again from their log end. Metadata changes (applySnapshot) move
+// STARTed again from their log end. Metadata changes (Manager.Sync) move
 // partitions between fetchers. A data message is appended only while the
 // partition is still fetching on that fetcher at the message's epoch,
 // checked under the partition's append lock, so a message from a deposed
@@ -49,7 +49,7 @@ const (
 
 // fetchPart is one followed partition.
 type fetchPart struct {
-	p       *partition
+	p       *Partition
 	epoch   int32 // the leader epoch it follows
 	state   fetchState
 	started bool // START sent on the current stream
@@ -75,7 +75,7 @@ func (fp *fetchPart) backoffLocked(limit time.Duration) {
 
 // fetcher replicates the partitions led by one broker.
 type fetcher struct {
-	m      *replicaManager
+	m      *Manager
 	leader int32
 	wake   chan struct{}
 
@@ -95,7 +95,6 @@ func (f *fetcher) poke() {
 // the manager closes.
 func (f *fetcher) run() {
 	m := f.m
-	s := m.s
 	defer m.wg.Done()
 	backoff := 50 * time.Millisecond
 	var cc *grpc.ClientConn
@@ -111,7 +110,7 @@ func (f *fetcher) run() {
 		f.mu.Unlock()
 		if n == 0 {
 			select {
-			case <-m.closed:
+			case <-m.done:
 				return
 			case <-f.wake:
 				continue
@@ -131,7 +130,7 @@ func (f *fetcher) run() {
 			if err == nil {
 				cc, ccAddr = c, addr
 			} else {
-				s.log.Warn("replication: cannot dial leader", "leader", f.leader, "addr", addr, "err", err)
+				m.log.Warn("replication: cannot dial leader", "leader", f.leader, "addr", addr, "err", err)
 			}
 		}
 		if ok && cc != nil {
@@ -141,18 +140,18 @@ func (f *fetcher) run() {
 				backoff = 50 * time.Millisecond
 			}
 			select {
-			case <-m.closed:
+			case <-m.done:
 				return
 			default:
 			}
-			s.log.Debug("replication stream ended", "leader", f.leader, "err", err)
+			m.log.Debug("replication stream ended", "leader", f.leader, "err", err)
 		}
 		select {
-		case <-m.closed:
+		case <-m.done:
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, max(s.cfg.ReplicaFetchBackoff, 50*time.Millisecond))
+		backoff = min(2*backoff, max(m.cfg.FetchBackoff, 50*time.Millisecond))
 	}
 }
 
@@ -163,12 +162,11 @@ const maxReplicationMessage = 256 << 20
 // session runs one stream to the leader until it fails.
 func (f *fetcher) session(client replpb.ReplicationClient) error {
 	m := f.m
-	s := m.s
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-m.closed:
+		case <-m.done:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -183,7 +181,7 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 	}
 	f.stopped = nil
 	f.mu.Unlock()
-	if err := stream.Send(&replpb.FollowerMessage{FollowerId: s.cfg.BrokerID, BrokerEpoch: s.self.Epoch}); err != nil {
+	if err := stream.Send(&replpb.FollowerMessage{FollowerId: m.cfg.BrokerID, BrokerEpoch: m.cfg.BrokerEpoch}); err != nil {
 		return err
 	}
 	recvDone := make(chan error, 1)
@@ -202,7 +200,7 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	heartbeat := time.NewTicker(replicaHeartbeat(s.cfg.ReplicaLagTimeMax))
+	heartbeat := time.NewTicker(replicaHeartbeat(m.cfg.LagTimeMax))
 	defer heartbeat.Stop()
 	for {
 		next := f.truncatePending(ctx, client)
@@ -305,7 +303,7 @@ func (f *fetcher) outgoing() (msg *replpb.FollowerMessage, retry time.Time) {
 
 // handleData applies one partition's news from the leader.
 func (f *fetcher) handleData(pd *replpb.PartitionData) {
-	s := f.m.s
+	m := f.m
 	key := tpKey{pd.GetTopic(), pd.GetPartition()}
 	f.mu.Lock()
 	fp := f.parts[key]
@@ -324,7 +322,7 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 				fp.leaderStart, fp.leaderEnd = pd.GetLogStartOffset(), pd.GetLogEndOffset()
 				fp.retryAt = time.Time{}
 			} else {
-				fp.backoffLocked(s.cfg.ReplicaFetchBackoff)
+				fp.backoffLocked(m.cfg.FetchBackoff)
 			}
 		}
 		f.mu.Unlock()
@@ -332,32 +330,32 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 		if e := kerr.ErrorForCode(code); e != nil {
 			name = e.Error()
 		}
-		s.log.Info("replication: leader refused the fetch", "topic", key.topic, "partition", key.index,
+		m.log.Info("replication: leader refused the fetch", "topic", key.topic, "partition", key.index,
 			"leader", f.leader, "error", name, "message", pd.GetErrorMessage())
 		f.poke()
 		return
 	}
-	p.appendMu.Lock()
+	p.app.Lock()
 	f.mu.Lock()
 	current := f.parts[key] == fp && !fp.removed && fp.state == fetchFetching && fp.started && fp.epoch == pd.GetLeaderEpoch()
 	f.mu.Unlock()
 	if !current {
-		p.appendMu.Unlock()
+		p.app.Unlock()
 		return
 	}
 	appended := false
 	if recs := pd.GetRecords(); len(recs) > 0 {
-		if err := p.appendReplicatedLocked(recs); err != nil {
-			p.appendMu.Unlock()
+		if err := p.app.AppendReplicatedLocked(recs); err != nil {
+			p.app.Unlock()
 			f.mu.Lock()
 			if f.parts[key] == fp {
 				fp.started = false
 				if !errors.Is(err, segment.ErrNotContiguous) {
-					fp.backoffLocked(s.cfg.ReplicaFetchBackoff)
+					fp.backoffLocked(m.cfg.FetchBackoff)
 				}
 			}
 			f.mu.Unlock()
-			s.log.Warn("replication: append failed; fetching again from the log end", "topic", key.topic, "partition", key.index, "err", err)
+			m.log.Warn("replication: append failed; fetching again from the log end", "topic", key.topic, "partition", key.index, "err", err)
 			f.poke()
 			return
 		}
@@ -366,32 +364,13 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 	if hw := pd.GetHighWatermark(); hw >= 0 {
 		p.log.SetHighWatermark(min(hw, p.log.LogEndOffset()))
 	}
-	p.appendMu.Unlock()
+	p.app.Unlock()
 	if appended {
 		f.mu.Lock()
 		fp.dirty, fp.failures = true, 0
 		f.mu.Unlock()
 		f.poke()
 	}
-}
-
-// appendReplicatedLocked appends the leader's batches verbatim and
-// records their producers. Caller holds appendMu.
-func (p *partition) appendReplicatedLocked(recs []byte) error {
-	if _, err := p.log.AppendReplicated(recs); err != nil {
-		return err
-	}
-	for off := 0; off < len(recs); {
-		h, err := segment.ParseHeader(recs[off:])
-		if err != nil {
-			return err // validated by AppendReplicated: not reached
-		}
-		if h.ProducerID >= 0 && !h.Control() {
-			p.producers.Update(h, h.BaseOffset)
-		}
-		off += h.Size()
-	}
-	return nil
 }
 
 // epochAsk is one partition's pending EpochEnds question.
@@ -407,7 +386,7 @@ type epochAsk struct {
 // and moves them to fetching. It returns the earliest retry time of those
 // that must wait, zero if none.
 func (f *fetcher) truncatePending(ctx context.Context, client replpb.ReplicationClient) (retry time.Time) {
-	s := f.m.s
+	m := f.m
 	now := time.Now()
 	var asks []epochAsk
 	f.mu.Lock()
@@ -428,7 +407,7 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 	// Up to a few rounds: KIP-279 asks again with an older epoch when
 	// the leader's answer is an epoch the follower does not have.
 	for round := 0; round < 8 && len(asks) > 0; round++ {
-		req := &replpb.EpochEndsRequest{FollowerId: s.cfg.BrokerID}
+		req := &replpb.EpochEndsRequest{FollowerId: m.cfg.BrokerID}
 		for _, a := range asks {
 			req.Partitions = append(req.Partitions, &replpb.EpochQuery{Topic: a.key.topic, Partition: a.key.index,
 				CurrentLeaderEpoch: a.fp.epoch, LeaderEpoch: a.epoch})
@@ -437,7 +416,7 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 		resp, err := client.EpochEnds(rctx, req)
 		cancel()
 		if err != nil {
-			s.log.Debug("replication: epoch query failed", "leader", f.leader, "err", err)
+			m.log.Debug("replication: epoch query failed", "leader", f.leader, "err", err)
 			return f.backoffAll(asks, retry)
 		}
 		answers := map[tpKey]*replpb.EpochEnd{}
@@ -467,7 +446,7 @@ func (f *fetcher) backoffAll(asks []epochAsk, retry time.Time) time.Time {
 	defer f.mu.Unlock()
 	for _, a := range asks {
 		fp := a.fp
-		fp.backoffLocked(f.m.s.cfg.ReplicaFetchBackoff)
+		fp.backoffLocked(f.m.cfg.FetchBackoff)
 		if retry.IsZero() || fp.retryAt.Before(retry) {
 			retry = fp.retryAt
 		}
@@ -481,7 +460,7 @@ func (f *fetcher) backoffAll(asks []epochAsk, retry time.Time) time.Time {
 // true when the partition is now fetching, or -1 with ok false to retry
 // later.
 func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans *replpb.EpochEnd) (again int32, ok bool) {
-	s := f.m.s
+	m := f.m
 	p := fp.p
 	f.mu.Lock()
 	live := f.parts[key] == fp && !fp.removed && fp.state == fetchTruncating
@@ -490,8 +469,8 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans
 	if !live {
 		return -1, true
 	}
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
+	p.app.Lock()
+	defer p.app.Unlock()
 	last, _, hasEpochs := p.log.Epochs().Latest()
 	if last != latest {
 		// An append landed since the question began (a deposed
@@ -505,7 +484,7 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans
 		// Nothing written under any epoch: nothing can diverge.
 	case ans == nil || ans.GetErrorCode() != 0:
 		if ans != nil {
-			s.log.Debug("replication: leader refused the epoch query", "topic", key.topic, "partition", key.index, "error_code", ans.GetErrorCode())
+			m.log.Debug("replication: leader refused the epoch query", "topic", key.topic, "partition", key.index, "error_code", ans.GetErrorCode())
 		}
 		return -1, false
 	case ans.GetLeaderEpoch() == segment.UndefinedEpoch:
@@ -539,25 +518,25 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans
 	}
 	if target < leo {
 		if err := p.log.TruncateTo(target); err != nil {
-			s.log.Error("replication: truncation failed", "topic", key.topic, "partition", key.index, "to", target, "err", err)
+			m.log.Error("replication: truncation failed", "topic", key.topic, "partition", key.index, "to", target, "err", err)
 			return -1, false
 		}
-		s.log.Info("replica truncated to the leader's log (KIP-101)", "topic", key.topic, "partition", key.index,
+		m.log.Info("replica truncated to the leader's log (KIP-101)", "topic", key.topic, "partition", key.index,
 			"from", leo, "to", p.log.LogEndOffset(), "leader", f.leader, "leader_epoch", fp.epoch)
-		if err := p.reloadProducersLocked(); err != nil {
-			s.log.Error("replication: rebuilding producer state after truncation failed", "topic", key.topic, "partition", key.index, "err", err)
+		if err := p.app.ReloadProducersLocked(); err != nil {
+			m.log.Error("replication: rebuilding producer state after truncation failed", "topic", key.topic, "partition", key.index, "err", err)
 		}
 	}
 	if leaderStart >= 0 && p.log.LogEndOffset() < leaderStart {
 		// The leader no longer has what comes next (retention, or
 		// segments only in the bucket): start over at its log start.
 		if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
-			s.log.Error("replication: restarting the log at the leader's start failed", "topic", key.topic, "partition", key.index, "err", err)
+			m.log.Error("replication: restarting the log at the leader's start failed", "topic", key.topic, "partition", key.index, "err", err)
 			return -1, false
 		}
-		s.log.Info("replica restarted at the leader's log start", "topic", key.topic, "partition", key.index, "offset", leaderStart)
-		if err := p.reloadProducersLocked(); err != nil {
-			s.log.Error("replication: rebuilding producer state failed", "topic", key.topic, "partition", key.index, "err", err)
+		m.log.Info("replica restarted at the leader's log start", "topic", key.topic, "partition", key.index, "offset", leaderStart)
+		if err := p.app.ReloadProducersLocked(); err != nil {
+			m.log.Error("replication: rebuilding producer state failed", "topic", key.topic, "partition", key.index, "err", err)
 		}
 	}
 	f.mu.Lock()
@@ -569,21 +548,10 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans
 	return -1, true
 }
 
-// reloadProducersLocked rebuilds the producer state after a truncation.
-// Caller holds appendMu.
-func (p *partition) reloadProducersLocked() error {
-	end := p.log.LogEndOffset()
-	_, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
-		return p.log.ReadCopy(from, 1<<20, end)
-	})
-	p.snapshotEnd = end
-	return err
-}
-
 // replicationAddr is the leader broker's replication address from the
 // metadata.
-func (m *replicaManager) replicationAddr(id int32) (string, bool) {
-	b, ok := m.s.coord.Snapshot().Broker(id)
+func (m *Manager) replicationAddr(id int32) (string, bool) {
+	b, ok := m.host.Snapshot().Broker(id)
 	if !ok || b.ReplicationPort <= 0 {
 		return "", false
 	}
@@ -592,7 +560,7 @@ func (m *replicaManager) replicationAddr(id int32) (string, bool) {
 
 // follow puts p on the fetcher of leader at epoch (truncating first),
 // taking it off any other fetcher.
-func (m *replicaManager) follow(p *partition, leader, epoch int32) {
+func (m *Manager) follow(p *Partition, leader, epoch int32) {
 	key := tpKey{p.topic, p.index}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -627,7 +595,7 @@ func (m *replicaManager) follow(p *partition, leader, epoch int32) {
 }
 
 // unfollow takes p off every fetcher.
-func (m *replicaManager) unfollow(p *partition) {
+func (m *Manager) unfollow(p *Partition) {
 	key := tpKey{p.topic, p.index}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -637,7 +605,7 @@ func (m *replicaManager) unfollow(p *partition) {
 }
 
 // remove takes the partition off the fetcher and queues its STOP.
-func (f *fetcher) remove(key tpKey, p *partition) {
+func (f *fetcher) remove(key tpKey, p *Partition) {
 	f.mu.Lock()
 	fp := f.parts[key]
 	if fp == nil {
