@@ -5,6 +5,10 @@ GO        ?= go
 GOBIN     ?= $(shell $(GO) env GOPATH)/bin
 BIN       := strata
 PKGS      := ./...
+# bench/ is a module of its own (its plotting dependencies stay out of the
+# product's go.mod), so ./... above does not reach it; the targets that
+# build, vet, check and test code run in it too.
+BENCH_MOD := bench
 # Each fuzz target runs this many executions in `make test`. A count, not a
 # duration: with a duration, go1.26's fuzz coordinator can report a spurious
 # "context deadline exceeded" when the deadline races a busy worker (Go issue
@@ -35,6 +39,7 @@ run: build
 deps:
 	@bash deploy/scripts/install-test-deps.sh
 	$(GO) mod download
+	$(GO) -C $(BENCH_MOD) mod download
 
 test: deps lint unit fuzz-smoke test-cluster chaos-short
 
@@ -56,6 +61,7 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord')
 unit: build
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m ./coord/...
+	$(GO) -C $(BENCH_MOD) test -race -count=1 -timeout 5m ./...
 
 # fuzz-smoke runs every fuzz target briefly; the corpus in testdata/fuzz is
 # replayed by `unit` too.
@@ -98,8 +104,12 @@ chaos-short: build
 
 lint: vet fmt-check staticcheck
 
+# vet also builds the bench module's commands, so that a change to a product
+# package they import cannot break them unnoticed.
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) -C $(BENCH_MOD) vet ./...
+	$(GO) -C $(BENCH_MOD) build ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$') $$(git ls-files -o --exclude-standard '*.go')); \
@@ -109,22 +119,25 @@ staticcheck:
 	@if ! [ -x $(GOBIN)/staticcheck ] || ! $(GOBIN)/staticcheck -version 2>/dev/null | grep -q $(STATICCHECK_VERSION:v%=%); then \
 	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || { echo "staticcheck could not be installed; skipping it"; exit 0; }; \
 	fi; \
-	$(GOBIN)/staticcheck $(PKGS)
+	$(GOBIN)/staticcheck $(PKGS) && \
+	cd $(BENCH_MOD) && $(GOBIN)/staticcheck ./...
 
-# bench runs every performance scenario of issue 9 with bench/suite (at most
-# 30 minutes on a 2-core machine); bench-quick runs them all with small sizes
-# (under 5 minutes). Each writes bench/results/<date>/ (quick/ under it for
-# bench-quick): summary.md with PASS/FAIL against the goals, raw CSV/JSON and
-# PNG plots; bench also rewrites the summary section of bench/RESULTS.md.
+# bench runs every performance scenario with bench/suite, the benchmarks'
+# one orchestrator (at most 30 minutes on a 2-core machine); bench-quick runs
+# them all with small sizes (under 5 minutes). Each writes
+# bench/results/<date>/ (quick/ under it for bench-quick): summary.md with
+# PASS/FAIL against the goals, raw CSV/JSON and PNG plots; bench also
+# rewrites the summary section of bench/RESULTS.md.
 # NATS JetStream (the peer) is installed by deploy/scripts/install-bench-deps.sh;
 # ZooKeeper and MinIO are installed by the suite as the tests do.
-# More flags: make bench BENCH_FLAGS='-only 1,2' (go run ./bench/suite -h).
+# More flags: make bench BENCH_FLAGS='-only 1,2' (go -C bench run ./suite -h;
+# relative paths in them are relative to bench/).
 BENCH_FLAGS ?=
 bench: build
-	$(GO) run ./bench/suite -strata $(CURDIR)/$(BIN) -nats "$$(bash deploy/scripts/install-bench-deps.sh)" $(BENCH_FLAGS)
+	$(GO) -C $(BENCH_MOD) run ./suite -strata $(CURDIR)/$(BIN) -nats "$$(bash deploy/scripts/install-bench-deps.sh)" $(BENCH_FLAGS)
 
 bench-quick: build
-	$(GO) run ./bench/suite -quick -strata $(CURDIR)/$(BIN) -nats "$$(bash deploy/scripts/install-bench-deps.sh)" $(BENCH_FLAGS)
+	$(GO) -C $(BENCH_MOD) run ./suite -quick -strata $(CURDIR)/$(BIN) -nats "$$(bash deploy/scripts/install-bench-deps.sh)" $(BENCH_FLAGS)
 
 clean:
 	rm -f $(BIN)

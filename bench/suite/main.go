@@ -1,21 +1,29 @@
-// Command suite runs every performance scenario of issue 9 in one go, each
-// beside its reference measured in the same run, and writes
-// bench/results/<date>/ (or -out): summary.md (every figure, its
-// reference, the ratio and PASS/FAIL against the issue's goals), summary.json
-// and figures.csv (everything measured), loadgen.csv (one row per load
-// generator run), the raw JSON of every tool run under raw/, and PNG plots
-// (throughput.png, latency.png, replay.png). It also rewrites the section of
-// bench/RESULTS.md between its markers.
+// Command suite is Strata's benchmark orchestrator: it runs every
+// performance scenario in one go, each beside its reference measured in the
+// same run, and writes bench/results/<date>/ (or -out): summary.md (every
+// figure, its reference, the ratio and PASS/FAIL against the goals),
+// summary.json and figures.csv (everything measured), loadgen.csv (one row
+// per load generator run), the raw JSON of every load generator run under
+// raw/, replay/ and replay-link/ (the replay measurement's own tables), and
+// PNG plots (throughput.png, latency.png, replay.png). It also rewrites the
+// section of bench/RESULTS.md between its markers.
 //
-// Scenarios (issue 9 §2):
+// It is the only program under bench/ that starts servers (brokers,
+// ZooKeeper, MinIO, nats-server); the load itself comes from bench/loadgen
+// and the loopback limit from bench/loopback, which it builds and runs.
+//
+// Scenarios:
 //
 //  1. produce 100 B and 1 KiB, acks=1, one broker: against a raw sequential
-//     disk write of the same bytes and NATS JetStream (nats bench);
+//     disk write of the same bytes and NATS JetStream (nats bench); acks=all
+//     and lz4 beside them;
 //  2. consume from the page cache: against loopback TCP and a raw sendfile
-//     of the segment files;
+//     of the segment files; the broker's CPU per GB fetched with zero copy
+//     against a broker that copies;
 //  3. three brokers with ZooKeeper, RF 3 acks=all: against RF 1;
 //  4. replay from offset 0 out of MinIO, cold and warm cache: against raw
-//     parallel ranged GETs (bench/replaybench);
+//     parallel ranged GETs, on loopback and with MinIO behind a shaped link
+//     (replay.go);
 //  5. a tail consumer's latency during scenario 4's replays, against alone;
 //  6. produce and tail latency at growing retained sizes (tiny local
 //     retention, the rest in MinIO).
@@ -24,8 +32,10 @@
 // on. Every server runs on 127.0.0.1 with free ports and a temporary
 // directory, and is killed at the end (and on SIGINT/SIGTERM).
 //
-//	go run ./bench/suite -quick          # make bench-quick, under 5 minutes
-//	go run ./bench/suite -nats $(bash deploy/scripts/install-bench-deps.sh)   # make bench
+// Run it from anywhere in the repository:
+//
+//	go -C bench run ./suite -quick     # make bench-quick, under 5 minutes
+//	go -C bench run ./suite -nats $(bash deploy/scripts/install-bench-deps.sh)   # make bench
 package main
 
 import (
@@ -48,6 +58,7 @@ import (
 // options are the sizes of a run; -quick gives smaller defaults to every
 // flag not set on the command line.
 type options struct {
+	root         string // the repository (the module github.com/stratastream/strata)
 	quick        bool
 	out          string
 	only         string
@@ -73,6 +84,23 @@ type options struct {
 	scaleTail    time.Duration
 	scaleSegment int64
 	budget       time.Duration
+
+	replayPerf      string
+	replayTrace     string
+	replayOverrides overrideFlags
+}
+
+// overrideFlags collects repeated -replay-override k=v flags.
+type overrideFlags []string
+
+func (f *overrideFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *overrideFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q: want key=value", v)
+	}
+	*f = append(*f, v)
+	return nil
 }
 
 // quickDefaults are the -quick values of flags not set explicitly.
@@ -84,8 +112,8 @@ var quickDefaults = map[string]string{
 	"budget": "4m30s",
 }
 
-// expectedGoals are issue 9 §4's goals by scenario, listed as failed when
-// a scenario ends before it measured anything.
+// expectedGoals are the goals by scenario, listed as failed when a
+// scenario ends before it measured anything.
 var expectedGoals = map[int][]struct {
 	name, unit string
 	goal       *goal
@@ -107,13 +135,19 @@ var terminal bool
 func main() {
 	var o options
 	date := time.Now().UTC().Format("2006-01-02")
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+		os.Exit(1)
+	}
+	o.root = root
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (make bench-quick, under 5 minutes); explicit flags still win")
-	flag.StringVar(&o.out, "out", "", "results directory (default bench/results/<date>, or bench/results/<date>/quick with -quick)")
+	flag.StringVar(&o.out, "out", "", "results directory (default <repository>/bench/results/<date>, or .../<date>/quick with -quick)")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenario numbers to run (default all)")
 	flag.StringVar(&o.tmp, "tmp", "", "parent of the run's temporary directory (default $TMPDIR); it must have room for -scale-levels")
-	flag.StringVar(&o.strataBin, "strata", "", "prebuilt strata binary (default: build ./cmd/strata)")
+	flag.StringVar(&o.strataBin, "strata", "", "prebuilt strata binary (default: build the repository's ./cmd/strata)")
 	flag.StringVar(&o.natsBin, "nats", "", "natscli binary (default: nats on PATH or in $(go env GOPATH)/bin)")
-	flag.StringVar(&o.results, "results-md", filepath.Join("bench", "RESULTS.md"), "file whose marked section gets the summary (empty: none)")
+	flag.StringVar(&o.results, "results-md", filepath.Join(root, "bench", "RESULTS.md"), "file whose marked section gets the summary (empty: none)")
 	flag.Int64Var(&o.n100, "records-100", 2_000_000, "scenario 1: records of 100 B (Strata and JetStream)")
 	flag.Int64Var(&o.n1k, "records-1k", 1_000_000, "scenario 1: records of 1 KiB (Strata and JetStream); scenario 2 reads this topic")
 	flag.IntVar(&o.s1Repeat, "s1-repeat", 3, "scenario 1: Strata and raw-disk runs per size (the median is the figure)")
@@ -126,7 +160,10 @@ func main() {
 	flag.BoolVar(&o.replayCons, "replay-consume", true, "scenario 4: also replay with franz-go's consumer")
 	flag.DurationVar(&o.tailTime, "tail-time", 15*time.Second, "scenario 5: length of each tail-latency run")
 	flag.StringVar(&o.getConns, "get-conns", "4,8,16", "scenario 4: concurrent ranged GETs of the raw limit (best is the reference)")
-	flag.StringVar(&o.storeLink, "store-link", "4gbit", "scenario 4: also replay with MinIO behind a network link of this rate (bench/replaybench -store-link; needs root); empty: only the loopback replay")
+	flag.StringVar(&o.storeLink, "store-link", "4gbit", "scenario 4: also replay with MinIO in a network namespace behind a veth link shaped to this rate (tc syntax; needs root, ip and tc); empty: only the loopback replay")
+	flag.StringVar(&o.replayPerf, "replay-perf", "", "scenario 4: record the broker with perf (Linux perf record -g) during the first cold fetch into this file")
+	flag.StringVar(&o.replayTrace, "replay-trace", "", "scenario 5: write a 5 s Go execution trace of the broker, taken while the tail consumer runs beside replays, into this file (go tool trace -pprof=sched FILE: where goroutines waited for a CPU)")
+	flag.Var(&o.replayOverrides, "replay-override", "scenarios 4 and 5: broker setting key=value added after the suite's own (repeatable), e.g. -replay-override remote.cache.readahead.threads=4")
 	flag.StringVar(&o.scaleLevels, "scale-levels", "1,10,50", "scenario 6: retained GiB at which produce is measured (scaled down to fit the disk and -budget)")
 	flag.Int64Var(&o.scaleMeasure, "scale-measure", 1_000_000, "scenario 6: 1 KiB records of each peak produce measurement")
 	flag.IntVar(&o.scaleRepeat, "scale-repeat", 3, "scenario 6: peak produce runs per level (the best is reported)")
@@ -146,7 +183,7 @@ func main() {
 		}
 	}
 	if o.out == "" {
-		o.out = filepath.Join("bench", "results", date)
+		o.out = filepath.Join(root, "bench", "results", date)
 		if o.quick {
 			o.out = filepath.Join(o.out, "quick")
 		}
@@ -164,7 +201,7 @@ func main() {
 		cancel()
 		killAll()
 	}()
-	err := run(ctx, o)
+	err = run(ctx, o)
 	cancel()
 	killAll()
 	if err != nil {
@@ -179,22 +216,20 @@ func logf(format string, args ...any) {
 
 // runner holds what the scenarios share.
 type runner struct {
-	o       options
-	tmp     string
-	out     string
-	raw     string
-	bins    map[string]string
-	start   time.Time
-	rep     *report
-	replay  *replayReport
-	replayE error
-	ranRep  bool
+	o     options
+	tmp   string
+	out   string
+	raw   string
+	bins  map[string]string
+	start time.Time
+	rep   *report
+	// The replay measurement, run once for scenarios 4 and 5.
+	replayRep *replayReport
+	replayErr error
+	ranRep    bool
 }
 
 func run(ctx context.Context, o options) error {
-	if _, err := os.Stat("go.mod"); err != nil {
-		return errors.New("run from the repository root (go.mod not found)")
-	}
 	tmp, err := os.MkdirTemp(o.tmp, "strata-suite-")
 	if err != nil {
 		return err
@@ -209,25 +244,32 @@ func run(ctx context.Context, o options) error {
 	}
 	r.rep = &report{
 		Date: time.Now().UTC().Format(time.RFC3339), Mode: "full", Machine: machine(tmp),
-		Command: "make bench", Args: strings.Join(os.Args[1:], " "), Out: o.out,
+		Command: "make bench", Args: strings.Join(os.Args[1:], " "), Out: o.display(o.out),
 	}
 	if o.quick {
 		r.rep.Mode, r.rep.Command = "quick", "make bench-quick"
 	}
 
 	logf("building tools")
-	pkgs := map[string]string{"loadgen": "./bench/loadgen", "kafkaperf": "./bench/kafkaperf", "loopback": "./bench/loopback", "replaybench": "./bench/replaybench"}
+	// Each package is built in its own module: the tools in bench's, the
+	// broker in the repository's.
+	pkgs := []struct{ name, dir, pkg string }{
+		{"loadgen", "bench", "./loadgen"},
+		{"loopback", "bench", "./loopback"},
+	}
 	if o.strataBin == "" {
-		pkgs["strata"] = "./cmd/strata"
+		pkgs = append(pkgs, struct{ name, dir, pkg string }{"strata", ".", "./cmd/strata"})
 	} else {
 		r.bins["strata"] = o.strataBin
 	}
-	for name, pkg := range pkgs {
-		bin := filepath.Join(tmp, "bin", name)
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+	for _, p := range pkgs {
+		bin := filepath.Join(tmp, "bin", p.name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, p.pkg)
+		cmd.Dir = filepath.Join(o.root, p.dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s in %s: %v\n%s", p.pkg, cmd.Dir, err, out)
 		}
-		r.bins[name] = bin
+		r.bins[p.name] = bin
 	}
 
 	type scen struct {
@@ -238,7 +280,7 @@ func run(ctx context.Context, o options) error {
 	}
 	all := []scen{
 		{1, "Produce, one broker, acks=1, against raw disk write and NATS JetStream", 0.08, r.s1},
-		{2, "Consume from the page cache, against loopback TCP and raw sendfile", 0.05, r.s2},
+		{2, "Consume from the page cache, against loopback TCP and raw sendfile; zero copy against a copying broker", 0.05, r.s2},
 		{3, "Three brokers, RF 3 acks=all, against RF 1", 0.12, r.s3},
 		{4, "Replay from offset 0 out of MinIO, cold and warm cache, against raw parallel ranged GETs", 0.30, r.s4},
 		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
@@ -290,4 +332,44 @@ func run(ctx context.Context, o options) error {
 	}
 	r.rep.Seconds = time.Since(r.start).Seconds()
 	return r.write()
+}
+
+// repoRoot finds the repository: the nearest directory at or above the
+// working directory whose go.mod declares the module
+// github.com/stratastream/strata.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == "github.com/stratastream/strata" {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not inside the Strata repository (no go.mod of github.com/stratastream/strata at or above it)", dir)
+		}
+	}
+}
+
+// modulePath returns the module path a go.mod declares.
+func modulePath(gomod []byte) string {
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// display returns path relative to the repository, for the reports.
+func (o options) display(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(o.root, abs); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return abs
 }

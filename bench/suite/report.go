@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/stratastream/strata/bench/internal/benchutil"
 )
 
 // report is everything one run measured; summary.json holds it.
@@ -53,7 +51,7 @@ const (
 	onValue
 )
 
-// goal is one of issue 9 §4's goals.
+// goal is one of the benchmark's goals (expectedGoals lists them).
 type goal struct {
 	Op    string  `json:"op"` // ">=" or "<="
 	Bound float64 `json:"bound"`
@@ -302,8 +300,8 @@ func verdictLine(rep *report) string {
 
 func summary(rep *report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Strata benchmark (issue 9), %s run of %s\n\n", rep.Mode, rep.Date)
-	fmt.Fprintf(&b, "Machine: %s.\n\nCommand: `%s` (runs `go run ./bench/suite %s`), %.0f s in all. MB is 10^6 bytes. Every reference was measured in this run on this machine; the ratio is figure ÷ reference.\n\n",
+	fmt.Fprintf(&b, "# Strata benchmark, %s run of %s\n\n", rep.Mode, rep.Date)
+	fmt.Fprintf(&b, "Machine: %s.\n\nCommand: `%s` (runs `go -C bench run ./suite %s`), %.0f s in all. MB is 10^6 bytes. Every reference was measured in this run on this machine; the ratio is figure ÷ reference.\n\n",
 		rep.Machine, rep.Command, rep.Args, rep.Seconds)
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(goalsTable(rep))
@@ -374,7 +372,7 @@ func (r *runner) write() error {
 	fmt.Print(md)
 	logf("wrote %s", filepath.Join(r.out, "summary.md"))
 	if r.o.results != "" && r.o.only == "" {
-		if err := updateResults(r.o.results, rep); err != nil {
+		if err := updateResults(r.o.results, r.out, rep); err != nil {
 			return err
 		}
 	}
@@ -388,7 +386,7 @@ const (
 
 // updateResults replaces the marked section of RESULTS.md with this run's
 // summary (a quick run does not replace a full one).
-func updateResults(path string, rep *report) error {
+func updateResults(path, outDir string, rep *report) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -400,20 +398,20 @@ func updateResults(path string, rep *report) error {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n## All figures in one command (issue 9): latest %s run\n\n", beginMark, rep.Mode)
-	fmt.Fprintf(&b, "Commands: `make bench` (at most 30 minutes here; `go run ./bench/suite -nats $(bash deploy/scripts/install-bench-deps.sh)`) or `make bench-quick` (under 5 minutes, smaller sizes; `go run ./bench/suite -quick ...`). Each writes `bench/results/<date>/` (`quick/` under it for the quick run): summary.md, summary.json, figures.csv, loadgen.csv, raw/, replay/ and the plots.\n\n")
+	fmt.Fprintf(&b, "%s\n## All figures in one command: latest %s run\n\n", beginMark, rep.Mode)
+	fmt.Fprintf(&b, "Commands: `make bench` (at most 30 minutes here; `go -C bench run ./suite -nats $(bash deploy/scripts/install-bench-deps.sh)`) or `make bench-quick` (under 5 minutes, smaller sizes; `go -C bench run ./suite -quick ...`). Each writes `bench/results/<date>/` (`quick/` under it for the quick run): summary.md, summary.json, figures.csv, loadgen.csv, raw/, replay/ and the plots.\n\n")
 	fmt.Fprintf(&b, "This run: %s %s, `%s`, %.0f s, results in `%s/`. Machine: %s.\n\n", rep.Mode, rep.Date, rep.Command, rep.Seconds, rep.Out, rep.Machine)
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(goalsTable(rep))
 	for _, sc := range rep.Scenarios {
 		for _, n := range sc.Notes {
-			if strings.Contains(n, "SMALLER") || strings.Contains(n, "scaled down") || strings.Contains(n, "Stopped growing") {
+			if strings.Contains(n, "SMALLER THAN ASKED") || strings.Contains(n, "scaled down") || strings.Contains(n, "Stopped growing") {
 				fmt.Fprintf(&b, "\nScenario %d: %s\n", sc.ID, n)
 			}
 		}
 	}
 	fmt.Fprintf(&b, "\n![throughput](%s) ![latency](%s) ![replay](%s)\n%s",
-		rel(path, rep.Out, "throughput.png"), rel(path, rep.Out, "latency.png"), rel(path, rep.Out, "replay.png"), endMark)
+		rel(path, outDir, "throughput.png"), rel(path, outDir, "latency.png"), rel(path, outDir, "replay.png"), endMark)
 	if i >= 0 && j > i {
 		s = s[:i] + b.String() + s[j+len(endMark):]
 	} else {
@@ -427,10 +425,17 @@ func updateResults(path string, rep *report) error {
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
+// rel is dir/file relative to the directory of from (a link in from).
 func rel(from, dir, file string) string {
-	p, err := filepath.Rel(filepath.Dir(from), filepath.Join(dir, file))
+	target := filepath.Join(dir, file)
+	absFrom, err1 := filepath.Abs(filepath.Dir(from))
+	absTarget, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	p, err := filepath.Rel(absFrom, absTarget)
 	if err != nil {
-		return filepath.Join(dir, file)
+		return target
 	}
 	return p
 }
@@ -453,7 +458,7 @@ func machine(dir string) string {
 	if syscall.Sysinfo(&si) == nil {
 		mem = fmt.Sprintf("%.0f GiB", float64(si.Totalram)*float64(si.Unit)/(1<<30))
 	}
-	kernel := benchutil.KernelRelease()
+	kernel := kernelRelease()
 	var st syscall.Statfs_t
 	disk := "?"
 	if syscall.Statfs(dir, &st) == nil {
@@ -474,3 +479,20 @@ func freeBytes(dir string) int64 {
 // syncAll flushes every dirty page so that one run's writeback does
 // not land in the next.
 func syncAll() { syscall.Sync() }
+
+// kernelRelease is the running kernel's release (uname -r), "?" if it
+// cannot be read.
+func kernelRelease() string {
+	var uts syscall.Utsname
+	if syscall.Uname(&uts) != nil {
+		return "?"
+	}
+	var b []byte
+	for _, c := range uts.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -20,78 +19,11 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/stratastream/strata/bench/internal/benchutil"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
 
-// lgSide and lgResult are what bench/loadgen writes with -json.
-type lgSide struct {
-	Records     int64   `json:"records"`
-	Bytes       int64   `json:"bytes"`
-	Seconds     float64 `json:"seconds"`
-	RecordsPerS float64 `json:"records_per_s"`
-	MBPerS      float64 `json:"mb_per_s"`
-	Latency     struct {
-		Count  int64   `json:"count"`
-		P50Ms  float64 `json:"p50_ms"`
-		P99Ms  float64 `json:"p99_ms"`
-		P999Ms float64 `json:"p999_ms"`
-		MaxMs  float64 `json:"max_ms"`
-		Curve  []point `json:"curve"`
-	} `json:"latency"`
-}
-
-type lgResult struct {
-	Produce *lgSide `json:"produce"`
-	Consume *lgSide `json:"consume"`
-	Error   string  `json:"error"`
-}
-
-// point is one point of a latency percentile curve.
-type point struct {
-	Quantile float64 `json:"q"`
-	Ms       float64 `json:"ms"`
-}
-
-// loadgen runs bench/loadgen with the given flags, its JSON kept as
-// raw/<label>.json and a row in loadgen.csv. A run that fails returns
-// its error (and what it measured, if anything).
-func (r *runner) loadgen(ctx context.Context, s *scenario, label, brokers string, args ...string) (*lgResult, error) {
-	jsonPath := filepath.Join(r.raw, label+".json")
-	_ = os.Remove(jsonPath)
-	progress := "off"
-	if terminal {
-		progress = "on"
-	}
-	timeout := time.Until(s.deadline) - 5*time.Second
-	if timeout < 10*time.Second {
-		return nil, errors.New(label + ": no time left in the scenario's bound")
-	}
-	args = append([]string{"-brokers", brokers, "-label", label, "-json", jsonPath, "-csv", filepath.Join(r.out, "loadgen.csv"),
-		"-progress", progress, "-timeout", timeout.Round(time.Second).String()}, args...)
-	logf("  loadgen %s: %s", label, strings.Join(args[12:], " "))
-	_, err := runTool(ctx, timeout+5*time.Second, r.bins["loadgen"], args...)
-	var res lgResult
-	if b, rerr := os.ReadFile(jsonPath); rerr == nil {
-		if jerr := json.Unmarshal(b, &res); jerr != nil && err == nil {
-			err = jerr
-		}
-	} else if err == nil {
-		err = rerr
-	}
-	if err != nil {
-		logf("  %s: %v", label, err)
-		return &res, fmt.Errorf("%s: %w", label, err)
-	}
-	p := res.Produce
-	logf("    %.0f records/s, %.1f MB/s, produce p50 %.2f p99 %.2f ms", p.RecordsPerS, p.MBPerS, p.Latency.P50Ms, p.Latency.P99Ms)
-	if c := res.Consume; c != nil {
-		logf("    end-to-end p50 %.2f p99 %.2f ms", c.Latency.P50Ms, c.Latency.P99Ms)
-	}
-	return &res, nil
-}
-
-// s1: produce 100 B and 1 KiB, acks=1, against raw disk and JetStream.
+// s1: produce 100 B and 1 KiB, acks=1, against raw disk and JetStream;
+// acks=all and lz4 beside them.
 func (r *runner) s1(ctx context.Context, s *scenario) error {
 	dir := filepath.Join(r.tmp, "s1")
 	b, err := startBroker(r.bins["strata"], "broker", filepath.Join(dir, "data"), nil)
@@ -103,40 +35,59 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 		size int
 		n    int64
 	}{{100, r.o.n100}, {1024, r.o.n1k}}
+	// The goals' runs (acks=1, no compression) come first; the others are
+	// rows and figures without goals.
+	type variant struct {
+		size        int
+		acks, codec string
+	}
+	kinds := []variant{{acks: "1", codec: "none"}, {acks: "all", codec: "none"}, {acks: "1", codec: "lz4"}}
 	// Each side runs -s1-repeat times, alternating, and its median run
 	// is the figure: this machine's disk and CPU are shared and wander.
 	reps := max(1, r.o.s1Repeat)
-	strataRuns := map[int][]*lgResult{}
+	strataRuns := map[variant][]*lgResult{}
 	rawRuns := map[int][]*rawWrite{}
 	for k := range reps {
 		for _, sz := range sizes {
-			label := fmt.Sprintf("s1-produce-%dB-%d", sz.size, k+1)
-			res, err := r.loadgen(ctx, s, label, b.addr, "-topic", fmt.Sprintf("p%d-%d", sz.size, k+1), "-create", "-partitions", "3",
-				"-size", strconv.Itoa(sz.size), "-records", strconv.FormatInt(sz.n, 10), "-acks", "1")
-			if err != nil {
-				s.fail(label, err)
-				continue
+			for _, kind := range kinds {
+				v := variant{sz.size, kind.acks, kind.codec}
+				label, topic := fmt.Sprintf("s1-produce-%dB-%d", sz.size, k+1), fmt.Sprintf("p%d-%d", sz.size, k+1)
+				if v.acks != "1" || v.codec != "none" {
+					label = fmt.Sprintf("s1-produce-%dB-acks%s-%s-%d", sz.size, v.acks, v.codec, k+1)
+					topic = fmt.Sprintf("p%d-acks%s-%s-%d", sz.size, v.acks, v.codec, k+1)
+				}
+				res, err := r.loadgen(ctx, s, label, b.addr, "-topic", topic, "-create", "-partitions", "3",
+					"-size", strconv.Itoa(sz.size), "-records", strconv.FormatInt(sz.n, 10), "-acks", v.acks, "-compression", v.codec)
+				if err != nil {
+					s.fail(label, err)
+					continue
+				}
+				strataRuns[v] = append(strataRuns[v], res)
+				if v.acks != "1" || v.codec != "none" {
+					continue
+				}
+				// The same bytes written raw to the same file system.
+				total := sz.n * int64(sz.size)
+				rw, err := rawDiskWrite(dir, total)
+				if err != nil {
+					s.fail(fmt.Sprintf("raw write %d B", sz.size), err)
+					continue
+				}
+				logf("  raw sequential write of %d MB: %.0f MB/s with fdatasync, %.0f MB/s page cache only", total/1e6, rw.SyncMBPerS, rw.CacheMBPerS)
+				rawRuns[sz.size] = append(rawRuns[sz.size], rw)
 			}
-			strataRuns[sz.size] = append(strataRuns[sz.size], res)
-			// The same bytes written raw to the same file system.
-			total := sz.n * int64(sz.size)
-			rw, err := rawDiskWrite(dir, total)
-			if err != nil {
-				s.fail(fmt.Sprintf("raw write %d B", sz.size), err)
-				continue
-			}
-			logf("  raw sequential write of %d MB: %.0f MB/s with fdatasync, %.0f MB/s page cache only", total/1e6, rw.SyncMBPerS, rw.CacheMBPerS)
-			rawRuns[sz.size] = append(rawRuns[sz.size], rw)
 		}
 	}
 	b.stop()
-	strata := map[int]*lgResult{}
+	median := map[variant]*lgResult{}
+	for v, runs := range strataRuns {
+		slices.SortFunc(runs, func(a, b *lgResult) int { return cmp.Compare(a.Produce.MBPerS, b.Produce.MBPerS) })
+		median[v] = runs[len(runs)/2]
+	}
 	raw := map[int]*rawWrite{}
 	for _, sz := range sizes {
-		if runs := strataRuns[sz.size]; len(runs) > 0 {
-			slices.SortFunc(runs, func(a, b *lgResult) int { return cmp.Compare(a.Produce.MBPerS, b.Produce.MBPerS) })
-			strata[sz.size] = runs[len(runs)/2]
-			s.curve("produce latency", fmt.Sprintf("S1 %d B acks=1, 1 broker", sz.size), runs[len(runs)/2].Produce.Latency.Curve)
+		if m := median[variant{sz.size, "1", "none"}]; m != nil {
+			s.curve("produce latency", fmt.Sprintf("S1 %d B acks=1, 1 broker", sz.size), m.Produce.Latency.Curve)
 		}
 		if runs := rawRuns[sz.size]; len(runs) > 0 {
 			s.raw(fmt.Sprintf("raw-write-%dB", sz.size), runs)
@@ -147,7 +98,7 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 
 	// JetStream with the same sizes and counts.
 	js := map[int]*natsResult{}
-	natsBin, err := benchutil.FindNATS(r.o.natsBin)
+	natsBin, err := findNATS(r.o.natsBin)
 	if err != nil {
 		s.fail("nats", err)
 	} else {
@@ -164,7 +115,7 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 	}
 
 	for _, sz := range sizes {
-		st, rw, j := strata[sz.size], raw[sz.size], js[sz.size]
+		st, rw, j := median[variant{sz.size, "1", "none"}], raw[sz.size], js[sz.size]
 		name := fmt.Sprintf("%d B", sz.size)
 		if sz.size == 1024 {
 			name = "1 KiB"
@@ -189,6 +140,13 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 		if rw != nil {
 			f.ref(fmt.Sprintf("write() 1 MiB + fdatasync, %d MB", sz.n*int64(sz.size)/1e6), rw.SyncMBPerS)
 		}
+		f = s.figure(fmt.Sprintf("produce %s acks=all, records/s ÷ JetStream", name), "records/s", nil)
+		if m := median[variant{sz.size, "all", "none"}]; m != nil {
+			f.set(m.Produce.RecordsPerS)
+		}
+		if j != nil {
+			f.ref(fmt.Sprintf("JetStream file storage, nats bench js pub async, %d × %s", sz.n, name), j.RecordsPerS)
+		}
 		bars := barGroup{Title: "S1 produce " + name, Unit: "MB/s"}
 		if st != nil {
 			bars.add("Strata", st.Produce.MBPerS, false)
@@ -203,6 +161,12 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 		if st != nil {
 			s.row("Strata", name, st.Produce.RecordsPerS, st.Produce.MBPerS, st.Produce.Latency.P50Ms, st.Produce.Latency.P99Ms, st.Produce.Latency.P999Ms, st.Produce.Latency.MaxMs)
 		}
+		for _, v := range []struct{ row, acks, codec string }{{"Strata acks=all", "all", "none"}, {"Strata lz4", "1", "lz4"}} {
+			if m := median[variant{sz.size, v.acks, v.codec}]; m != nil {
+				p := m.Produce
+				s.row(v.row, name, p.RecordsPerS, p.MBPerS, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs)
+			}
+		}
 		if j != nil {
 			s.row("JetStream", name, j.RecordsPerS, j.MBPerS, j.P50Ms, j.P99Ms, j.P999Ms, j.MaxMs)
 		}
@@ -210,7 +174,7 @@ func (r *runner) s1(ctx context.Context, s *scenario) error {
 	if len(js) > 0 {
 		s.note("JetStream: Debian's nats-server -js, file storage, one stream, `nats bench js pub async` (its latency is per async batch).")
 	}
-	s.note(fmt.Sprintf("Strata: bench/loadgen, 1 producer, 3 partitions, idempotence off, no compression, linger 0; latency from Produce call to acknowledgement. Raw disk: the same number of value bytes written in 1 MiB write() calls into one file on the broker's file system, then fdatasync, the time including the fdatasync (the broker itself acknowledges from the page cache, as Kafka does). Strata and raw disk: median of %d runs each, alternating (every run in summary.json and loadgen.csv); JetStream: one run.", reps))
+	s.note(fmt.Sprintf("Strata: bench/loadgen, 1 producer, 3 partitions, idempotence off, linger 0, acks=1 and no compression unless the row says otherwise (acks=all, lz4); latency from Produce call to acknowledgement. Raw disk: the same number of value bytes written in 1 MiB write() calls into one file on the broker's file system, then fdatasync, the time including the fdatasync (the broker itself acknowledges from the page cache, as Kafka does). Strata (each kind) and raw disk: median of %d runs each, alternating (every run in summary.json and loadgen.csv); JetStream: one run.", reps))
 	return nil
 }
 
@@ -293,7 +257,7 @@ func natsBench(ctx context.Context, dir, natsBin string, size int, n int64, time
 	if _, err := exec.LookPath("nats-server"); err != nil {
 		return nil, fmt.Errorf("nats-server not installed (apt-get install nats-server): %w", err)
 	}
-	addr, err := benchutil.FreeAddr()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +272,7 @@ func natsBench(ctx context.Context, dir, natsBin string, size int, n int64, time
 	defer p.stop()
 	defer os.RemoveAll(sd)
 	csvPath := filepath.Join(dir, fmt.Sprintf("nats-%d.csv", size))
-	if _, err := runTool(ctx, timeout, natsBin, "--server", "nats://"+addr, "bench", "js", "pub", "async", "bench.strata",
+	if _, _, err := runTool(ctx, timeout, natsBin, "--server", "nats://"+addr, "bench", "js", "pub", "async", "bench.strata",
 		"--create", "--storage=file", "--msgs", strconv.FormatInt(n, 10), "--size", strconv.Itoa(size),
 		"--no-progress", "--csv", csvPath); err != nil {
 		return nil, err
@@ -350,17 +314,6 @@ func natsBench(ctx context.Context, dir, natsBin string, size int, n int64, time
 	return r, errors.Join(errs...)
 }
 
-// kpResult is what bench/kafkaperf prints with -json.
-type kpResult struct {
-	Mode        string  `json:"mode"`
-	Records     int64   `json:"records"`
-	Bytes       int64   `json:"bytes"`
-	Seconds     float64 `json:"seconds"`
-	RecordsPerS float64 `json:"records_per_s"`
-	MBPerS      float64 `json:"mb_per_s"`
-	Conns       int     `json:"conns"`
-}
-
 // lbResult is what bench/loopback prints with -json.
 type lbResult struct {
 	Mode   string  `json:"mode"`
@@ -369,42 +322,91 @@ type lbResult struct {
 	MBPerS float64 `json:"mb_per_s"`
 }
 
-// s2: consume from the page cache against loopback and raw sendfile.
+// pageCacheRead is one read of scenario 2's topic and the broker's CPU
+// seconds per 10^9 bytes it moved.
+type pageCacheRead struct {
+	*lgRead
+	Mode            string  `json:"mode"`
+	CopyingBroker   bool    `json:"copying_broker,omitempty"`
+	BrokerCPUSPerGB float64 `json:"broker_cpu_s_per_gb"`
+}
+
+// s2: consume from the page cache against loopback and raw sendfile, and
+// the broker's CPU per GB fetched with zero copy against a broker that
+// copies.
 func (r *runner) s2(ctx context.Context, s *scenario) error {
 	dir := filepath.Join(r.tmp, "s2")
 	b, err := startBroker(r.bins["strata"], "broker", filepath.Join(dir, "data"), nil)
 	if err != nil {
 		return err
 	}
-	defer b.stop()
+	defer func() { b.stop() }()
 	const topic = "c1k"
 	if _, err := r.loadgen(ctx, s, "s2-load-1KiB", b.addr, "-topic", topic, "-create", "-partitions", "3",
 		"-size", "1024", "-records", strconv.FormatInt(r.o.n1k, 10), "-acks", "1"); err != nil {
 		return err
 	}
-	step := time.Until(s.deadline) / 8
+	step := time.Until(s.deadline) / 12
 	passes := strconv.Itoa(r.o.fetchPasses)
-	var fetch, cons kpResult
-	best := 0.0
-	for i := range 2 {
-		logf("  bare Fetch, 3 connections, %s passes from the page cache (#%d)", passes, i+1)
-		var f kpResult
-		if err := runJSON(ctx, step, &f, r.bins["kafkaperf"], "-brokers", b.addr, "-topic", topic, "-json", "-mode", "fetch", "-conns", "3", "-passes", passes); err != nil {
-			s.fail("fetch", err)
-			continue
+	copying := false
+	// read runs one read, kept in summary.json as raw s2-<name>.
+	read := func(name string, args ...string) *pageCacheRead {
+		logf("  %s from the page cache: loadgen %s", name, strings.Join(args, " "))
+		before, err1 := cpuSeconds(b.Pid())
+		rd, _, err := r.readTopic(ctx, step, b.addr, append([]string{"-topic", topic}, args...)...)
+		after, err2 := cpuSeconds(b.Pid())
+		if err != nil {
+			s.fail(name, err)
+			return nil
 		}
-		logf("    %.0f MB/s", f.MBPerS)
-		s.raw(fmt.Sprintf("s2-fetch-%d", i+1), f)
-		if f.MBPerS > best {
-			best, fetch = f.MBPerS, f
+		pr := &pageCacheRead{lgRead: rd, Mode: args[1], CopyingBroker: copying}
+		if errors.Join(err1, err2) == nil && rd.Bytes > 0 {
+			pr.BrokerCPUSPerGB = (after - before) / (float64(rd.Bytes) / 1e9)
+		}
+		logf("    %.0f MB/s, broker %.2f CPU s/GB", rd.MBPerS, pr.BrokerCPUSPerGB)
+		s.raw("s2-"+name, pr)
+		return pr
+	}
+	fetchArgs := func(conns int) []string {
+		return []string{"-mode", "fetch", "-conns", strconv.Itoa(conns), "-passes", passes}
+	}
+	var fetch, cons lgRead
+	// cpu is the lowest broker CPU s/GB (the least disturbed run) by
+	// connections and copying.
+	type cpuKey struct {
+		conns   int
+		copying bool
+	}
+	cpu := map[cpuKey]float64{}
+	lowCPU := func(pr *pageCacheRead, conns int) {
+		if pr == nil || pr.BrokerCPUSPerGB <= 0 {
+			return
+		}
+		k := cpuKey{conns, pr.CopyingBroker}
+		if v, ok := cpu[k]; !ok || pr.BrokerCPUSPerGB < v {
+			cpu[k] = pr.BrokerCPUSPerGB
 		}
 	}
-	logf("  franz-go consumer from the page cache")
-	if err := runJSON(ctx, step, &cons, r.bins["kafkaperf"], "-brokers", b.addr, "-topic", topic, "-json", "-mode", "consume"); err != nil {
-		s.fail("franz-go consume", err)
+	for i := range 2 {
+		if pr := read(fmt.Sprintf("fetch-3-conns-%d", i+1), fetchArgs(3)...); pr != nil {
+			lowCPU(pr, 3)
+			if pr.MBPerS > fetch.MBPerS {
+				fetch = *pr.lgRead
+			}
+		}
+	}
+	lowCPU(read("fetch-1-conn", fetchArgs(1)...), 1)
+	if pr := read("consume-franz-go", "-mode", "consume"); pr != nil {
+		cons = *pr.lgRead
+	}
+	// The same fetches from a broker that copies records through user
+	// space: the zero-copy path's CPU saving is the difference.
+	copying = true
+	if err := b.restart("strata.fetch.zero.copy=false"); err != nil {
+		s.fail("restart with strata.fetch.zero.copy=false", err)
 	} else {
-		logf("    %.0f MB/s", cons.MBPerS)
-		s.raw("s2-consume-franz-go", cons)
+		lowCPU(read("copying-fetch-1-conn", fetchArgs(1)...), 1)
+		lowCPU(read("copying-fetch-3-conns", fetchArgs(3)...), 3)
 	}
 	b.stop()
 
@@ -437,13 +439,23 @@ func (r *runner) s2(ctx context.Context, s *scenario) error {
 	f = s.figure("consume from page cache (franz-go consumer, records decoded), MB/s ÷ loopback TCP", "MB/s", nil)
 	f.setIf(cons.MBPerS)
 	f.ref("loopback TCP", loop.MBPerS)
+	for _, conns := range []int{1, 3} {
+		what := fmt.Sprintf("%d connections", conns)
+		if conns == 1 {
+			what = "1 connection"
+		}
+		f := s.figure("broker CPU s per GB fetched, copying broker ÷ zero copy, "+what, "CPU s/GB", nil)
+		f.setIf(cpu[cpuKey{conns, true}])
+		f.ref("the same fetch from the zero-copy broker (sendfile)", cpu[cpuKey{conns, false}])
+	}
 	bars := barGroup{Title: "S2 consume from page cache", Unit: "MB/s"}
 	bars.add("bare Fetch", fetch.MBPerS, false)
 	bars.add("franz-go", cons.MBPerS, false)
 	bars.add("loopback", loop.MBPerS, true)
 	bars.add("sendfile", sendf.MBPerS, true)
 	s.Bars = append(s.Bars, bars)
-	s.note(fmt.Sprintf("The 1 KiB topic (%d records, 3 partitions) read %s times from offset 0 by bench/kafkaperf -mode fetch (bare Fetch v11, one reused buffer, batches not decoded; best of 2) and once by franz-go's consumer (MB/s of record values). Fetch MB/s counts record-batch bytes.", r.o.n1k, passes))
+	s.note(fmt.Sprintf("The 1 KiB topic (%d records, 3 partitions) read %s times from offset 0 by bench/loadgen -mode fetch (bare Fetch v11, one reused buffer, batches not decoded; best of 2 with 3 connections) and once by franz-go's consumer (loadgen -mode consume, MB/s of record values). Fetch MB/s counts record-batch bytes.", r.o.n1k, passes))
+	s.note("Zero copy against copying: the broker's user+system CPU seconds (from /proc) per 10^9 bytes fetched, lowest run of each; the copying broker is the same binary restarted on the same data with strata.fetch.zero.copy=false, so record bytes pass through user space instead of going from the segment file to the socket with sendfile(2).")
 	return nil
 }
 
@@ -502,7 +514,7 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 		half[rf] = res
 		s.curve("produce latency", fmt.Sprintf("S3 RF %d acks=all, half peak rate", rf), res.Produce.Latency.Curve)
 	}
-	// acks=1 on the same topics, for issue 6's comparison: RF 1 acks=1,
+	// acks=1 on the same topics, for the replication comparison: RF 1 acks=1,
 	// RF 3 acks=1 and RF 3 acks=all against the RF 1 acks=1 figure.
 	acks1 := map[int]*lgResult{}
 	for _, rf := range []int{1, 3} {
@@ -577,69 +589,26 @@ func (r *runner) s3(ctx context.Context, s *scenario) error {
 	return nil
 }
 
-// replayReport is the part of bench/replaybench's replay.json used here.
-type replayReport struct {
-	Raw []struct {
-		Label   string  `json:"label"`
-		Conns   int     `json:"conns"`
-		Forward bool    `json:"forward"`
-		MBPerS  float64 `json:"mb_per_s"`
-	} `json:"raw"`
-	Replays []struct {
-		Label  string  `json:"label"`
-		Mode   string  `json:"mode"`
-		MBPerS float64 `json:"mb_per_s"`
-	} `json:"replays"`
-	Tail []struct {
-		Label   string  `json:"label"`
-		P50Ms   float64 `json:"p50_ms"`
-		P99Ms   float64 `json:"p99_ms"`
-		P999Ms  float64 `json:"p999_ms"`
-		MaxMs   float64 `json:"max_ms"`
-		Records int     `json:"records"`
-		Curve   []point `json:"curve"`
-		Replay  *struct {
-			MBPerS float64 `json:"mb_per_s"`
-		} `json:"replay"`
-	} `json:"tail"`
-	RemoteBytes int64    `json:"remote_bytes"`
-	Verified    string   `json:"verified"`
-	Errors      []string `json:"errors"`
-}
-
-// runReplay runs bench/replaybench once for scenarios 4 and 5.
+// runReplay runs the replay measurement once for scenarios 4 and 5.
 func (r *runner) runReplay(ctx context.Context, s *scenario) (*replayReport, error) {
 	if r.ranRep {
-		return r.replay, r.replayE
+		return r.replayRep, r.replayErr
 	}
 	r.ranRep = true
-	r.replay, r.replayE = r.replaybench(ctx, s, "replay", "-consume="+strconv.FormatBool(r.o.replayCons), "-tail-time", r.o.tailTime.String())
-	return r.replay, r.replayE
+	r.replayRep, r.replayErr = r.replay(ctx, s, r.replayOptions("replay"))
+	return r.replayRep, r.replayErr
 }
 
-// replaybench runs bench/replaybench with results in r.out/dir and reads
-// its replay.json.
-func (r *runner) replaybench(ctx context.Context, s *scenario, dir string, extra ...string) (*replayReport, error) {
-	out := filepath.Join(r.out, dir)
-	args := append([]string{"-out", out, "-series-dir", filepath.Join(out, "series"), "-strata", r.bins["strata"],
-		"-bytes", strconv.FormatInt(r.o.replayBytes, 10), "-repeat", strconv.Itoa(r.o.replayRepeat),
-		"-get-conns", r.o.getConns, "-step-timeout", "3m"}, extra...)
-	_ = os.RemoveAll(filepath.Join(out, "series"))
-	logf("  replaybench %s", strings.Join(args, " "))
-	_, err := runTool(ctx, time.Until(s.deadline), r.bins["replaybench"], args...)
-	var rep replayReport
-	b, rerr := os.ReadFile(filepath.Join(out, "replay.json"))
-	if rerr != nil {
-		return nil, errors.Join(err, rerr)
-	}
-	if jerr := json.Unmarshal(b, &rep); jerr != nil {
-		return nil, errors.Join(err, jerr)
-	}
-	return &rep, err
+// replayOptions are the replay settings of this run's flags, with results
+// under name.
+func (r *runner) replayOptions(name string) replayOptions {
+	return replayOptions{name: name, bytes: r.o.replayBytes, repeat: r.o.replayRepeat, consume: r.o.replayCons,
+		tailTime: r.o.tailTime, getConns: r.o.getConns, perfOut: r.o.replayPerf, traceOut: r.o.replayTrace,
+		overrides: r.o.replayOverrides}
 }
 
-// replayFigures are the best raw and replay rates of one replaybench run.
-// fwd is the best GET-and-forward pass (bench/replaybench rawGets).
+// replayFigures are the best raw and replay rates of one replay run. fwd
+// is the best GET-and-forward pass (rawGets).
 type replayFigures struct{ raw, fwd, cold, warm, coldCons, warmCons float64 }
 
 func (rep *replayReport) figures() replayFigures {
@@ -673,7 +642,7 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 		return err
 	}
 	if err != nil {
-		s.fail("replaybench", err)
+		s.fail("replay", err)
 	}
 	fig := rep.figures()
 	raw, cold, warm, coldCons, warmCons := fig.raw, fig.cold, fig.warm, fig.coldCons, fig.warmCons
@@ -707,19 +676,23 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 			s.Series = append(s.Series, ser)
 		}
 	}
-	s.note(fmt.Sprintf("bench/replaybench: MinIO and one broker; %d MiB of 1 KiB records in 3 partitions, every segment offloaded and deleted locally before the replays; cold = broker restarted with an empty chunk cache; best of %d runs each. Every record verified in order from a cold cache: %s. Full table: replay/replay.md.",
+	s.note(fmt.Sprintf("MinIO and one broker; %d MiB of 1 KiB records in 3 partitions, every segment offloaded and deleted locally before the replays; cold = broker restarted with an empty chunk cache; best of %d runs each. Every record verified in order from a cold cache: %s. Full table: replay/replay.md.",
 		r.o.replayBytes>>20, r.o.replayRepeat, orDash(rep.Verified)))
 	if r.o.storeLink == "" {
 		return nil
 	}
 	// The same with MinIO across a network link, as a bucket is: the
 	// link, not the two shared cores, is then the store's limit.
-	linked, lerr := r.replaybench(ctx, s, "replay-link", "-store-link", r.o.storeLink, "-consume=false", "-tail-time", "5s")
+	lo := r.replayOptions("replay-link")
+	lo.storeLink, lo.consume, lo.tailTime = r.o.storeLink, false, 5*time.Second
+	// The profiles, if asked for, are of the loopback replay.
+	lo.perfOut, lo.traceOut = "", ""
+	linked, lerr := r.replay(ctx, s, lo)
 	if linked == nil {
 		return fmt.Errorf("replay with MinIO behind a %s link: %w", r.o.storeLink, lerr)
 	}
 	if lerr != nil {
-		s.fail("replaybench -store-link", lerr)
+		s.fail("replay behind the link", lerr)
 	}
 	lf := linked.figures()
 	linkRaw := fmt.Sprintf("raw parallel ranged GETs over the same %s link (best of 4 and 16 MiB ranges, %s concurrent)", r.o.storeLink, r.o.getConns)
@@ -762,7 +735,7 @@ func (r *runner) s5(ctx context.Context, s *scenario) error {
 		}
 	}
 	if alone == nil || during == nil {
-		return errors.Join(errors.New("replaybench measured no tail latency"), err)
+		return errors.Join(errors.New("the replay measured no tail latency"), err)
 	}
 	f := s.figure("tail consumer p99 end-to-end latency during cold replays ÷ alone", "ms", &goal{"<=", 2, onRatio})
 	f.set(*during)
@@ -802,7 +775,7 @@ func (r *runner) s6(ctx context.Context, s *scenario) error {
 	if err != nil {
 		return err
 	}
-	mp, maddr, err := startMinIO(minioBin, filepath.Join(dir, "minio"))
+	mp, maddr, err := startMinIO(minioBin, filepath.Join(dir, "minio"), nil /* on loopback */)
 	if err != nil {
 		return err
 	}
@@ -815,8 +788,7 @@ func (r *runner) s6(ctx context.Context, s *scenario) error {
 	if err := mc.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		return fmt.Errorf("make bucket: %w", err)
 	}
-	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+minioUser, "AWS_SECRET_ACCESS_KEY="+minioSecret)
-	b, err := startBroker(r.bins["strata"], "broker", filepath.Join(dir, "data"), env,
+	b, err := startBroker(r.bins["strata"], "broker", filepath.Join(dir, "data"), minioEnv(),
 		"remote.storage.s3.endpoint=http://"+maddr, "remote.storage.s3.bucket="+bucket,
 		"remote.cache.dir="+filepath.Join(dir, "cache"), "log.retention.check.interval.ms=1000",
 		"log.segment.delete.delay.ms=1000")
@@ -879,7 +851,7 @@ func (r *runner) s6(ctx context.Context, s *scenario) error {
 			// partition left locally.
 			t0 := time.Now()
 			for time.Since(t0) < 90*time.Second && time.Until(s.deadline) > 30*time.Second {
-				if n, _ := localLogs(b.dir, topic); n <= 2*3 {
+				if localLogs(b.dir, topic).nonEmpty <= 2*3 {
 					break
 				}
 				time.Sleep(500 * time.Millisecond)
@@ -888,8 +860,7 @@ func (r *runner) s6(ctx context.Context, s *scenario) error {
 		}
 		l := &level{GiB: float64(produced) / (1 << 30), FillMBPerS: fillRate, CatchUpS: catchUp()}
 		l.BucketGiB = float64(bucketBytes(ctx, mc, bucket)) / (1 << 30)
-		_, local := localLogs(b.dir, topic)
-		l.LocalGiB = float64(local) / (1 << 30)
+		l.LocalGiB = float64(localLogs(b.dir, topic).bytes) / (1 << 30)
 		tag := fmt.Sprintf("%.2fGiB", l.GiB)
 		logf("  retained %.2f GiB produced, %.2f GiB in the bucket, %.2f GiB local", l.GiB, l.BucketGiB, l.LocalGiB)
 		for k := range max(1, r.o.scaleRepeat) {
@@ -936,7 +907,7 @@ func (r *runner) s6(ctx context.Context, s *scenario) error {
 	s.Bars = append(s.Bars, bars)
 	s.RowHeader = []string{"run", "record", "records/s", "MB/s", "produce p50 ms", "produce p99 ms", "tail e2e p50 ms", "tail e2e p99 ms"}
 	if top := asked[len(asked)-1]; last.GiB < top*0.95 {
-		s.note(fmt.Sprintf("SMALLER THAN THE ISSUE: the largest retained size measured is %.2f GiB, not the %v GiB issue 9 asks for (levels asked: %v GiB).", last.GiB, top, asked))
+		s.note(fmt.Sprintf("SMALLER THAN ASKED: the largest retained size measured is %.2f GiB, not the %v GiB of -scale-levels (levels asked: %v GiB).", last.GiB, top, asked))
 	}
 	s.note(fmt.Sprintf("One broker tiering to MinIO; topic with remote.storage.enable, segment.bytes %d MiB, local.retention.bytes=1, local.retention.ms=1000, so the local disk keeps about one segment per partition while the bucket keeps everything. The topic is filled to each level with loadgen (acks=1); the run then waits (at most 90 s) until the archiver has uploaded the fill and local retention trimmed it (at most 2 .log files per partition left), and measures %d records of 1 KiB at full speed (acks=1, 1 producer, linger 0; best of %d runs, each after such a wait), then %v at 1,000 records/s with a consumer at the end of the same topic. Retained counts record values produced; the bucket figure is the objects' bytes at the start of the measurement.", r.o.scaleSegment>>20, r.o.scaleMeasure, max(1, r.o.scaleRepeat), r.o.scaleTail))
 	return nil
@@ -961,23 +932,45 @@ func bucketBytes(ctx context.Context, mc *minio.Client, bucket string) int64 {
 	return n
 }
 
-// localLogs counts the non-empty segment .log files of topic's partition
-// directories under dataDir, and their bytes.
-func localLogs(dataDir, topic string) (files int, bytes int64) {
-	dirs, _ := filepath.Glob(filepath.Join(dataDir, topic+"-*"))
+// logFiles are the segment .log files of one topic's partitions on a
+// broker's disk.
+type logFiles struct {
+	files    map[int32]int // .log files by partition
+	nonEmpty int           // of all partitions, the .log files holding data
+	bytes    int64         // of all of them
+}
+
+// localLogs counts the segment .log files of topic's partition directories
+// (<topic>-<partition>) under dataDir.
+func localLogs(dataDir, topic string) logFiles {
+	l := logFiles{files: map[int32]int{}}
+	dirs, _ := os.ReadDir(dataDir) // a missing directory holds no files
 	for _, d := range dirs {
-		logs, _ := filepath.Glob(filepath.Join(d, "*.log"))
-		for _, l := range logs {
-			if fi, err := os.Stat(l); err == nil && fi.Size() > 0 {
-				files++
-				bytes += fi.Size()
+		rest, ok := strings.CutPrefix(d.Name(), topic+"-")
+		if !ok || !d.IsDir() {
+			continue
+		}
+		p, err := strconv.ParseInt(rest, 10, 32)
+		if err != nil {
+			continue
+		}
+		logs, _ := filepath.Glob(filepath.Join(dataDir, d.Name(), "*.log")) // only a bad pattern fails
+		for _, f := range logs {
+			fi, err := os.Stat(f)
+			if err != nil {
+				continue // deleted by retention since the glob
+			}
+			l.files[int32(p)]++
+			if fi.Size() > 0 {
+				l.nonEmpty++
+				l.bytes += fi.Size()
 			}
 		}
 	}
-	return files, bytes
+	return l
 }
 
-// readSeries reads a kafkaperf -series CSV (cumulative bytes every 100 ms)
+// readSeries reads a loadgen -series CSV (cumulative bytes every 100 ms)
 // and returns the throughput over windows of 250 ms: one Fetch response
 // carries up to 32 MiB per partition, so 100 ms samples mostly show when
 // responses happened to land.

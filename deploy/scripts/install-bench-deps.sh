@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# install-bench-deps.sh installs what bench/run-issue3.sh compares Strata
-# against: Debian's nats-server (JetStream) and natscli's `nats` command, built
-# from the Go module proxy into $(go env GOPATH)/bin.
+# install-bench-deps.sh installs the peer that bench/suite (make bench,
+# scenario 1) compares Strata against: Debian's nats-server (JetStream) and
+# natscli's `nats` command, built from the Go module proxy into
+# $(go env GOPATH)/bin.
 #
 # Idempotent and quiet: a fast no-op when both are present. Prints the path of
 # the nats binary on stdout so callers can use it without PATH changes.

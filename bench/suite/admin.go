@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// newAdmin returns an admin client for the comma-separated seed brokers;
+// closing it closes its kgo client.
+func newAdmin(seeds string) (*kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(seeds, ",")...))
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
+
+// waitBrokers waits (bounded) until the cluster's metadata lists n brokers.
+func waitBrokers(ctx context.Context, seeds string, n int, timeout time.Duration) error {
+	adm, err := newAdmin(seeds)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		brokers, err := adm.ListBrokers(rctx)
+		cancel()
+		if err == nil && len(brokers) >= n {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("%d brokers", len(brokers))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return fmt.Errorf("metadata did not list %d brokers within %v (last: %s)", n, timeout, last)
+}
+
+// describeTopic returns each partition's leader, replicas and ISR as the
+// cluster's metadata gives them.
+func describeTopic(ctx context.Context, seeds, topic string) (string, error) {
+	adm, err := newAdmin(seeds)
+	if err != nil {
+		return "", err
+	}
+	defer adm.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(rctx, topic)
+	if err != nil {
+		return "", err
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return "", fmt.Errorf("topic %s not in the metadata", topic)
+	}
+	if td.Err != nil {
+		return "", td.Err
+	}
+	var parts []string
+	for _, p := range td.Partitions.Sorted() {
+		parts = append(parts, fmt.Sprintf("partition %d leader %d replicas %v ISR %v", p.Partition, p.Leader, p.Replicas, p.ISR))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// setTopicConfig sets topic configs with an incremental alter.
+func setTopicConfig(ctx context.Context, adm *kadm.Client, topic string, configs map[string]string) error {
+	var alter []kadm.AlterConfig
+	for k, v := range configs {
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)})
+	}
+	resps, err := adm.AlterTopicConfigs(ctx, alter, topic)
+	if err != nil {
+		return err
+	}
+	for _, r := range resps {
+		if r.Err != nil {
+			return fmt.Errorf("%s: %w (%s)", r.Name, r.Err, r.ErrMessage)
+		}
+	}
+	return nil
+}
+
+// listOffsets returns the start (earliest) or end offset of every partition
+// of topic.
+func listOffsets(ctx context.Context, adm *kadm.Client, topic string, end bool) (map[int32]int64, error) {
+	list := adm.ListStartOffsets
+	if end {
+		list = adm.ListEndOffsets
+	}
+	listed, err := list(ctx, topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list offsets %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out, nil
+}
