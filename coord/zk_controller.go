@@ -72,7 +72,7 @@ func (z *ZK) Campaign(ctx context.Context, brokerID int32) (Leadership, error) {
 			}
 			z.mu.lead = l
 			z.mu.Unlock()
-			_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadController() })
+			z.refresh(ctx, fmt.Sprintf("controller election of broker %d, epoch %d", brokerID, epoch), func(c *zkCache) error { return c.loadController() })
 			return l, nil
 		case failed == 0 && errors.Is(err, zk.ErrNodeExists):
 			// Someone is controller: wait until the znode goes.
@@ -213,7 +213,7 @@ func (l *zkLeadership) UpdatePartitionStates(ctx context.Context, updates []Stat
 			return results, r.Err
 		}
 	}
-	_ = l.z.inLoop(ctx, func(c *zkCache) error {
+	l.z.refresh(ctx, fmt.Sprintf("%d partition state updates by controller epoch %d", len(updates), l.epoch), func(c *zkCache) error {
 		for _, u := range updates {
 			if err := c.loadState(u.Topic, u.Partition); err != nil {
 				return err
@@ -312,7 +312,7 @@ func (l *zkLeadership) Resign(ctx context.Context) error {
 	}
 	l.z.mu.Unlock()
 	if err == nil {
-		_ = l.z.inLoop(ctx, func(c *zkCache) error { return c.loadController() })
+		l.z.refresh(ctx, fmt.Sprintf("resignation of controller epoch %d", l.epoch), func(c *zkCache) error { return c.loadController() })
 	}
 	return err
 }
