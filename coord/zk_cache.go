@@ -226,69 +226,65 @@ func (c *zkCache) arm(key watchKey, ch <-chan zk.Event) {
 	}()
 }
 
-// get reads a znode's data, setting a data watch unless one is set.
-func (c *zkCache) get(path string) ([]byte, *zk.Stat, error) {
-	key := watchKey{path, watchData}
+// watchedRead runs read, one read of key.path, through ZK.call (op names
+// it), asking read to set a watch of key's kind unless one is set, and
+// arms the watch read set. So a path never has two watches of one kind.
+func (c *zkCache) watchedRead(key watchKey, op string, read func(watch bool) (<-chan zk.Event, error)) error {
 	_, armed := c.armed[key]
 	watch := !armed
-	var data []byte
-	var stat *zk.Stat
 	var ch <-chan zk.Event
-	err := c.z.call(bg, "get", path, func() (err error) {
-		if watch {
-			data, stat, ch, err = c.z.conn.GetW(path)
-		} else {
-			data, stat, err = c.z.conn.Get(path)
-		}
+	err := c.z.call(bg, op, key.path, func() (err error) {
+		ch, err = read(watch)
 		return err
 	})
 	if err == nil && watch {
 		c.arm(key, ch)
 	}
+	return err
+}
+
+// get reads a znode's data, setting a data watch unless one is set.
+func (c *zkCache) get(path string) ([]byte, *zk.Stat, error) {
+	var data []byte
+	var stat *zk.Stat
+	err := c.watchedRead(watchKey{path, watchData}, "get", func(watch bool) (ch <-chan zk.Event, err error) {
+		if watch {
+			data, stat, ch, err = c.z.conn.GetW(path)
+		} else {
+			data, stat, err = c.z.conn.Get(path)
+		}
+		return ch, err
+	})
 	return data, stat, err
 }
 
 // children lists a znode's children, setting a child watch unless one is
 // set.
 func (c *zkCache) children(path string) ([]string, error) {
-	key := watchKey{path, watchChildren}
-	_, armed := c.armed[key]
-	watch := !armed
 	var kids []string
-	var ch <-chan zk.Event
-	err := c.z.call(bg, "children", path, func() (err error) {
+	err := c.watchedRead(watchKey{path, watchChildren}, "children", func(watch bool) (ch <-chan zk.Event, err error) {
 		if watch {
 			kids, _, ch, err = c.z.conn.ChildrenW(path)
 		} else {
 			kids, _, err = c.z.conn.Children(path)
 		}
-		return err
+		return ch, err
 	})
-	if err == nil && watch {
-		c.arm(key, ch)
-	}
 	return kids, err
 }
 
 // exists checks a znode, setting an exists watch (fires on creation,
 // deletion and data change) unless one is set.
 func (c *zkCache) exists(path string) (bool, error) {
-	key := watchKey{path, watchExists}
-	_, armed := c.armed[key]
-	watch := !armed
 	var ok bool
-	var ch <-chan zk.Event
-	err := c.z.call(bg, "exists", path, func() (err error) {
+	err := c.watchedRead(watchKey{path, watchExists}, "exists", func(watch bool) (ch <-chan zk.Event, err error) {
 		if watch {
 			ok, _, ch, err = c.z.conn.ExistsW(path)
 		} else {
 			ok, _, err = c.z.conn.Exists(path)
 		}
-		return err
+		return ch, err
 	})
-	if err == nil && watch {
-		c.arm(key, ch)
-	}
 	return ok, err
 }
 

@@ -15,14 +15,8 @@ var worldACL = zk.WorldACL(zk.PermAll)
 // its partitions and their states, after checking (by creating and
 // deleting it) that no deletion marker of the name exists.
 func (z *ZK) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
-	if err := validTopicName(spec.Name); err != nil {
+	if err := spec.prepare(); err != nil {
 		return TopicInfo{}, err
-	}
-	if err := validateAssignment(spec.Assignment); err != nil {
-		return TopicInfo{}, err
-	}
-	if spec.ID == (TopicID{}) {
-		spec.ID = NewTopicID()
 	}
 	snap := z.Snapshot()
 	states := initialStates(spec.Assignment, snap.Live, snap.Controller.Epoch)
