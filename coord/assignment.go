@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -124,15 +125,29 @@ func replicaIndex(first, shift, j, n int) int {
 	return (first + s) % n
 }
 
+// partitionStarts yields, for partitions startPartition,
+// startPartition+1, ... (partitions of them) over a list of n brokers, the
+// index of the partition's first replica and the shift of its followers,
+// as AdminUtils steps them: first replicas go round-robin from start; the
+// shift begins at start and grows by one every n partitions.
+func partitionStarts(n, partitions, start, startPartition int) iter.Seq2[int, int] {
+	return func(yield func(first, shift int) bool) {
+		shift := start
+		for p := startPartition; p < startPartition+partitions; p++ {
+			if p > 0 && p%n == 0 {
+				shift++
+			}
+			if !yield((p+start)%n, shift) {
+				return
+			}
+		}
+	}
+}
+
 func assignPlain(list []int32, partitions, rf, start, startPartition int) [][]int32 {
 	n := len(list)
-	shift := start
 	out := make([][]int32, 0, partitions)
-	for p := startPartition; p < startPartition+partitions; p++ {
-		if p > 0 && p%n == 0 {
-			shift++
-		}
-		first := (p + start) % n
+	for first, shift := range partitionStarts(n, partitions, start, startPartition) {
 		reps := []int32{list[first]}
 		for j := 0; j < rf-1; j++ {
 			reps = append(reps, list[replicaIndex(first, shift, j, n)])
@@ -152,13 +167,8 @@ func assignRackAware(list []int32, rackOf map[int32]string, partitions, rf, star
 			numRacks++
 		}
 	}
-	shift := start
 	out := make([][]int32, 0, partitions)
-	for p := startPartition; p < startPartition+partitions; p++ {
-		if p > 0 && p%n == 0 {
-			shift++
-		}
-		first := (p + start) % n
+	for first, shift := range partitionStarts(n, partitions, start, startPartition) {
 		leader := list[first]
 		reps := []int32{leader}
 		racks := map[string]bool{rackOf[leader]: true}

@@ -171,6 +171,21 @@ func initialStates(assignment [][]int32, live func(int32) bool, controllerEpoch 
 	return out
 }
 
+// prepare checks the spec before a topic is created from it (its name and
+// assignment) and makes an ID for it if it has none.
+func (s *TopicSpec) prepare() error {
+	if err := validTopicName(s.Name); err != nil {
+		return err
+	}
+	if err := validateAssignment(s.Assignment); err != nil {
+		return err
+	}
+	if s.ID == (TopicID{}) {
+		s.ID = NewTopicID()
+	}
+	return nil
+}
+
 // validateAssignment checks that every partition has replicas, no broker
 // twice, and all partitions the same replication factor.
 func validateAssignment(assignment [][]int32) error {

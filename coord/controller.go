@@ -85,7 +85,7 @@ func RunController(ctx context.Context, c Coordinator, cfg ControllerConfig) err
 		}
 		if err != nil {
 			log.Warn("controller: campaign failed", "err", err)
-			if !sleepCtx(ctx, cfg.RetryBackoff) {
+			if !sleepCtx(ctx, cfg.RetryBackoff, nil /* stop */) {
 				return nil
 			}
 			continue
@@ -107,13 +107,17 @@ func RunController(ctx context.Context, c Coordinator, cfg ControllerConfig) err
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// sleepCtx waits d, or less if ctx ends or stop is closed (false). A nil
+// stop is never closed.
+func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		return false
+	case <-stop:
 		return false
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -210,6 +211,22 @@ type Leadership interface {
 	// and Done closed.
 	Resign(ctx context.Context) error
 }
+
+// term is what both implementations of Leadership hold of a won
+// election: its epoch, and the channel Done returns, closed once by end.
+type term struct {
+	epoch int32
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (t *term) end() { t.once.Do(func() { close(t.done) }) }
+
+// Epoch implements Leadership.
+func (t *term) Epoch() int32 { return t.epoch }
+
+// Done implements Leadership.
+func (t *term) Done() <-chan struct{} { return t.done }
 
 // Config selects and tunes a Coordinator for Open.
 type Config struct {

@@ -5,26 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 )
 
 // localLeadership is a LocalSession's controller role.
 type localLeadership struct {
-	ss    *LocalSession
-	epoch int32
-	done  chan struct{}
-	once  sync.Once
+	term
+	ss *LocalSession
 }
 
 var _ Leadership = (*localLeadership)(nil)
-
-func (l *localLeadership) end() { l.once.Do(func() { close(l.done) }) }
-
-// Epoch implements Leadership.
-func (l *localLeadership) Epoch() int32 { return l.epoch }
-
-// Done implements Leadership.
-func (l *localLeadership) Done() <-chan struct{} { return l.done }
 
 // checkLocked fails unless l is still the store's controller.
 func (l *localLeadership) checkLocked() error {

@@ -119,7 +119,7 @@ func (ss *LocalSession) Campaign(ctx context.Context, brokerID int32) (Leadershi
 			}
 			s.mu.file = f
 			s.mu.controller, s.mu.ctrlID = ss, brokerID
-			l := &localLeadership{ss: ss, epoch: f.ControllerEpoch, done: make(chan struct{})}
+			l := &localLeadership{term: term{epoch: f.ControllerEpoch, done: make(chan struct{})}, ss: ss}
 			ss.mu.lead = l
 			s.publishLocked()
 			s.mu.Unlock()
@@ -137,14 +137,8 @@ func (ss *LocalSession) Campaign(ctx context.Context, brokerID int32) (Leadershi
 
 // CreateTopic implements Coordinator.
 func (ss *LocalSession) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
-	if err := validTopicName(spec.Name); err != nil {
+	if err := spec.prepare(); err != nil {
 		return TopicInfo{}, err
-	}
-	if err := validateAssignment(spec.Assignment); err != nil {
-		return TopicInfo{}, err
-	}
-	if spec.ID == (TopicID{}) {
-		spec.ID = NewTopicID()
 	}
 	s := ss.store
 	s.mu.Lock()
@@ -182,31 +176,32 @@ func (ss *LocalSession) AddPartitions(ctx context.Context, topic string, first i
 	if err := validateAssignment(assignment); err != nil {
 		return err
 	}
-	s := ss.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := ss.checkLocked(); err != nil {
-		return err
-	}
-	return s.mutateLocked(func(f *localFile, topics map[string]*TopicInfo) error {
-		t, ok := topics[topic]
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
-		}
+	return ss.changeTopic(topic, func(f *localFile, t *TopicInfo) error {
 		if int(first) != len(t.Partitions) {
 			return fmt.Errorf("%w: %s has %d partitions, not %d", ErrInvalidPartitions, topic, len(t.Partitions), first)
 		}
-		nt := t.Clone()
-		for i, st := range initialStates(assignment, s.liveLocked, f.ControllerEpoch) {
-			nt.Partitions = append(nt.Partitions, PartitionInfo{Replicas: slices.Clone(assignment[i]), State: st})
+		for i, st := range initialStates(assignment, ss.store.liveLocked, f.ControllerEpoch) {
+			t.Partitions = append(t.Partitions, PartitionInfo{Replicas: slices.Clone(assignment[i]), State: st})
 		}
-		topics[topic] = nt
 		return nil
 	})
 }
 
 // SetTopicConfig implements Coordinator.
 func (ss *LocalSession) SetTopicConfig(ctx context.Context, topic string, configs map[string]string) error {
+	return ss.changeTopic(topic, func(_ *localFile, t *TopicInfo) error {
+		t.Configs = maps.Clone(configs)
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+		return nil
+	})
+}
+
+// changeTopic runs change on a copy of the topic, under the store's lock,
+// and stores the copy, as mutateLocked does, if change returns nil.
+// ErrUnknownTopic if there is no such topic.
+func (ss *LocalSession) changeTopic(topic string, change func(f *localFile, t *TopicInfo) error) error {
 	s := ss.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,9 +214,8 @@ func (ss *LocalSession) SetTopicConfig(ctx context.Context, topic string, config
 			return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 		}
 		nt := t.Clone()
-		nt.Configs = maps.Clone(configs)
-		if nt.Configs == nil {
-			nt.Configs = map[string]string{}
+		if err := change(f, nt); err != nil {
+			return err
 		}
 		topics[topic] = nt
 		return nil

@@ -298,6 +298,22 @@ func (z *ZK) inLoop(ctx context.Context, fn func(c *zkCache) error) error {
 	}
 }
 
+// refresh re-reads in the cache loop what the caller has just written
+// (what names the write), so that the caller's next Snapshot shows it. The
+// write has happened whatever refresh meets, so a failure is logged, not
+// returned, and it leaves nothing stale for good: a read that failed in
+// the loop marks the cache for a full reload, which the loop retries until
+// one succeeds (zk_cache.go); if ctx ended before the loop took the
+// request, the watch on the written znode brings the change instead.
+func (z *ZK) refresh(ctx context.Context, what string, fn func(c *zkCache) error) {
+	err := z.inLoop(ctx, fn)
+	if err == nil || errors.Is(err, ErrClosed) {
+		return
+	}
+	z.log.Warn("coord: metadata cache not refreshed after a write; its watches and the cache loop's full reload bring it up to date",
+		"write", what, "err", err)
+}
+
 // ClusterID implements Coordinator.
 func (z *ZK) ClusterID() string { return z.clusterID }
 

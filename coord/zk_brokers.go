@@ -35,7 +35,7 @@ func (z *ZK) Register(ctx context.Context, b BrokerInfo) (int64, error) {
 	z.mu.Lock()
 	z.mu.reg = &b
 	z.mu.Unlock()
-	_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadBrokers() })
+	z.refresh(ctx, "register broker "+fmt.Sprint(b.ID), func(c *zkCache) error { return c.loadBrokers() })
 	return epoch, nil
 }
 
@@ -158,6 +158,6 @@ func (z *ZK) Deregister(ctx context.Context) error {
 	z.mu.Lock()
 	z.mu.reg = nil
 	z.mu.Unlock()
-	_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadBrokers() })
+	z.refresh(ctx, "deregister broker "+fmt.Sprint(reg.ID), func(c *zkCache) error { return c.loadBrokers() })
 	return nil
 }

@@ -20,8 +20,9 @@ import (
 // (exists); topics (children), each topic (data) and each partition state
 // (data); admin/delete_topics (children); admin/controller_requests
 // (children). armed records which are set, so a reload never sets a
-// second watch on a path. A read that fails (ZooKeeper unreachable) sets
-// needFull: once the session is back, everything is read again.
+// second watch on a path. A read that fails (ZooKeeper unreachable), on a
+// fired watch or in a request, sets needFull: once the session is back,
+// everything is read again, every fullReloadRetry until a reload succeeds.
 type zkCache struct {
 	z        *ZK
 	requests chan loopRequest
@@ -64,6 +65,10 @@ type firedWatch struct {
 	ev  zk.Event
 }
 
+// fullReloadRetry is how often the loop tries a full reload again while
+// one is needed and the session is up.
+const fullReloadRetry = 250 * time.Millisecond
+
 func newZKCache(z *ZK) *zkCache {
 	return &zkCache{
 		z: z, requests: make(chan loopRequest), fired: make(chan firedWatch, 64),
@@ -75,7 +80,7 @@ func newZKCache(z *ZK) *zkCache {
 
 func (c *zkCache) loop() {
 	defer close(c.z.loopDone)
-	retry := time.NewTicker(250 * time.Millisecond)
+	retry := time.NewTicker(fullReloadRetry)
 	defer retry.Stop()
 	for {
 		select {
@@ -100,6 +105,11 @@ func (c *zkCache) loop() {
 			c.publish()
 		case r := <-c.requests:
 			err := r.fn(c)
+			if err != nil {
+				// The read may have stopped half-way, leaving a watch
+				// unset: only a full reload is sure to mend that.
+				c.needFull = true
+			}
 			c.publish()
 			r.reply <- err
 		case <-retry.C:
@@ -125,7 +135,7 @@ func (c *zkCache) session(ev zk.Event) {
 		out := time.Since(c.outageFrom).Round(time.Millisecond)
 		if sid == c.sessionID {
 			z.log.Info("coord: ZooKeeper connection restored, same session", "outage", out.String())
-			_ = c.fullReload()
+			c.reloadAfterOutage()
 			c.publish(Event{Kind: EventReconnected}, Event{Kind: EventRequests})
 			return
 		}
@@ -135,7 +145,7 @@ func (c *zkCache) session(ev zk.Event) {
 		c.endLeadership()
 		c.needFull = true
 		regErr := z.renewRegistration()
-		_ = c.fullReload()
+		c.reloadAfterOutage()
 		evs := []Event{{Kind: EventSessionExpired}, {Kind: EventRequests}}
 		if regErr != nil {
 			z.log.Error("coord: could not register the broker again after session expiry", "err", regErr)
@@ -155,6 +165,17 @@ func (c *zkCache) session(ev zk.Event) {
 		z.log.Warn("coord: ZooKeeper unreachable; serving the last known metadata, writes fail until it is back",
 			"state", ev.State.String(), "cause", cause)
 		c.publish(Event{Kind: EventDisconnected, Err: fmt.Errorf("%w: ZooKeeper %s (%s)", ErrUnavailable, ev.State, cause)})
+	}
+}
+
+// reloadAfterOutage reads everything again once the session is back. A
+// failed reload leaves needFull set (fullReload sets it), so the loop
+// tries again every fullReloadRetry; until then the cache serves what it
+// held before the outage.
+func (c *zkCache) reloadAfterOutage() {
+	if err := c.fullReload(); err != nil {
+		c.z.log.Warn("coord: metadata reload after the ZooKeeper outage failed; the cache loop retries it",
+			"retry_every", fullReloadRetry.String(), "err", err)
 	}
 }
 
@@ -205,69 +226,65 @@ func (c *zkCache) arm(key watchKey, ch <-chan zk.Event) {
 	}()
 }
 
-// get reads a znode's data, setting a data watch unless one is set.
-func (c *zkCache) get(path string) ([]byte, *zk.Stat, error) {
-	key := watchKey{path, watchData}
+// watchedRead runs read, one read of key.path, through ZK.call (op names
+// it), asking read to set a watch of key's kind unless one is set, and
+// arms the watch read set. So a path never has two watches of one kind.
+func (c *zkCache) watchedRead(key watchKey, op string, read func(watch bool) (<-chan zk.Event, error)) error {
 	_, armed := c.armed[key]
 	watch := !armed
-	var data []byte
-	var stat *zk.Stat
 	var ch <-chan zk.Event
-	err := c.z.call(bg, "get", path, func() (err error) {
-		if watch {
-			data, stat, ch, err = c.z.conn.GetW(path)
-		} else {
-			data, stat, err = c.z.conn.Get(path)
-		}
+	err := c.z.call(bg, op, key.path, func() (err error) {
+		ch, err = read(watch)
 		return err
 	})
 	if err == nil && watch {
 		c.arm(key, ch)
 	}
+	return err
+}
+
+// get reads a znode's data, setting a data watch unless one is set.
+func (c *zkCache) get(path string) ([]byte, *zk.Stat, error) {
+	var data []byte
+	var stat *zk.Stat
+	err := c.watchedRead(watchKey{path, watchData}, "get", func(watch bool) (ch <-chan zk.Event, err error) {
+		if watch {
+			data, stat, ch, err = c.z.conn.GetW(path)
+		} else {
+			data, stat, err = c.z.conn.Get(path)
+		}
+		return ch, err
+	})
 	return data, stat, err
 }
 
 // children lists a znode's children, setting a child watch unless one is
 // set.
 func (c *zkCache) children(path string) ([]string, error) {
-	key := watchKey{path, watchChildren}
-	_, armed := c.armed[key]
-	watch := !armed
 	var kids []string
-	var ch <-chan zk.Event
-	err := c.z.call(bg, "children", path, func() (err error) {
+	err := c.watchedRead(watchKey{path, watchChildren}, "children", func(watch bool) (ch <-chan zk.Event, err error) {
 		if watch {
 			kids, _, ch, err = c.z.conn.ChildrenW(path)
 		} else {
 			kids, _, err = c.z.conn.Children(path)
 		}
-		return err
+		return ch, err
 	})
-	if err == nil && watch {
-		c.arm(key, ch)
-	}
 	return kids, err
 }
 
 // exists checks a znode, setting an exists watch (fires on creation,
 // deletion and data change) unless one is set.
 func (c *zkCache) exists(path string) (bool, error) {
-	key := watchKey{path, watchExists}
-	_, armed := c.armed[key]
-	watch := !armed
 	var ok bool
-	var ch <-chan zk.Event
-	err := c.z.call(bg, "exists", path, func() (err error) {
+	err := c.watchedRead(watchKey{path, watchExists}, "exists", func(watch bool) (ch <-chan zk.Event, err error) {
 		if watch {
 			ok, _, ch, err = c.z.conn.ExistsW(path)
 		} else {
 			ok, _, err = c.z.conn.Exists(path)
 		}
-		return err
+		return ch, err
 	})
-	if err == nil && watch {
-		c.arm(key, ch)
-	}
 	return ok, err
 }
 

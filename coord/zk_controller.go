@@ -61,7 +61,7 @@ func (z *ZK) Campaign(ctx context.Context, brokerID int32) (Leadership, error) {
 			&zk.SetDataRequest{Path: epochPath, Data: encodeZ(zControllerEpochData{Version: znodeVersion, Epoch: epoch}), Version: stat.Version})
 		switch {
 		case err == nil:
-			l := &zkLeadership{z: z, epoch: epoch, epochVersion: stat.Version + 1, session: sid, done: make(chan struct{})}
+			l := &zkLeadership{term: term{epoch: epoch, done: make(chan struct{})}, z: z, epochVersion: stat.Version + 1, session: sid}
 			z.mu.Lock()
 			if z.mu.closed {
 				z.mu.Unlock()
@@ -72,7 +72,7 @@ func (z *ZK) Campaign(ctx context.Context, brokerID int32) (Leadership, error) {
 			}
 			z.mu.lead = l
 			z.mu.Unlock()
-			_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadController() })
+			z.refresh(ctx, fmt.Sprintf("controller election of broker %d, epoch %d", brokerID, epoch), func(c *zkCache) error { return c.loadController() })
 			return l, nil
 		case failed == 0 && errors.Is(err, zk.ErrNodeExists):
 			// Someone is controller: wait until the znode goes.
@@ -112,40 +112,19 @@ func ctxOrClosed(ctx context.Context) error {
 }
 
 // pause waits d, or less if ctx ends or the coordinator closes (false).
-func (z *ZK) pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-z.closing:
-		return false
-	}
-}
+func (z *ZK) pause(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d, z.closing) }
 
 // zkLeadership is a won election. Every write is a transaction whose first
 // operation checks that controller_epoch still has the version this
 // election gave it: a later election changes it, and the write fails.
 type zkLeadership struct {
+	term
 	z            *ZK
-	epoch        int32
 	epochVersion int32
 	session      int64
-	done         chan struct{}
-	once         sync.Once
 }
 
 var _ Leadership = (*zkLeadership)(nil)
-
-func (l *zkLeadership) end() { l.once.Do(func() { close(l.done) }) }
-
-// Epoch implements Leadership.
-func (l *zkLeadership) Epoch() int32 { return l.epoch }
-
-// Done implements Leadership.
-func (l *zkLeadership) Done() <-chan struct{} { return l.done }
 
 func (l *zkLeadership) check() error {
 	select {
@@ -213,7 +192,7 @@ func (l *zkLeadership) UpdatePartitionStates(ctx context.Context, updates []Stat
 			return results, r.Err
 		}
 	}
-	_ = l.z.inLoop(ctx, func(c *zkCache) error {
+	l.z.refresh(ctx, fmt.Sprintf("%d partition state updates by controller epoch %d", len(updates), l.epoch), func(c *zkCache) error {
 		for _, u := range updates {
 			if err := c.loadState(u.Topic, u.Partition); err != nil {
 				return err
@@ -312,7 +291,7 @@ func (l *zkLeadership) Resign(ctx context.Context) error {
 	}
 	l.z.mu.Unlock()
 	if err == nil {
-		_ = l.z.inLoop(ctx, func(c *zkCache) error { return c.loadController() })
+		l.z.refresh(ctx, fmt.Sprintf("resignation of controller epoch %d", l.epoch), func(c *zkCache) error { return c.loadController() })
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -184,4 +185,34 @@ func TestZKRegisterWaitsForDeadSession(t *testing.T) {
 		t.Fatalf("register after the old session died: %v", err)
 	}
 	t.Logf("registered %v after the old process vanished", time.Since(start).Round(time.Millisecond))
+}
+
+// TestZKFailedRefreshReloads: a refresh after a write that fails half-way
+// (the topic read, its partition state not) leaves the cache marked for a
+// full reload, which reads the state again without any further write or
+// watch.
+func TestZKFailedRefreshReloads(t *testing.T) {
+	srv := zktest.Start(t)
+	z := dial(t, srv.ConnectString("/refresh"), zkSessionTimeout)
+	register(t, z, 1, "")
+	createTopic(t, z, "r", [][]int32{{1}}, nil)
+	tp := TopicPartition{"r", 0}
+	want, ok := z.Snapshot().Partition(tp)
+	if !ok || want.State.Leader != 1 {
+		t.Fatalf("%s after create: got %+v (found %v), want leader 1", tp, want, ok)
+	}
+	z.refresh(ctxT(t, waitTimeout), "a test write", func(c *zkCache) error {
+		// What loadTopic leaves when the topic's read succeeds and its
+		// partition state's read fails.
+		old := c.topics[tp.Topic]
+		nt := *old
+		nt.Partitions = slices.Clone(old.Partitions)
+		nt.Partitions[tp.Partition].State, nt.Partitions[tp.Partition].Version = PartitionState{Leader: NoLeader}, -1
+		c.topics[tp.Topic] = &nt
+		return fmt.Errorf("%w: injected: get %s failed", ErrUnavailable, tp)
+	})
+	waitSnap(t, z, "the partition state read again", func(s *Snapshot) bool {
+		p, ok := s.Partition(tp)
+		return ok && p.Version == want.Version && p.State.Leader == want.State.Leader
+	})
 }

@@ -15,14 +15,8 @@ var worldACL = zk.WorldACL(zk.PermAll)
 // its partitions and their states, after checking (by creating and
 // deleting it) that no deletion marker of the name exists.
 func (z *ZK) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
-	if err := validTopicName(spec.Name); err != nil {
+	if err := spec.prepare(); err != nil {
 		return TopicInfo{}, err
-	}
-	if err := validateAssignment(spec.Assignment); err != nil {
-		return TopicInfo{}, err
-	}
-	if spec.ID == (TopicID{}) {
-		spec.ID = NewTopicID()
 	}
 	snap := z.Snapshot()
 	states := initialStates(spec.Assignment, snap.Live, snap.Controller.Epoch)
@@ -48,7 +42,7 @@ func (z *ZK) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error)
 	for i, st := range states {
 		t.Partitions = append(t.Partitions, PartitionInfo{Replicas: slices.Clone(spec.Assignment[i]), State: st, Version: 0})
 	}
-	_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadTopic(spec.Name, true) })
+	z.refresh(ctx, "create topic "+spec.Name, func(c *zkCache) error { return c.loadTopic(spec.Name, true) })
 	return *t.Clone(), nil
 }
 
@@ -176,7 +170,7 @@ func (z *ZK) DeleteTopic(ctx context.Context, topic string) error {
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
-		_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadPending() })
+		z.refresh(ctx, "create deletion marker of topic "+topic, func(c *zkCache) error { return c.loadPending() })
 	}
 	if z.hookAfterMarker != nil {
 		if err := z.hookAfterMarker(); err != nil {
@@ -299,6 +293,6 @@ func (z *ZK) UpdatePartitionState(ctx context.Context, topic string, partition i
 	if err != nil {
 		return 0, z.stateErr(ctx, TopicPartition{topic, partition}, err)
 	}
-	_ = z.inLoop(ctx, func(c *zkCache) error { return c.loadState(topic, partition) })
+	z.refresh(ctx, "update partition state "+TopicPartition{topic, partition}.String(), func(c *zkCache) error { return c.loadState(topic, partition) })
 	return stat.Version, nil
 }

@@ -48,16 +48,6 @@ func (s *Sweeper) logger() *slog.Logger {
 	return s.Logger
 }
 
-// SweepPartition sweeps one partition and returns how many objects it
-// deleted.
-func (s *Sweeper) SweepPartition(ctx context.Context, topic string, partition int32) (int, error) {
-	objs, err := s.Store.List(ctx, PartitionPrefix(topic, partition))
-	if err != nil {
-		return 0, fmt.Errorf("tiering: sweep %s/%d: %w", topic, partition, err)
-	}
-	return s.sweep(ctx, topic, partition, objs)
-}
-
 // SweepAll sweeps every partition in the store and returns how many
 // objects it deleted. A partition that fails does not stop the others;
 // the errors are joined.
@@ -117,8 +107,8 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// sweep deletes the old, unreferenced segment objects among objs, listed
-// under the partition's prefix before this call.
+// sweep deletes the old, unreferenced segment objects among objs, the
+// partition's objects listed before this call.
 func (s *Sweeper) sweep(ctx context.Context, topic string, partition int32, objs []ObjectInfo) (int, error) {
 	referenced := map[string]bool{}
 	m, _, err := LoadManifest(ctx, s.Store, topic, partition)

@@ -124,6 +124,17 @@ func (c *Coordinator) lookup(id string, create bool) (*group, int16) {
 	return g, 0
 }
 
+// memberGroup is lookup for a request of a group member (JoinGroup,
+// SyncGroup, Heartbeat): a group the coordinator does not hold answers
+// UNKNOWN_MEMBER_ID.
+func (c *Coordinator) memberGroup(id string, create bool) (*group, int16) {
+	g, code := c.lookup(id, create)
+	if code == 0 && g == nil {
+		return nil, kerr.UnknownMemberID.Code
+	}
+	return g, code
+}
+
 func (c *Coordinator) statusLocked(id string) int16 {
 	if c.mu.closed {
 		return kerr.CoordinatorNotAvailable.Code

@@ -30,14 +30,12 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	if !validGroupID(req.Group, false) {
 		return kerr.InvalidGroupID.Code
 	}
-	g, code := c.lookup(req.Group, false)
+	g, code := c.memberGroup(req.Group, false)
 	switch {
 	case code == kerr.CoordinatorLoadInProgress.Code:
 		return 0
 	case code != 0:
 		return code
-	case g == nil:
-		return kerr.UnknownMemberID.Code
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -67,26 +67,15 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 	if req.Version == 0 || rebalance <= 0 {
 		rebalance = session
 	}
-	g, code := c.lookup(req.Group, req.MemberID == "")
-	switch {
-	case code != 0:
+	g, code := c.memberGroup(req.Group, req.MemberID == "")
+	if code != 0 {
 		return joinError(code, req.MemberID)
-	case g == nil:
-		return joinError(kerr.UnknownMemberID.Code, req.MemberID)
 	}
 
 	g.mu.Lock()
 	m, wait, r := g.joinLocked(clientFrom(ctx), req, session, rebalance)
 	g.mu.Unlock()
-	if wait == nil {
-		return r
-	}
-	select {
-	case r := <-wait:
-		return r
-	case <-ctx.Done():
-		return g.abandonJoin(m, wait)
-	}
+	return awaitPhase(ctx, wait, r, func() joinResult { return g.abandonJoin(m, wait) })
 }
 
 // joinLocked applies a join. It returns either a result to answer at once

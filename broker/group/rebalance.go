@@ -4,11 +4,27 @@ package group
 // the sync phase, and the transitions they drive (see doc.go).
 
 import (
+	"context"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// awaitPhase is the answer to a JoinGroup or SyncGroup: r at once when
+// wait is nil, else what the join or sync phase sends on wait, or, once
+// ctx is done first, abandon's (which takes the member out of the phase).
+func awaitPhase[R any](ctx context.Context, wait <-chan R, r R, abandon func() R) R {
+	if wait == nil {
+		return r
+	}
+	select {
+	case r := <-wait:
+		return r
+	case <-ctx.Done():
+		return abandon()
+	}
+}
 
 func (g *group) addPendingLocked(id string, session time.Duration) {
 	pj := &pendingJoin{}

@@ -45,26 +45,15 @@ func (c *Coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) sync
 	if !validGroupID(req.Group, false) {
 		return syncResult{code: kerr.InvalidGroupID.Code}
 	}
-	g, code := c.lookup(req.Group, false)
-	switch {
-	case code != 0:
+	g, code := c.memberGroup(req.Group, false)
+	if code != 0 {
 		return syncResult{code: code}
-	case g == nil:
-		return syncResult{code: kerr.UnknownMemberID.Code}
 	}
 
 	g.mu.Lock()
 	m, wait, r := g.syncLocked(req)
 	g.mu.Unlock()
-	if wait == nil {
-		return r
-	}
-	select {
-	case r := <-wait:
-		return r
-	case <-ctx.Done():
-		return g.abandonSync(m, wait)
-	}
+	return awaitPhase(ctx, wait, r, func() syncResult { return g.abandonSync(m, wait) })
 }
 
 func (g *group) syncLocked(req *kmsg.SyncGroupRequest) (*member, chan syncResult, syncResult) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -25,38 +26,31 @@ with its id, advertised address and rack, from a Metadata request.
 Example:
   strata cluster --bootstrap-server 127.0.0.1:9092,127.0.0.1:9093
 `, stdout, stderr)
-	pos, status, ok := c.parse(args)
-	if !ok {
+	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
-	if status, ok := c.noArgs(pos, ""); !ok {
-		return status
-	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	md, err := s.adm.BrokerMetadata(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	cluster := md.Cluster
-	if cluster == "" {
-		cluster = "none"
-	}
-	fmt.Fprintf(stdout, "Cluster ID: %s\nController: %s\nBrokers: %d\n", cluster, brokerID(md.Controller), len(md.Brokers))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tRACK")
-	for _, b := range md.Brokers {
-		rack := "-"
-		if b.Rack != nil && *b.Rack != "" {
-			rack = *b.Rack
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		md, err := s.adm.BrokerMetadata(ctx)
+		if err != nil {
+			return c.fail(err)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), rack)
-	}
-	if err := tw.Flush(); err != nil {
-		return c.fail(err)
-	}
-	return 0
+		cluster := md.Cluster
+		if cluster == "" {
+			cluster = "none"
+		}
+		fmt.Fprintf(stdout, "Cluster ID: %s\nController: %s\nBrokers: %d\n", cluster, brokerID(md.Controller), len(md.Brokers))
+		tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', 0)
+		fmt.Fprintln(tw, "ID\tADDRESS\tRACK")
+		for _, b := range md.Brokers {
+			rack := "-"
+			if b.Rack != nil && *b.Rack != "" {
+				rack = *b.Rack
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), rack)
+		}
+		if err := tw.Flush(); err != nil {
+			return c.fail(err)
+		}
+		return 0
+	})
 }

@@ -74,14 +74,10 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	format := c.fs.String("format", "text", "output `FORMAT`: text or json")
 	printKey := c.fs.Bool("print-key", false, "text format: print the key and a tab before the value")
 	printOffset := c.fs.Bool("print-offset", false, "text format: print the partition and offset before the record")
-	pos, status, ok := c.parse(args)
+	topic, status, ok := c.parseTopicArg(args)
 	if !ok {
 		return status
 	}
-	if len(pos) != 1 {
-		return c.usageError("want exactly one TOPIC, got %d arguments", len(pos))
-	}
-	topic := pos[0]
 
 	start := kgo.NewOffset().AtEnd()
 	exact := int64(-1) // --offset N

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,26 +66,19 @@ Prints the names of the consumer groups, one a line, sorted.
 Example:
   strata groups list
 `, stdout, stderr)
-	pos, status, ok := c.parse(args)
-	if !ok {
+	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
-	if status, ok := c.noArgs(pos, ""); !ok {
-		return status
-	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	groups, err := s.adm.ListGroups(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	for _, g := range groups.Groups() {
-		fmt.Fprintln(stdout, g)
-	}
-	return 0
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		groups, err := s.adm.ListGroups(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		for _, g := range groups.Groups() {
+			fmt.Fprintln(stdout, g)
+		}
+		return 0
+	})
 }
 
 func runGroupsDescribe(args []string, stdout, stderr io.Writer) int {
@@ -100,79 +94,72 @@ Example:
   strata groups describe --group billing
 `, stdout, stderr)
 	group := c.fs.String("group", "", "the consumer group `G` (required)")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "group"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
 	if *group == "" {
 		return c.usageError("--group is required")
 	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	lags, err := s.adm.Lag(ctx, *group)
-	if err != nil {
-		return c.fail(err)
-	}
-	l, ok := lags[*group]
-	switch {
-	case !ok:
-		return c.fail(fmt.Errorf("the broker's answer does not mention group %s", *group))
-	case l.Error() != nil:
-		return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
-	case l.State == "Dead":
-		return c.fail(unknownGroup(*group))
-	}
-
-	fmt.Fprintf(stdout, "Group %s: state %s", *group, l.State)
-	if l.Protocol != "" {
-		fmt.Fprintf(stdout, ", protocol %s", l.Protocol)
-	}
-	fmt.Fprintf(stdout, ", coordinator %d, %s\n\n", l.Coordinator.NodeID, plural(int64(len(l.Members)), "member"))
-
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
-	var lagErr error
-	for _, m := range l.Lag.Sorted() {
-		member, host, client := "-", "-", "-"
-		if m.Member != nil {
-			member, host, client = m.Member.MemberID, m.Member.ClientHost, m.Member.ClientID
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		lags, err := s.adm.Lag(ctx, *group)
+		if err != nil {
+			return c.fail(err)
 		}
-		end := "-"
-		if m.End.Err == nil {
-			end = strconv.FormatInt(m.End.Offset, 10)
+		l, ok := lags[*group]
+		switch {
+		case !ok:
+			return c.fail(fmt.Errorf("the broker's answer does not mention group %s", *group))
+		case l.Error() != nil:
+			return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
+		case l.State == "Dead":
+			return c.fail(unknownGroup(*group))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Topic, m.Partition, offsetOrDash(m.Commit.At), end, offsetOrDash(m.Lag), member, host, client)
-		if m.Err != nil && lagErr == nil {
-			lagErr = fmt.Errorf("partition %s-%d: %w", m.Topic, m.Partition, m.Err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return c.fail(err)
-	}
 
-	if len(l.Members) == 0 {
-		fmt.Fprintf(stdout, "\nConsumer group %s has no active members.\n", *group)
-	} else {
-		fmt.Fprintln(stdout, "\nMEMBERS")
-		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CONSUMER-ID\tHOST\tCLIENT-ID\tASSIGNMENT")
-		for _, m := range l.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientHost, m.ClientID, assignment(m))
+		fmt.Fprintf(stdout, "Group %s: state %s", *group, l.State)
+		if l.Protocol != "" {
+			fmt.Fprintf(stdout, ", protocol %s", l.Protocol)
+		}
+		fmt.Fprintf(stdout, ", coordinator %d, %s\n\n", l.Coordinator.NodeID, plural(int64(len(l.Members)), "member"))
+
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+		var lagErr error
+		for _, m := range l.Lag.Sorted() {
+			member, host, client := "-", "-", "-"
+			if m.Member != nil {
+				member, host, client = m.Member.MemberID, m.Member.ClientHost, m.Member.ClientID
+			}
+			end := "-"
+			if m.End.Err == nil {
+				end = strconv.FormatInt(m.End.Offset, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Topic, m.Partition, offsetOrDash(m.Commit.At), end, offsetOrDash(m.Lag), member, host, client)
+			if m.Err != nil && lagErr == nil {
+				lagErr = fmt.Errorf("partition %s-%d: %w", m.Topic, m.Partition, m.Err)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return c.fail(err)
 		}
-	}
-	if lagErr != nil {
-		return c.fail(lagErr)
-	}
-	return 0
+
+		if len(l.Members) == 0 {
+			fmt.Fprintf(stdout, "\nConsumer group %s has no active members.\n", *group)
+		} else {
+			fmt.Fprintln(stdout, "\nMEMBERS")
+			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "CONSUMER-ID\tHOST\tCLIENT-ID\tASSIGNMENT")
+			for _, m := range l.Members {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientHost, m.ClientID, assignment(m))
+			}
+			if err := tw.Flush(); err != nil {
+				return c.fail(err)
+			}
+		}
+		if lagErr != nil {
+			return c.fail(lagErr)
+		}
+		return 0
+	})
 }
 
 func offsetOrDash(o int64) string {
@@ -222,11 +209,7 @@ Example:
 	toDatetime := c.fs.String("to-datetime", "", "target: the first record at or after `T` (RFC 3339 or Unix milliseconds)")
 	c.fs.Bool("dry-run", true, "only print the new offsets; on unless --execute")
 	execute := c.fs.Bool("execute", false, "commit the new offsets")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "group"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
 	set := map[string]bool{}
@@ -259,109 +242,105 @@ Example:
 		afterMilli = ms
 	}
 
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-
-	described, err := s.adm.DescribeGroups(ctx, *group)
-	if err != nil {
-		return c.fail(err)
-	}
-	if d, ok := described[*group]; ok {
-		if d.Err != nil {
-			return c.fail(fmt.Errorf("consumer group %s: %w", *group, d.Err))
-		}
-		if d.State != "Empty" && d.State != "Dead" {
-			return c.failf("Stop the group's consumers, wait for 'strata groups describe --group "+*group+"' to show no active members, then try again.",
-				"consumer group %s has active members (state %s): offsets can only be reset while it has none", *group, d.State)
-		}
-	}
-	if err := checkTopic(ctx, s, *topic, int32(*partition)); err != nil {
-		return c.fail(err)
-	}
-	starts, err := s.adm.ListStartOffsets(ctx, *topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return c.fail(fmt.Errorf("listing the start offsets of %s: %w", *topic, err))
-	}
-	ends, err := s.adm.ListEndOffsets(ctx, *topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return c.fail(fmt.Errorf("listing the end offsets of %s: %w", *topic, err))
-	}
-	var byTime kadm.ListedOffsets
-	if set["to-datetime"] {
-		byTime, err = s.adm.ListOffsetsAfterMilli(ctx, afterMilli, *topic)
-		if err == nil {
-			err = byTime.Error()
-		}
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		described, err := s.adm.DescribeGroups(ctx, *group)
 		if err != nil {
-			return c.fail(fmt.Errorf("listing the offsets of %s by time: %w", *topic, err))
+			return c.fail(err)
 		}
-	}
-	committed, err := s.adm.FetchOffsetsForTopics(ctx, *group, *topic)
-	if err != nil {
-		return c.fail(fmt.Errorf("fetching the committed offsets of group %s: %w", *group, err))
-	}
-
-	var offsets kadm.Offsets
-	for _, p := range slices.Sorted(maps.Keys(ends[*topic])) {
-		if *partition >= 0 && p != int32(*partition) {
-			continue
-		}
-		start, end := starts[*topic][p].Offset, ends[*topic][p].Offset
-		var at int64
-		switch {
-		case *toEarliest:
-			at = start
-		case *toLatest:
-			at = end
-		case set["to-offset"]:
-			at = min(max(*toOffset, start), end)
-		default:
-			at = byTime[*topic][p].Offset
-			if at < 0 {
-				at = end
+		if d, ok := described[*group]; ok {
+			if d.Err != nil {
+				return c.fail(fmt.Errorf("consumer group %s: %w", *group, d.Err))
+			}
+			if d.State != "Empty" && d.State != "Dead" {
+				return c.failf("Stop the group's consumers, wait for 'strata groups describe --group "+*group+"' to show no active members, then try again.",
+					"consumer group %s has active members (state %s): offsets can only be reset while it has none", *group, d.State)
 			}
 		}
-		offsets.Add(kadm.Offset{Topic: *topic, Partition: p, At: at, LeaderEpoch: -1})
-	}
+		if err := checkTopic(ctx, s, *topic, int32(*partition)); err != nil {
+			return c.fail(err)
+		}
+		starts, err := s.adm.ListStartOffsets(ctx, *topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return c.fail(fmt.Errorf("listing the start offsets of %s: %w", *topic, err))
+		}
+		ends, err := s.adm.ListEndOffsets(ctx, *topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return c.fail(fmt.Errorf("listing the end offsets of %s: %w", *topic, err))
+		}
+		var byTime kadm.ListedOffsets
+		if set["to-datetime"] {
+			byTime, err = s.adm.ListOffsetsAfterMilli(ctx, afterMilli, *topic)
+			if err == nil {
+				err = byTime.Error()
+			}
+			if err != nil {
+				return c.fail(fmt.Errorf("listing the offsets of %s by time: %w", *topic, err))
+			}
+		}
+		committed, err := s.adm.FetchOffsetsForTopics(ctx, *group, *topic)
+		if err != nil {
+			return c.fail(fmt.Errorf("fetching the committed offsets of group %s: %w", *group, err))
+		}
 
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
-	for _, o := range offsets.Sorted() {
-		cur := int64(-1)
-		if r, ok := committed.Lookup(o.Topic, o.Partition); ok && r.Err == nil {
-			cur = r.At
+		var offsets kadm.Offsets
+		for _, p := range slices.Sorted(maps.Keys(ends[*topic])) {
+			if *partition >= 0 && p != int32(*partition) {
+				continue
+			}
+			start, end := starts[*topic][p].Offset, ends[*topic][p].Offset
+			var at int64
+			switch {
+			case *toEarliest:
+				at = start
+			case *toLatest:
+				at = end
+			case set["to-offset"]:
+				at = min(max(*toOffset, start), end)
+			default:
+				at = byTime[*topic][p].Offset
+				if at < 0 {
+					at = end
+				}
+			}
+			offsets.Add(kadm.Offset{Topic: *topic, Partition: p, At: at, LeaderEpoch: -1})
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", *group, o.Topic, o.Partition, offsetOrDash(cur), o.At)
-	}
-	if err := tw.Flush(); err != nil {
-		return c.fail(err)
-	}
-	if !*execute {
-		fmt.Fprintln(stdout, "\nDry run: nothing was changed. Add --execute to commit these offsets.")
+
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
+		for _, o := range offsets.Sorted() {
+			cur := int64(-1)
+			if r, ok := committed.Lookup(o.Topic, o.Partition); ok && r.Err == nil {
+				cur = r.At
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", *group, o.Topic, o.Partition, offsetOrDash(cur), o.At)
+		}
+		if err := tw.Flush(); err != nil {
+			return c.fail(err)
+		}
+		if !*execute {
+			fmt.Fprintln(stdout, "\nDry run: nothing was changed. Add --execute to commit these offsets.")
+			return 0
+		}
+		resps, err := s.adm.CommitOffsets(ctx, *group, offsets)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err != nil {
+			hint := hintFor(err)
+			if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) {
+				hint = "A consumer joined the group meanwhile: stop the group's consumers and try again."
+			}
+			return c.fail(withHint(fmt.Errorf("committing the offsets of group %s: %w", *group, err), hint))
+		}
+		fmt.Fprintf(stdout, "\nCommitted the new offsets of group %s.\n", *group)
 		return 0
-	}
-	resps, err := s.adm.CommitOffsets(ctx, *group, offsets)
-	if err == nil {
-		err = resps.Error()
-	}
-	if err != nil {
-		hint := hintFor(err)
-		if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) {
-			hint = "A consumer joined the group meanwhile: stop the group's consumers and try again."
-		}
-		return c.fail(withHint(fmt.Errorf("committing the offsets of group %s: %w", *group, err), hint))
-	}
-	fmt.Fprintf(stdout, "\nCommitted the new offsets of group %s.\n", *group)
-	return 0
+	})
 }
 
 func runGroupsDelete(args []string, stdout, stderr io.Writer) int {
@@ -375,40 +354,33 @@ Example:
 `, stdout, stderr)
 	var groups stringsFlag
 	c.fs.Var(&groups, "group", "the consumer group `G` to delete (required); repeatable")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "group"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
 	if len(groups) == 0 {
 		return c.usageError("--group is required")
 	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	resps, err := s.adm.DeleteGroups(ctx, groups...)
-	if err != nil {
-		return c.fail(err)
-	}
-	status = 0
-	for _, g := range groups {
-		r, ok := resps[g]
-		switch {
-		case !ok:
-			status = c.fail(fmt.Errorf("the broker's answer does not mention group %s", g))
-		case errors.Is(r.Err, kerr.GroupIDNotFound):
-			status = c.fail(unknownGroup(g))
-		case errors.Is(r.Err, kerr.NonEmptyGroup):
-			status = c.fail(withHint(fmt.Errorf("consumer group %s has active members", g), "Stop the group's consumers first."))
-		case r.Err != nil:
-			status = c.fail(fmt.Errorf("consumer group %s: %w", g, r.Err))
-		default:
-			fmt.Fprintf(stdout, "Deleted consumer group %s.\n", g)
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		resps, err := s.adm.DeleteGroups(ctx, groups...)
+		if err != nil {
+			return c.fail(err)
 		}
-	}
-	return status
+		status := 0
+		for _, g := range groups {
+			r, ok := resps[g]
+			switch {
+			case !ok:
+				status = c.fail(fmt.Errorf("the broker's answer does not mention group %s", g))
+			case errors.Is(r.Err, kerr.GroupIDNotFound):
+				status = c.fail(unknownGroup(g))
+			case errors.Is(r.Err, kerr.NonEmptyGroup):
+				status = c.fail(withHint(fmt.Errorf("consumer group %s has active members", g), "Stop the group's consumers first."))
+			case r.Err != nil:
+				status = c.fail(fmt.Errorf("consumer group %s: %w", g, r.Err))
+			default:
+				fmt.Fprintf(stdout, "Deleted consumer group %s.\n", g)
+			}
+		}
+		return status
+	})
 }

@@ -67,14 +67,10 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 	compression := c.fs.String("compression", "none", "batch compression `CODEC`: none, gzip, snappy, lz4 or zstd")
 	acks := c.fs.String("acks", "all", "`ACKS` to wait for: 0 (none), 1 (the leader's) or all (the in-sync replicas')")
 	partition := c.fs.Int("partition", -1, "send every record to partition `P` (default: by key)")
-	pos, status, ok := c.parse(args)
+	topic, status, ok := c.parseTopicArg(args)
 	if !ok {
 		return status
 	}
-	if len(pos) != 1 {
-		return c.usageError("want exactly one TOPIC, got %d arguments", len(pos))
-	}
-	topic := pos[0]
 
 	opts := []kgo.Opt{
 		kgo.DefaultProduceTopic(topic),

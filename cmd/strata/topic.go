@@ -54,37 +54,6 @@ Example:
   strata topic describe --topic orders
 `
 
-// adminContext bounds an admin action and ends it on Ctrl-C.
-func adminContext() (context.Context, context.CancelFunc) {
-	sctx, stop := signalContext()
-	ctx, cancel := context.WithTimeout(sctx, adminTimeout)
-	return ctx, func() { cancel(); stop() }
-}
-
-// connectAdmin connects for an admin command bounded by adminTimeout and
-// Ctrl-C. done closes the session and releases the context.
-func (c *clientCmd) connectAdmin() (s *session, ctx context.Context, done func(), err error) {
-	ctx, cancel := adminContext()
-	s, ctx, err = c.connect(ctx)
-	if err != nil {
-		cancel()
-		return nil, ctx, nil, err
-	}
-	return s, ctx, func() { s.close(); cancel() }, nil
-}
-
-// noArgs reports positional arguments as a usage error; topic and group
-// names go in flags.
-func (c *clientCmd) noArgs(pos []string, flagName string) (int, bool) {
-	if len(pos) == 0 {
-		return 0, true
-	}
-	if flagName != "" {
-		return c.usageError("unexpected argument %q: did you mean --%s %s?", pos[0], flagName, pos[0]), false
-	}
-	return c.usageError("unexpected argument %q", pos[0]), false
-}
-
 // topicIDString formats a topic ID as Kafka's tools do: URL-safe base64
 // without padding.
 func topicIDString(id kadm.TopicID) string {
@@ -121,11 +90,7 @@ Example:
 	var configs keyValueFlag
 	c.fs.Var(&configs, "config", "topic config `KEY=VALUE`; repeatable")
 	ifNotExists := c.fs.Bool("if-not-exists", false, "succeed without changes if the topic exists")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "topic"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	switch {
@@ -137,28 +102,25 @@ Example:
 		return c.usageError("--replication-factor %d: want a positive number, or -1 for the broker's default", *rf)
 	}
 
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	resps, err := s.adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configMap(configs), *topic)
-	err = topicAnswer(resps, err, *topic, func(r kadm.CreateTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
-	switch {
-	case errors.Is(err, kerr.TopicAlreadyExists) && *ifNotExists:
-		fmt.Fprintf(stdout, "Topic %s already exists.\n", *topic)
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		resps, err := s.adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configMap(configs), *topic)
+		err = topicAnswer(resps, err, *topic, func(r kadm.CreateTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
+		switch {
+		case errors.Is(err, kerr.TopicAlreadyExists) && *ifNotExists:
+			fmt.Fprintf(stdout, "Topic %s already exists.\n", *topic)
+			return 0
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			return c.fail(withHint(err, "Describe it with 'strata topic describe --topic "+*topic+"', or add --if-not-exists."))
+		case errors.Is(err, kerr.InvalidReplicationFactor):
+			return c.fail(withHint(err, "The replication factor cannot exceed the number of live brokers ('strata cluster' lists them)."))
+		case err != nil:
+			return c.fail(err)
+		}
+		resp := resps[*topic]
+		fmt.Fprintf(stdout, "Created topic %s: %d partitions, replication factor %d, topic id %s.\n",
+			resp.Topic, resp.NumPartitions, resp.ReplicationFactor, topicIDString(resp.ID))
 		return 0
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		return c.fail(withHint(err, "Describe it with 'strata topic describe --topic "+*topic+"', or add --if-not-exists."))
-	case errors.Is(err, kerr.InvalidReplicationFactor):
-		return c.fail(withHint(err, "The replication factor cannot exceed the number of live brokers ('strata cluster' lists them)."))
-	case err != nil:
-		return c.fail(err)
-	}
-	resp := resps[*topic]
-	fmt.Fprintf(stdout, "Created topic %s: %d partitions, replication factor %d, topic id %s.\n",
-		resp.Topic, resp.NumPartitions, resp.ReplicationFactor, topicIDString(resp.ID))
-	return 0
+	})
 }
 
 func runTopicList(args []string, stdout, stderr io.Writer) int {
@@ -170,29 +132,22 @@ Example:
   strata topic list --bootstrap-server 127.0.0.1:9092 --exclude-internal
 `, stdout, stderr)
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
-	pos, status, ok := c.parse(args)
-	if !ok {
+	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
-	if status, ok := c.noArgs(pos, ""); !ok {
-		return status
-	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	topics, err := s.adm.ListTopicsWithInternal(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	if *excludeInternal {
-		topics.FilterInternal()
-	}
-	for _, name := range topics.Names() {
-		fmt.Fprintln(stdout, name)
-	}
-	return 0
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		topics, err := s.adm.ListTopicsWithInternal(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		if *excludeInternal {
+			topics.FilterInternal()
+		}
+		for _, name := range topics.Names() {
+			fmt.Fprintln(stdout, name)
+		}
+		return 0
+	})
 }
 
 func runTopicDescribe(args []string, stdout, stderr io.Writer) int {
@@ -210,73 +165,66 @@ Example:
 	var topics stringsFlag
 	c.fs.Var(&topics, "topic", "`NAME` of a topic to describe; repeatable (default: all)")
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
-	pos, status, ok := c.parse(args)
-	if !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
-	if status, ok := c.noArgs(pos, "topic"); !ok {
-		return status
-	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	md, err := s.adm.Metadata(ctx, topics...)
-	if err != nil {
-		return c.fail(err)
-	}
-	for _, t := range topics {
-		if !md.Topics.Has(t) {
-			return c.fail(unknownTopic(t))
-		}
-	}
-	if *excludeInternal {
-		md.Topics.FilterInternal()
-	}
-	names := md.Topics.Names()
-	configs := map[string][]string{}
-	if len(names) > 0 {
-		rcs, err := s.adm.DescribeTopicConfigs(ctx, names...)
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		md, err := s.adm.Metadata(ctx, topics...)
 		if err != nil {
 			return c.fail(err)
 		}
-		for _, rc := range rcs {
-			if rc.Err != nil {
-				return c.fail(fmt.Errorf("configs of topic %q: %w", rc.Name, kafkaError(rc.Err, rc.ErrMessage)))
+		for _, t := range topics {
+			if !md.Topics.Has(t) {
+				return c.fail(unknownTopic(t))
 			}
-			for _, cfg := range rc.Configs {
-				if cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
-					configs[rc.Name] = append(configs[rc.Name], cfg.Key+"="+cfg.MaybeValue())
+		}
+		if *excludeInternal {
+			md.Topics.FilterInternal()
+		}
+		names := md.Topics.Names()
+		configs := map[string][]string{}
+		if len(names) > 0 {
+			rcs, err := s.adm.DescribeTopicConfigs(ctx, names...)
+			if err != nil {
+				return c.fail(err)
+			}
+			for _, rc := range rcs {
+				if rc.Err != nil {
+					return c.fail(fmt.Errorf("configs of topic %q: %w", rc.Name, kafkaError(rc.Err, rc.ErrMessage)))
 				}
+				for _, cfg := range rc.Configs {
+					if cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
+						configs[rc.Name] = append(configs[rc.Name], cfg.Key+"="+cfg.MaybeValue())
+					}
+				}
+				slices.Sort(configs[rc.Name])
 			}
-			slices.Sort(configs[rc.Name])
 		}
-	}
-	failed := false
-	for _, t := range md.Topics.Sorted() {
-		if t.Err != nil {
-			fmt.Fprintf(stdout, "Topic: %s\tError: %v\n", t.Topic, t.Err)
-			failed = true
-			continue
-		}
-		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
-			t.Topic, topicIDString(t.ID), len(t.Partitions), t.Partitions.NumReplicas(), strings.Join(configs[t.Topic], ","))
-		for _, p := range t.Partitions.Sorted() {
-			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", t.Topic, p.Partition, brokerID(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR))
-			if len(p.OfflineReplicas) > 0 {
-				fmt.Fprintf(stdout, "\tOffline: %s", joinIDs(p.OfflineReplicas))
+		failed := false
+		for _, t := range md.Topics.Sorted() {
+			if t.Err != nil {
+				fmt.Fprintf(stdout, "Topic: %s\tError: %v\n", t.Topic, t.Err)
+				failed = true
+				continue
 			}
-			if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
-				fmt.Fprintf(stdout, "\tError: %v", p.Err)
+			fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+				t.Topic, topicIDString(t.ID), len(t.Partitions), t.Partitions.NumReplicas(), strings.Join(configs[t.Topic], ","))
+			for _, p := range t.Partitions.Sorted() {
+				fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", t.Topic, p.Partition, brokerID(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR))
+				if len(p.OfflineReplicas) > 0 {
+					fmt.Fprintf(stdout, "\tOffline: %s", joinIDs(p.OfflineReplicas))
+				}
+				if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
+					fmt.Fprintf(stdout, "\tError: %v", p.Err)
+				}
+				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintln(stdout)
 		}
-	}
-	if failed {
-		return 1
-	}
-	return 0
+		if failed {
+			return 1
+		}
+		return 0
+	})
 }
 
 func brokerID(id int32) string {
@@ -304,34 +252,27 @@ Example:
 `, stdout, stderr)
 	topic := c.fs.String("topic", "", "`NAME` of the topic to delete (required)")
 	ifExists := c.fs.Bool("if-exists", false, "succeed if the topic does not exist")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "topic"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	if *topic == "" {
 		return c.usageError("--topic is required")
 	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	resps, err := s.adm.DeleteTopics(ctx, *topic)
-	err = topicAnswer(resps, err, *topic, func(r kadm.DeleteTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition) && *ifExists:
-		fmt.Fprintf(stdout, "Topic %s does not exist.\n", *topic)
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		resps, err := s.adm.DeleteTopics(ctx, *topic)
+		err = topicAnswer(resps, err, *topic, func(r kadm.DeleteTopicResponse) error { return kafkaError(r.Err, r.ErrMessage) })
+		switch {
+		case errors.Is(err, kerr.UnknownTopicOrPartition) && *ifExists:
+			fmt.Fprintf(stdout, "Topic %s does not exist.\n", *topic)
+			return 0
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return c.fail(unknownTopic(*topic))
+		case err != nil:
+			return c.fail(err)
+		}
+		fmt.Fprintf(stdout, "Deleted topic %s.\n", *topic)
 		return 0
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return c.fail(unknownTopic(*topic))
-	case err != nil:
-		return c.fail(err)
-	}
-	fmt.Fprintf(stdout, "Deleted topic %s.\n", *topic)
-	return 0
+	})
 }
 
 func runTopicAlter(args []string, stdout, stderr io.Writer) int {
@@ -351,11 +292,7 @@ Example:
 	var del stringsFlag
 	c.fs.Var(&del, "delete-config", "remove the topic's `KEY` config; repeatable")
 	partitions := c.fs.Int("partitions", 0, "grow the topic to `N` partitions")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "topic"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	switch {
@@ -366,67 +303,63 @@ Example:
 	case *partitions < 0 || *partitions > 1<<20:
 		return c.usageError("--partitions %d: want the new, larger partition count", *partitions)
 	}
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-
-	md, err := s.adm.Metadata(ctx, *topic)
-	if err != nil {
-		return c.fail(err)
-	}
-	if !md.Topics.Has(*topic) {
-		return c.fail(unknownTopic(*topic))
-	}
-	have := len(md.Topics[*topic].Partitions)
-	if *partitions > 0 && *partitions < have {
-		return c.failf("A topic's partitions can only be added, never removed: give --partitions above "+strconv.Itoa(have)+".",
-			"topic %s has %d partitions, more than --partitions %d", *topic, have, *partitions)
-	}
-
-	if len(add) > 0 || len(del) > 0 {
-		var alters []kadm.AlterConfig
-		var done []string
-		for _, kv := range add {
-			alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: kadm.StringPtr(kv[1])})
-			done = append(done, "set "+kv[0]+"="+kv[1])
-		}
-		for _, k := range del {
-			alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-			done = append(done, "removed "+k)
-		}
-		resps, err := s.adm.AlterTopicConfigs(ctx, alters, *topic)
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		md, err := s.adm.Metadata(ctx, *topic)
 		if err != nil {
 			return c.fail(err)
 		}
-		for _, r := range resps {
-			if r.Err != nil {
-				return c.fail(fmt.Errorf("configs of topic %s: %w", *topic, kafkaError(r.Err, r.ErrMessage)))
+		if !md.Topics.Has(*topic) {
+			return c.fail(unknownTopic(*topic))
+		}
+		have := len(md.Topics[*topic].Partitions)
+		if *partitions > 0 && *partitions < have {
+			return c.failf("A topic's partitions can only be added, never removed: give --partitions above "+strconv.Itoa(have)+".",
+				"topic %s has %d partitions, more than --partitions %d", *topic, have, *partitions)
+		}
+
+		if len(add) > 0 || len(del) > 0 {
+			var alters []kadm.AlterConfig
+			var done []string
+			for _, kv := range add {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: kadm.StringPtr(kv[1])})
+				done = append(done, "set "+kv[0]+"="+kv[1])
 			}
+			for _, k := range del {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+				done = append(done, "removed "+k)
+			}
+			resps, err := s.adm.AlterTopicConfigs(ctx, alters, *topic)
+			if err != nil {
+				return c.fail(err)
+			}
+			for _, r := range resps {
+				if r.Err != nil {
+					return c.fail(fmt.Errorf("configs of topic %s: %w", *topic, kafkaError(r.Err, r.ErrMessage)))
+				}
+			}
+			fmt.Fprintf(stdout, "Altered configs of topic %s: %s.\n", *topic, strings.Join(done, ", "))
 		}
-		fmt.Fprintf(stdout, "Altered configs of topic %s: %s.\n", *topic, strings.Join(done, ", "))
-	}
 
-	if *partitions > 0 {
-		if *partitions == have {
-			fmt.Fprintf(stdout, "Topic %s already has %d partitions.\n", *topic, have)
-			return 0
+		if *partitions > 0 {
+			if *partitions == have {
+				fmt.Fprintf(stdout, "Topic %s already has %d partitions.\n", *topic, have)
+				return 0
+			}
+			resps, err := s.adm.UpdatePartitions(ctx, *partitions, *topic)
+			if err != nil {
+				return c.fail(err)
+			}
+			r, err := resps.On(*topic, nil)
+			if err == nil {
+				err = kafkaError(r.Err, r.ErrMessage)
+			}
+			if err != nil {
+				return c.fail(fmt.Errorf("partitions of topic %s: %w", *topic, err))
+			}
+			fmt.Fprintf(stdout, "Topic %s now has %d partitions (was %d).\n", *topic, *partitions, have)
 		}
-		resps, err := s.adm.UpdatePartitions(ctx, *partitions, *topic)
-		if err != nil {
-			return c.fail(err)
-		}
-		r, err := resps.On(*topic, nil)
-		if err == nil {
-			err = kafkaError(r.Err, r.ErrMessage)
-		}
-		if err != nil {
-			return c.fail(fmt.Errorf("partitions of topic %s: %w", *topic, err))
-		}
-		fmt.Fprintf(stdout, "Topic %s now has %d partitions (was %d).\n", *topic, *partitions, have)
-	}
-	return 0
+		return 0
+	})
 }
 
 // apiElectLeaders is the Kafka API key of ElectLeaders.
@@ -447,11 +380,7 @@ Example:
 	how := c.fs.String("election-type", "preferred", "`TYPE`: preferred or unclean")
 	topic := c.fs.String("topic", "", "`NAME` of the topic (default: all topics)")
 	partition := c.fs.Int("partition", -1, "elect only partition `P` (default: all of the topic)")
-	pos, status, ok := c.parse(args)
-	if !ok {
-		return status
-	}
-	if status, ok := c.noArgs(pos, "topic"); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	var election kadm.ElectLeadersHow
@@ -467,73 +396,70 @@ Example:
 		return c.usageError("--partition needs --topic")
 	}
 
-	s, ctx, done, err := c.connectAdmin()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	if !s.supports(apiElectLeaders) {
-		return c.failf("Strata's controller moves leaders by itself when brokers leave and return; on-demand election needs a broker version that serves ElectLeaders.",
-			"the broker at %s does not support leader election on demand (Kafka API ElectLeaders, key %d, is not among the APIs it serves)", strings.Join(s.seeds, ","), apiElectLeaders)
-	}
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		if !s.supports(apiElectLeaders) {
+			return c.failf("Strata's controller moves leaders by itself when brokers leave and return; on-demand election needs a broker version that serves ElectLeaders.",
+				"the broker at %s does not support leader election on demand (Kafka API ElectLeaders, key %d, is not among the APIs it serves)", strings.Join(s.seeds, ","), apiElectLeaders)
+		}
 
-	var set kadm.TopicsSet // nil: all partitions
-	if *topic != "" {
-		md, err := s.adm.Metadata(ctx, *topic)
+		var set kadm.TopicsSet // nil: all partitions
+		if *topic != "" {
+			md, err := s.adm.Metadata(ctx, *topic)
+			if err != nil {
+				return c.fail(err)
+			}
+			if !md.Topics.Has(*topic) {
+				return c.fail(unknownTopic(*topic))
+			}
+			set = kadm.TopicsSet{}
+			if *partition >= 0 {
+				if _, ok := md.Topics[*topic].Partitions[int32(*partition)]; !ok {
+					return c.failf("'strata topic describe --topic "+*topic+"' lists its partitions.", "topic %s has no partition %d", *topic, *partition)
+				}
+				set.Add(*topic, int32(*partition))
+			} else {
+				set.Add(*topic, md.Topics[*topic].Partitions.Numbers()...)
+			}
+		}
+		results, err := s.adm.ElectLeaders(ctx, election, set)
 		if err != nil {
 			return c.fail(err)
 		}
-		if !md.Topics.Has(*topic) {
-			return c.fail(unknownTopic(*topic))
-		}
-		set = kadm.TopicsSet{}
-		if *partition >= 0 {
-			if _, ok := md.Topics[*topic].Partitions[int32(*partition)]; !ok {
-				return c.failf("'strata topic describe --topic "+*topic+"' lists its partitions.", "topic %s has no partition %d", *topic, *partition)
-			}
-			set.Add(*topic, int32(*partition))
-		} else {
-			set.Add(*topic, md.Topics[*topic].Partitions.Numbers()...)
-		}
-	}
-	results, err := s.adm.ElectLeaders(ctx, election, set)
-	if err != nil {
-		return c.fail(err)
-	}
-	var elected, notNeeded, failed []string
-	var firstErr error
-	for _, t := range slices.Sorted(maps.Keys(results)) {
-		for _, p := range slices.Sorted(maps.Keys(results[t])) {
-			r := results[t][p]
-			tp := fmt.Sprintf("%s-%d", t, p)
-			switch {
-			case r.Err == nil:
-				elected = append(elected, tp)
-			case errors.Is(r.Err, kerr.ElectionNotNeeded):
-				notNeeded = append(notNeeded, tp)
-			default:
-				failed = append(failed, tp)
-				fmt.Fprintf(stderr, "strata topic elect-leaders: %s: %v\n", tp, kafkaError(r.Err, r.ErrMessage))
-				if firstErr == nil {
-					firstErr = r.Err
+		var elected, notNeeded, failed []string
+		var firstErr error
+		for _, t := range slices.Sorted(maps.Keys(results)) {
+			for _, p := range slices.Sorted(maps.Keys(results[t])) {
+				r := results[t][p]
+				tp := fmt.Sprintf("%s-%d", t, p)
+				switch {
+				case r.Err == nil:
+					elected = append(elected, tp)
+				case errors.Is(r.Err, kerr.ElectionNotNeeded):
+					notNeeded = append(notNeeded, tp)
+				default:
+					failed = append(failed, tp)
+					fmt.Fprintf(stderr, "strata topic elect-leaders: %s: %v\n", tp, kafkaError(r.Err, r.ErrMessage))
+					if firstErr == nil {
+						firstErr = r.Err
+					}
 				}
 			}
 		}
-	}
-	if len(elected) > 0 {
-		fmt.Fprintf(stdout, "Elected leaders (%s) for partitions %s.\n", *how, strings.Join(elected, ", "))
-	}
-	if len(notNeeded) > 0 {
-		fmt.Fprintf(stdout, "Partitions already led by the right replica: %s.\n", strings.Join(notNeeded, ", "))
-	}
-	if len(failed) > 0 {
-		fmt.Fprintf(stderr, "Election failed for %d partitions.\n", len(failed))
-		if h := hintFor(firstErr); h != "" {
-			fmt.Fprintln(stderr, h)
+		if len(elected) > 0 {
+			fmt.Fprintf(stdout, "Elected leaders (%s) for partitions %s.\n", *how, strings.Join(elected, ", "))
 		}
-		return 1
-	}
-	return 0
+		if len(notNeeded) > 0 {
+			fmt.Fprintf(stdout, "Partitions already led by the right replica: %s.\n", strings.Join(notNeeded, ", "))
+		}
+		if len(failed) > 0 {
+			fmt.Fprintf(stderr, "Election failed for %d partitions.\n", len(failed))
+			if h := hintFor(firstErr); h != "" {
+				fmt.Fprintln(stderr, h)
+			}
+			return 1
+		}
+		return 0
+	})
 }
 
 // topicAnswer is the outcome for topic of an admin request answered per
