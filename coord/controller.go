@@ -95,8 +95,14 @@ func RunController(ctx context.Context, c Coordinator, cfg ControllerConfig) err
 		err = a.run(ctx)
 		if ctx.Err() != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = lead.Resign(rctx)
+			rerr := lead.Resign(rctx)
 			cancel()
+			if rerr != nil {
+				// The session's end removes the controller znode anyway;
+				// the others elect a new controller then.
+				log.Warn("controller: resign failed; the controller znode goes with the session", "epoch", lead.Epoch(), "err", rerr)
+				return nil
+			}
 			log.Info("controller: resigned", "epoch", lead.Epoch())
 			return nil
 		}

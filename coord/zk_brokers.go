@@ -83,7 +83,7 @@ func (z *ZK) register(ctx context.Context, b BrokerInfo, wait time.Duration) (in
 		}
 		if time.Now().After(deadline) {
 			var d zBrokerData
-			_ = decodeZ(p, cur, &d)
+			_ = decodeZ(p, cur, &d) // for the message only: an undecodable registration still holds the id
 			return 0, fmt.Errorf("%w: broker id %d is registered by another live broker at %s:%d (ZooKeeper session 0x%x, registered %s); "+
 				"give this broker another broker.id, or stop the other one", ErrBrokerIDInUse, b.ID, d.Host, d.Port, stat.EphemeralOwner, d.Timestamp)
 		}

@@ -49,7 +49,12 @@ func (z *ZK) request(ctx context.Context, w wireRequest, remove bool) (RequestAn
 	}
 	if remove {
 		defer func() {
-			_ = z.call(context.Background(), "delete", p, func() error { return z.conn.Delete(p, -1) })
+			// The answer is read; a request znode left behind is
+			// harmless (the next request with this path replaces it),
+			// so a failed delete is only logged.
+			if err := z.call(context.Background(), "delete", p, func() error { return z.conn.Delete(p, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				z.log.Warn("coord: answered request znode not deleted", "path", p, "err", err)
+			}
 		}()
 	}
 	for {
