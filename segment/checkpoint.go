@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // Checkpoint files of a partition directory. Each is replaced atomically
@@ -34,52 +36,26 @@ const (
 	highWatermarkFile  = "replication-offset-checkpoint"
 	cleanShutdownFile  = ".clean-shutdown"
 
-	tmpSuffix         = ".tmp"
+	tmpSuffix         = atomicfile.TempSuffix
 	checkpointVersion = 0
 )
 
 // ErrBadCheckpoint is returned when a checkpoint file cannot be parsed.
 var ErrBadCheckpoint = errors.New("segment: malformed checkpoint")
 
-// writeFileAtomic replaces dir/name with data: it writes a temp file, fsyncs
-// it, renames it over the target and fsyncs the directory.
+// writeFileAtomic replaces dir/name with data (see package atomicfile).
 func writeFileAtomic(dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // the sync error is the one to report
-		return fmt.Errorf("segment: checkpoint %s: fsync: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("segment: checkpoint %s: close: %w", name, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // syncDir fsyncs a directory so that entries created, renamed or removed in
 // it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("segment: sync dir: %w", err)
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close() // the sync error is the one to report
-		return fmt.Errorf("segment: sync dir %s: %w", dir, err)
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("segment: sync dir %s: close: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("segment: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // Snapshot format constants (see the package documentation). They are the
@@ -73,7 +75,7 @@ func WriteSnapshot(dir string, offset int64, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("producer: snapshot directory: %w", err)
 	}
-	if err := writeFileAtomic(dir, SnapshotFileName(offset), data); err != nil {
+	if err := files.WriteFile(filepath.Join(dir, SnapshotFileName(offset)), data, 0o644); err != nil {
 		return fmt.Errorf("producer: write snapshot %d: %w", offset, err)
 	}
 	_, err := pruneSnapshots(dir, SnapshotsKept)
@@ -205,7 +207,7 @@ func listSnapshots(dir string) ([]snapshotFile, error) {
 	var snaps []snapshotFile
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasSuffix(name, SnapshotSuffix+".tmp") {
+		if strings.HasSuffix(name, SnapshotSuffix+atomicfile.TempSuffix) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("producer: remove leftover %s: %w", name, err)
 			}
@@ -245,7 +247,7 @@ func removeSnapshots(dir string, snaps []snapshotFile) ([]string, error) {
 		removed = append(removed, sf.path)
 	}
 	if len(removed) > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := files.SyncDir(dir); err != nil {
 			return removed, fmt.Errorf("producer: remove snapshots: %w", err)
 		}
 	}
