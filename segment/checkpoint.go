@@ -66,6 +66,29 @@ func writeOffsetCheckpoint(dir, name string, off int64) error {
 	return writeFileAtomic(dir, name, data)
 }
 
+// ReadLogStartOffset reads the log-start-offset checkpoint of the
+// partition directory dir: the first offset of the log that may be read
+// (retention and DeleteRecords move it, possibly inside a segment). ok is
+// false when there is none. It only reads, so it may run beside the broker
+// that owns dir; a checkpoint is replaced atomically, so it is never seen
+// half written. ErrBadCheckpoint when the file does not parse.
+func ReadLogStartOffset(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, logStartOffsetFile)
+}
+
+// ReadRecoveryPoint reads the recovery-point checkpoint of dir: the offset
+// up to which the log was fsynced when it was last written. Otherwise as
+// ReadLogStartOffset.
+func ReadRecoveryPoint(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, recoveryPointFile)
+}
+
+// ReadHighWatermark reads the high-watermark checkpoint of dir. Otherwise
+// as ReadLogStartOffset.
+func ReadHighWatermark(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, highWatermarkFile)
+}
+
 // readOffsetCheckpoint reads a single-offset checkpoint. ok is false when the
 // file does not exist.
 func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
