@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/segment/atomicfile"
 )
 
@@ -143,16 +144,14 @@ func looksLikePartitionDir(name string) bool {
 	return ok
 }
 
+// splitPartitionDir splits a partition directory's name (segment names
+// it) into a legal topic name and the partition.
 func splitPartitionDir(name string) (topic string, index int32, ok bool) {
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 || i == len(name)-1 {
+	topic, index, ok = segment.ParsePartitionDirName(name)
+	if !ok || validTopicName(topic) != nil {
 		return "", 0, false
 	}
-	n, err := strconv.ParseUint(name[i+1:], 10, 31)
-	if err != nil || validTopicName(name[:i]) != nil {
-		return "", 0, false
-	}
-	return name[:i], int32(n), true
+	return topic, index, true
 }
 
 // removeStrayPartitions deletes the partition directories whose topic is

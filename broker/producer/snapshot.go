@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/segment/atomicfile"
 )
 
@@ -26,8 +26,9 @@ const (
 	snapEntryHead  = 11 // producer id 8, epoch 2, batch count 1
 	snapBatchSize  = 32 // first seq 4, last seq 4, first offset 8, last offset 8, timestamp 8
 
-	// SnapshotSuffix ends the name of a snapshot file.
-	SnapshotSuffix = ".snapshot"
+	// SnapshotSuffix ends the name of a snapshot file (segment names the
+	// files of a partition directory).
+	SnapshotSuffix = segment.SnapshotSuffix
 	// SnapshotsKept is how many snapshots pruning leaves in a directory.
 	SnapshotsKept = 2
 )
@@ -35,10 +36,8 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // SnapshotFileName returns the name of the snapshot at offset:
-// the offset in 20 digits, then SnapshotSuffix.
-func SnapshotFileName(offset int64) string {
-	return fmt.Sprintf("%020d%s", offset, SnapshotSuffix)
-}
+// segment.SnapshotFileName, the offset in 20 digits, then SnapshotSuffix.
+func SnapshotFileName(offset int64) string { return segment.SnapshotFileName(offset) }
 
 // EncodeSnapshot captures the state as a snapshot at offset, which must be
 // at or above every batch applied so far (the log end offset, read under
@@ -213,12 +212,8 @@ func listSnapshots(dir string) ([]snapshotFile, error) {
 			}
 			continue
 		}
-		digits, ok := strings.CutSuffix(name, SnapshotSuffix)
-		if !ok || len(digits) != 20 || de.IsDir() {
-			continue
-		}
-		off, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil || off < 0 {
+		off, ok := segment.ParseSnapshotFileName(name)
+		if !ok || de.IsDir() {
 			continue
 		}
 		snaps = append(snaps, snapshotFile{offset: off, path: filepath.Join(dir, name)})
