@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // This file holds what the broker keeps in its data directory besides the
@@ -91,7 +93,7 @@ func checkMetaProperties(dir string, brokerID int32, clusterID string) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		data := fmt.Sprintf("#Written by strata broker; do not edit\nversion=0\nbroker.id=%d\ncluster.id=%s\n", brokerID, clusterID)
-		if err := coord.WriteFileAtomic(path, []byte(data)); err != nil {
+		if err := atomicfile.WriteFile(path, []byte(data), 0o600 /* owner only */); err != nil {
 			return fmt.Errorf("broker: write %s: %w", path, err)
 		}
 		return nil
@@ -129,7 +131,7 @@ func readPartitionTopicID(dir string) (id coord.TopicID, ok bool, err error) {
 // writePartitionTopicID records the topic ID in a partition directory.
 func writePartitionTopicID(dir string, id coord.TopicID) error {
 	data := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n"
-	if err := coord.WriteFileAtomic(filepath.Join(dir, partitionMetadataFile), []byte(data)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, partitionMetadataFile), []byte(data), 0o600 /* owner only */); err != nil {
 		return fmt.Errorf("broker: write %s/%s: %w", dir, partitionMetadataFile, err)
 	}
 	return nil
@@ -142,16 +144,14 @@ func looksLikePartitionDir(name string) bool {
 	return ok
 }
 
+// splitPartitionDir splits a partition directory's name (segment names
+// it) into a legal topic name and the partition.
 func splitPartitionDir(name string) (topic string, index int32, ok bool) {
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 || i == len(name)-1 {
+	topic, index, ok = segment.ParsePartitionDirName(name)
+	if !ok || validTopicName(topic) != nil {
 		return "", 0, false
 	}
-	n, err := strconv.ParseUint(name[i+1:], 10, 31)
-	if err != nil || validTopicName(name[:i]) != nil {
-		return "", 0, false
-	}
-	return name[:i], int32(n), true
+	return topic, index, true
 }
 
 // removeStrayPartitions deletes the partition directories whose topic is

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +104,7 @@ func notLeaderError(topic string, index, leader int32) error {
 
 // partitionDir is Kafka's directory name for a partition: topic-partition.
 func (s *Server) partitionDir(topic string, index int32) string {
-	return filepath.Join(s.cfg.LogDir, topic+"-"+strconv.Itoa(int(index)))
+	return filepath.Join(s.cfg.LogDir, segment.PartitionDirName(topic, index))
 }
 
 // openPartition opens (creating or recovering) the log of one partition of

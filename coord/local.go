@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // MetadataFile is the name of the embedded coordinator's file inside its
@@ -241,12 +243,18 @@ func (s *LocalStore) persistLocked(f *localFile, topics map[string]*TopicInfo) e
 	return s.persist(f)
 }
 
+// persist writes f to the file. Callers hold s.mu, or have s to
+// themselves (OpenLocal), so writes never overlap, as atomicfile.WriteFile
+// requires.
 func (s *LocalStore) persist(f *localFile) error {
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("coord: encode metadata: %w", err)
 	}
-	return WriteFileAtomic(s.path, append(b, '\n'))
+	if err := atomicfile.WriteFile(s.path, append(b, '\n'), 0o600 /* owner only */); err != nil {
+		return fmt.Errorf("coord: persist metadata: %w", err)
+	}
+	return nil
 }
 
 // mutateLocked applies fn to copies of the persistent state, persists the
@@ -305,47 +313,4 @@ func (s *LocalStore) dropEphemeralsLocked(ss *LocalSession) bool {
 		ss.mu.lead = nil
 	}
 	return dropped
-}
-
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content: it writes a temporary file in the same
-// directory, fsyncs it, renames it over path and fsyncs the directory.
-// Every error, including from fsync and close, is returned.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("coord: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("coord: write %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("coord: fsync %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("coord: close %s: %w", tmp.Name(), err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("coord: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("coord: open dir: %w", err)
-	}
-	if err = d.Sync(); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("coord: fsync dir %s: %w", dir, err)
-	}
-	if err = d.Close(); err != nil {
-		return fmt.Errorf("coord: close dir %s: %w", dir, err)
-	}
-	return nil
 }

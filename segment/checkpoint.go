@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // Checkpoint files of a partition directory. Each is replaced atomically
@@ -34,52 +36,26 @@ const (
 	highWatermarkFile  = "replication-offset-checkpoint"
 	cleanShutdownFile  = ".clean-shutdown"
 
-	tmpSuffix         = ".tmp"
+	tmpSuffix         = atomicfile.TempSuffix
 	checkpointVersion = 0
 )
 
 // ErrBadCheckpoint is returned when a checkpoint file cannot be parsed.
 var ErrBadCheckpoint = errors.New("segment: malformed checkpoint")
 
-// writeFileAtomic replaces dir/name with data: it writes a temp file, fsyncs
-// it, renames it over the target and fsyncs the directory.
+// writeFileAtomic replaces dir/name with data (see package atomicfile).
 func writeFileAtomic(dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // the sync error is the one to report
-		return fmt.Errorf("segment: checkpoint %s: fsync: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("segment: checkpoint %s: close: %w", name, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("segment: checkpoint %s: %w", name, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // syncDir fsyncs a directory so that entries created, renamed or removed in
 // it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("segment: sync dir: %w", err)
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close() // the sync error is the one to report
-		return fmt.Errorf("segment: sync dir %s: %w", dir, err)
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("segment: sync dir %s: close: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("segment: %w", err)
 	}
 	return nil
 }
@@ -88,6 +64,29 @@ func syncDir(dir string) error {
 func writeOffsetCheckpoint(dir, name string, off int64) error {
 	data := fmt.Appendf(nil, "%d\n1\n%d\n", checkpointVersion, off)
 	return writeFileAtomic(dir, name, data)
+}
+
+// ReadLogStartOffset reads the log-start-offset checkpoint of the
+// partition directory dir: the first offset of the log that may be read
+// (retention and DeleteRecords move it, possibly inside a segment). ok is
+// false when there is none. It only reads, so it may run beside the broker
+// that owns dir; a checkpoint is replaced atomically, so it is never seen
+// half written. ErrBadCheckpoint when the file does not parse.
+func ReadLogStartOffset(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, logStartOffsetFile)
+}
+
+// ReadRecoveryPoint reads the recovery-point checkpoint of dir: the offset
+// up to which the log was fsynced when it was last written. Otherwise as
+// ReadLogStartOffset.
+func ReadRecoveryPoint(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, recoveryPointFile)
+}
+
+// ReadHighWatermark reads the high-watermark checkpoint of dir. Otherwise
+// as ReadLogStartOffset.
+func ReadHighWatermark(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, highWatermarkFile)
 }
 
 // readOffsetCheckpoint reads a single-offset checkpoint. ok is false when the

@@ -77,7 +77,7 @@ func (cfg Config) normalized() Config {
 	if cfg.SegmentMs <= 0 {
 		cfg.SegmentMs = d.SegmentMs
 	}
-	if cfg.SegmentIndexBytes < timeEntrySize {
+	if cfg.SegmentIndexBytes < TimeIndexEntrySize {
 		cfg.SegmentIndexBytes = d.SegmentIndexBytes
 	}
 	if cfg.IndexIntervalBytes < 0 {

@@ -91,6 +91,13 @@
 // offset; Strata's indexes are its own to rebuild, and recovery rebuilds them
 // when they are missing or do not match the log.
 //
+// Segment is the one package that knows these files: names.go names every
+// file of a partition directory (the producer snapshots that live beside
+// the segments included) and the directory itself, index.go and
+// timeindex.go hold the entry layouts, and inspect.go reads a directory
+// without opening a Log, for the tools and the archiver's lag. Other
+// packages ask these instead of spelling a name or a layout again.
+//
 // # Checkpoints
 //
 // The recovery-point, log-start-offset and leader-epoch checkpoints of a

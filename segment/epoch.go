@@ -36,30 +36,44 @@ type EpochCache struct {
 
 // newEpochCache loads the cache from dir's checkpoint, if any.
 func newEpochCache(dir string, logEnd func() int64) (*EpochCache, error) {
+	entries, _, err := ReadLeaderEpochs(dir)
+	if err != nil {
+		return nil, err
+	}
 	c := &EpochCache{dir: dir, logEnd: logEnd}
+	c.mu.entries = entries
+	return c, nil
+}
+
+// ReadLeaderEpochs reads the leader-epoch checkpoint of the partition
+// directory dir: the epochs that wrote the log and the offsets where each
+// began, epochs increasing, offsets never decreasing. ok is false when
+// there is none. It only reads, so it may run beside the broker that owns
+// dir. ErrBadCheckpoint when the file does not parse.
+func ReadLeaderEpochs(dir string) (entries []EpochEntry, ok bool, err error) {
 	lines, ok, err := readCheckpointLines(dir, leaderEpochFile)
 	if err != nil || !ok {
-		return c, err
+		return nil, ok, err
 	}
 	for _, line := range lines {
 		f := strings.Fields(line)
 		if len(f) != 2 {
-			return nil, fmt.Errorf("%w: %s: line %q", ErrBadCheckpoint, leaderEpochFile, line)
+			return nil, false, fmt.Errorf("%w: %s: line %q", ErrBadCheckpoint, leaderEpochFile, line)
 		}
 		epoch, err1 := strconv.ParseInt(f[0], 10, 32)
 		start, err2 := strconv.ParseInt(f[1], 10, 64)
 		if err1 != nil || err2 != nil || epoch < 0 || start < 0 {
-			return nil, fmt.Errorf("%w: %s: line %q", ErrBadCheckpoint, leaderEpochFile, line)
+			return nil, false, fmt.Errorf("%w: %s: line %q", ErrBadCheckpoint, leaderEpochFile, line)
 		}
 		e := EpochEntry{Epoch: int32(epoch), StartOffset: start}
-		if n := len(c.mu.entries); n > 0 {
-			if last := c.mu.entries[n-1]; e.Epoch <= last.Epoch || e.StartOffset < last.StartOffset {
-				return nil, fmt.Errorf("%w: %s: entry %v after %v", ErrBadCheckpoint, leaderEpochFile, e, last)
+		if n := len(entries); n > 0 {
+			if last := entries[n-1]; e.Epoch <= last.Epoch || e.StartOffset < last.StartOffset {
+				return nil, false, fmt.Errorf("%w: %s: entry %v after %v", ErrBadCheckpoint, leaderEpochFile, e, last)
 			}
 		}
-		c.mu.entries = append(c.mu.entries, e)
+		entries = append(entries, e)
 	}
-	return c, nil
+	return entries, true, nil
 }
 
 // Assign records that epoch begins at startOffset. It is a no-op when epoch

@@ -25,7 +25,8 @@ import (
 // file in groups; a sealed segment's file is trimmed to its entries and
 // searched with pread.
 const (
-	indexEntrySize = 8
+	// IndexEntrySize is the size of an offset index entry.
+	IndexEntrySize = 8
 
 	// pendingEntryBytes is how many bytes of new entries the writer
 	// gathers in memory before writing them to the index file.
@@ -142,7 +143,7 @@ func (e *entryFile) load() error {
 // rejects (valid gets the previous entry, nil for the first), in chunks, so
 // that a preallocated file is read only as far as its entries go.
 func readEntries(f io.ReaderAt, fileSize int64, entrySize int, valid func(prev, cur []byte) bool) ([]byte, error) {
-	const chunk = 64 << 10 / timeEntrySize / indexEntrySize * timeEntrySize * indexEntrySize
+	const chunk = 64 << 10 / TimeIndexEntrySize / IndexEntrySize * TimeIndexEntrySize * IndexEntrySize
 	var entries []byte
 	var prev []byte
 	for pos := int64(0); pos < fileSize; pos += chunk {
@@ -179,7 +180,7 @@ func (v entryView) search(pred func(entry []byte) bool) (int, error) {
 		}
 		return lo, nil
 	}
-	var one [timeEntrySize]byte
+	var one [TimeIndexEntrySize]byte
 	for (hi-lo)*v.entrySize > searchBlock {
 		mid := int(uint(lo+hi) >> 1)
 		e := one[:v.entrySize]
@@ -218,7 +219,54 @@ func (v entryView) entry(i int) ([]byte, error) {
 	return e, nil
 }
 
-// Offset index entries.
+// Offset index entries: the one place their layout is written down in
+// code. Everything that reads or writes .index bytes, here or in other
+// packages, goes through these.
+
+// IndexEntry is one offset index entry: the batch whose base offset is the
+// segment's base offset + RelOffset starts at byte Position of the .log.
+type IndexEntry struct {
+	RelOffset uint32
+	Position  uint32
+}
+
+// OffsetIndex is the bytes of an offset index (a .index file, or its copy
+// in the object store), read entry by entry. Trailing bytes short of a
+// whole entry are not an entry.
+type OffsetIndex []byte
+
+// Len returns the number of whole entries.
+func (ix OffsetIndex) Len() int { return len(ix) / IndexEntrySize }
+
+// Entry returns entry i, 0 <= i < Len().
+func (ix OffsetIndex) Entry(i int) IndexEntry {
+	rel, pos := indexEntry(ix[i*IndexEntrySize:])
+	return IndexEntry{RelOffset: rel, Position: pos}
+}
+
+// Valid returns the leading entries the log trusts: both columns strictly
+// increase, and none points at position 0 (the first batch has no entry).
+// The first entry that breaks the rule ends the index; in an active
+// segment's preallocated file that is the first zero-filled entry.
+func (ix OffsetIndex) Valid() OffsetIndex {
+	n := 0
+	var prev []byte
+	for ; n < ix.Len(); n++ {
+		cur := ix[n*IndexEntrySize : (n+1)*IndexEntrySize]
+		if !validIndexEntry(prev, cur) {
+			break
+		}
+		prev = cur
+	}
+	return ix[: n*IndexEntrySize : n*IndexEntrySize]
+}
+
+// AppendIndexEntry appends e, encoded, to b.
+func AppendIndexEntry(b []byte, e IndexEntry) []byte {
+	var buf [IndexEntrySize]byte
+	putIndexEntry(buf[:], e.RelOffset, e.Position)
+	return append(b, buf[:]...)
+}
 
 func putIndexEntry(b []byte, rel uint32, pos uint32) {
 	binary.BigEndian.PutUint32(b, rel)

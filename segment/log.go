@@ -588,8 +588,8 @@ func (l *Log) shouldRoll(s *segment, cfg Config, size int64, lastOffset int64, n
 	}
 	return s.size+size > cfg.SegmentBytes ||
 		now.Sub(s.created).Milliseconds() > cfg.SegmentMs ||
-		s.index.n >= cfg.SegmentIndexBytes/indexEntrySize ||
-		s.timeIndex.n >= cfg.SegmentIndexBytes/timeEntrySize ||
+		s.index.n >= cfg.SegmentIndexBytes/IndexEntrySize ||
+		s.timeIndex.n >= cfg.SegmentIndexBytes/TimeIndexEntrySize ||
 		lastOffset-s.base > math.MaxUint32
 }
 

@@ -378,7 +378,7 @@ func TestRollBySize(t *testing.T) {
 		}
 		if s.Sealed {
 			fi, err := os.Stat(s.IndexPath)
-			if err != nil || fi.Size()%indexEntrySize != 0 || fi.Size() > s.Size/int64(cfg.IndexIntervalBytes)*indexEntrySize+indexEntrySize {
+			if err != nil || fi.Size()%IndexEntrySize != 0 || fi.Size() > s.Size/int64(cfg.IndexIntervalBytes)*IndexEntrySize+IndexEntrySize {
 				t.Errorf("sealed %s: %v, %v", s.IndexPath, fi.Size(), err)
 			}
 		}

@@ -263,30 +263,30 @@ func (l *Log) listSegments() (dirListing, error) {
 			}
 			continue
 		}
-		base, suffix, ok := parseSegmentName(name)
-		if !ok {
-			continue
+		base, suffix, err := ParseSegmentFileName(name)
+		if err != nil {
+			continue // not a segment file: another owner's, or a checkpoint
 		}
 		switch suffix {
-		case logSuffix:
+		case LogSuffix:
 			logs[base] = true
 			d.bases = append(d.bases, base)
-		case indexSuffix:
+		case IndexSuffix:
 			d.index[base] = true
-		case timeIndexSuffix:
+		case TimeIndexSuffix:
 			d.timeIndex[base] = true
 		}
 	}
 	for base := range d.index {
 		if !logs[base] {
-			if err := l.removeLeftover(segmentName(base) + indexSuffix); err != nil {
+			if err := l.removeLeftover(segmentName(base) + IndexSuffix); err != nil {
 				return d, err
 			}
 		}
 	}
 	for base := range d.timeIndex {
 		if !logs[base] {
-			if err := l.removeLeftover(segmentName(base) + timeIndexSuffix); err != nil {
+			if err := l.removeLeftover(segmentName(base) + TimeIndexSuffix); err != nil {
 				return d, err
 			}
 		}
@@ -319,13 +319,13 @@ func (l *Log) loadTrusted(s *segment, fileSize int64, sealed bool) (ok bool, err
 		return false, err
 	}
 	pos, off := int64(0), s.base
-	if n := len(idx) / indexEntrySize; n > 0 {
-		rel, p := indexEntry(idx[(n-1)*indexEntrySize:])
+	if n := len(idx) / IndexEntrySize; n > 0 {
+		rel, p := indexEntry(idx[(n-1)*IndexEntrySize:])
 		pos, off = int64(p), s.base+int64(rel)
 	}
 	st := batchEntries{size: pos, next: off, maxTs: -1, maxTsOffset: s.base, lastIndexPos: pos, lastTimeTs: -1}
-	if n := len(tidx) / timeEntrySize; n > 0 {
-		ts, rel := timeEntry(tidx[(n-1)*timeEntrySize:])
+	if n := len(tidx) / TimeIndexEntrySize; n > 0 {
+		ts, rel := timeEntry(tidx[(n-1)*TimeIndexEntrySize:])
 		st.maxTs, st.maxTsOffset, st.lastTimeTs = ts, s.base+int64(rel), ts
 	}
 	r := newHeaderReader(s.f, fileSize)
@@ -523,7 +523,7 @@ func (l *Log) cutTail(s *segment, fileSize int64, dmg *damage) error {
 func (l *Log) dropLater(bases []int64) error {
 	rep := &l.recovery
 	for _, base := range bases {
-		path := filepath.Join(l.dir, segmentName(base)+logSuffix)
+		path := filepath.Join(l.dir, segmentName(base)+LogSuffix)
 		f, err := os.Open(path)
 		if err != nil {
 			return fmt.Errorf("segment: recover: %w", err)
@@ -561,7 +561,7 @@ func (l *Log) dropSegment(s *segment, fileSize int64) error {
 }
 
 func removeSegmentFiles(dir string, base int64) error {
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
 		if err := os.Remove(filepath.Join(dir, segmentName(base)+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("segment: recover: %w", err)
 		}

@@ -7,8 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -20,29 +18,6 @@ type file interface {
 	Truncate(size int64) error
 	Sync() error
 	Close() error
-}
-
-// Segment file name suffixes. A segment is named by its base offset,
-// zero-padded to 20 digits.
-const (
-	logSuffix       = ".log"
-	indexSuffix     = ".index"
-	timeIndexSuffix = ".timeindex"
-)
-
-func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
-
-// parseSegmentName returns the base offset and suffix of a segment file name.
-func parseSegmentName(name string) (base int64, suffix string, ok bool) {
-	dot := strings.IndexByte(name, '.')
-	if dot != 20 {
-		return 0, "", false
-	}
-	base, err := strconv.ParseInt(name[:dot], 10, 64)
-	if err != nil || base < 0 {
-		return 0, "", false
-	}
-	return base, name[dot:], true
 }
 
 // SegmentInfo describes one segment of a Log.
@@ -88,9 +63,9 @@ type segment struct {
 // openSegmentFiles opens (creating if needed) the three files of a segment.
 func openSegmentFiles(dir string, base int64, wrap func(string, *os.File) file) (*segment, error) {
 	name := filepath.Join(dir, segmentName(base))
-	s := &segment{base: base, logPath: name + logSuffix, next: base, maxTs: -1, maxTsOffset: base, lastTimeTs: -1}
-	s.index = entryFile{path: name + indexSuffix, entrySize: indexEntrySize}
-	s.timeIndex = entryFile{path: name + timeIndexSuffix, entrySize: timeEntrySize}
+	s := &segment{base: base, logPath: name + LogSuffix, next: base, maxTs: -1, maxTsOffset: base, lastTimeTs: -1}
+	s.index = entryFile{path: name + IndexSuffix, entrySize: IndexEntrySize}
+	s.timeIndex = entryFile{path: name + TimeIndexSuffix, entrySize: TimeIndexEntrySize}
 	var err error
 	if s.f, s.w, err = openFile(s.logPath, wrap); err != nil {
 		return nil, err
@@ -243,9 +218,9 @@ func (b *batchEntries) add(s *segment, base, next, maxTs int64, records int64, s
 		b.maxTs, b.maxTsOffset = maxTs, base
 	}
 	if b.size > 0 && b.size-b.lastIndexPos >= int64(interval) {
-		var e [timeEntrySize]byte
+		var e [TimeIndexEntrySize]byte
 		putIndexEntry(e[:], s.rel(base), uint32(b.size))
-		b.index = append(b.index, e[:indexEntrySize]...)
+		b.index = append(b.index, e[:IndexEntrySize]...)
 		b.lastIndexPos = b.size
 		if b.maxTs > b.lastTimeTs {
 			putTimeEntry(e[:], b.maxTs, s.rel(b.maxTsOffset))
@@ -262,7 +237,7 @@ func (b *batchEntries) add(s *segment, base, next, maxTs int64, records int64, s
 // timestamp grew since the last one.
 func (b *batchEntries) sealEntry(s *segment) {
 	if b.maxTs > b.lastTimeTs {
-		var e [timeEntrySize]byte
+		var e [TimeIndexEntrySize]byte
 		putTimeEntry(e[:], b.maxTs, s.rel(b.maxTsOffset))
 		b.timeIndex = append(b.timeIndex, e[:]...)
 		b.lastTimeTs = b.maxTs

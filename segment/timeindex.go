@@ -15,7 +15,59 @@ import "encoding/binary"
 // time entry, and once more when the segment is sealed, so that the last
 // entry of a sealed segment holds its max timestamp. Both columns strictly
 // increase.
-const timeEntrySize = 12
+//
+// The types and functions below are the one place the layout is written
+// down in code; everything that reads or writes .timeindex bytes, here or
+// in other packages, goes through them.
+
+// TimeIndexEntrySize is the size of a time index entry.
+const TimeIndexEntrySize = 12
+
+// TimeIndexEntry is one time index entry: Timestamp is the largest
+// timestamp in the segment so far, held by the batch whose base offset is
+// the segment's base offset + RelOffset.
+type TimeIndexEntry struct {
+	Timestamp int64
+	RelOffset uint32
+}
+
+// TimeIndex is the bytes of a time index (a .timeindex file, or its copy in
+// the object store), read entry by entry. Trailing bytes short of a whole
+// entry are not an entry.
+type TimeIndex []byte
+
+// Len returns the number of whole entries.
+func (ix TimeIndex) Len() int { return len(ix) / TimeIndexEntrySize }
+
+// Entry returns entry i, 0 <= i < Len().
+func (ix TimeIndex) Entry(i int) TimeIndexEntry {
+	ts, rel := timeEntry(ix[i*TimeIndexEntrySize:])
+	return TimeIndexEntry{Timestamp: ts, RelOffset: rel}
+}
+
+// Valid returns the leading entries the log trusts: timestamps are not
+// negative, and both columns strictly increase. The first entry that
+// breaks the rule ends the index; in an active segment's preallocated file
+// that is the first zero-filled entry after the first.
+func (ix TimeIndex) Valid() TimeIndex {
+	n := 0
+	var prev []byte
+	for ; n < ix.Len(); n++ {
+		cur := ix[n*TimeIndexEntrySize : (n+1)*TimeIndexEntrySize]
+		if !validTimeEntry(prev, cur) {
+			break
+		}
+		prev = cur
+	}
+	return ix[: n*TimeIndexEntrySize : n*TimeIndexEntrySize]
+}
+
+// AppendTimeIndexEntry appends e, encoded, to b.
+func AppendTimeIndexEntry(b []byte, e TimeIndexEntry) []byte {
+	var buf [TimeIndexEntrySize]byte
+	putTimeEntry(buf[:], e.Timestamp, e.RelOffset)
+	return append(b, buf[:]...)
+}
 
 func putTimeEntry(b []byte, ts int64, rel uint32) {
 	binary.BigEndian.PutUint64(b, uint64(ts))

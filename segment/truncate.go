@@ -128,7 +128,7 @@ func findCut(snap readSnap, offset int64) (cutPoint, error) {
 	// batches up to the last one (a sealed segment's final entry goes).
 	nTime := 0
 	if nIdx > 0 {
-		rel, p := indexEntry(c.index[(nIdx-1)*indexEntrySize:])
+		rel, p := indexEntry(c.index[(nIdx-1)*IndexEntrySize:])
 		c.lastIndexPos = int64(p)
 		nTime, err = snap.timeIndex.search(func(e []byte) bool { _, r := timeEntry(e); return r <= rel })
 		if err != nil {
@@ -142,7 +142,7 @@ func findCut(snap readSnap, offset int64) (cutPoint, error) {
 	// entry kept; the batches from that entry on are read.
 	c.maxTs, c.maxTsOffset, c.lastTimeTs = -1, snap.base, -1
 	if nTime > 0 {
-		ts, rel := timeEntry(c.timeIndex[(nTime-1)*timeEntrySize:])
+		ts, rel := timeEntry(c.timeIndex[(nTime-1)*TimeIndexEntrySize:])
 		c.maxTs, c.maxTsOffset, c.lastTimeTs = ts, snap.base+int64(rel), ts
 	}
 	for p := c.lastIndexPos; p < c.pos; {
@@ -181,8 +181,8 @@ func (c *cutPoint) install(s *segment, now time.Time) {
 	s.size, s.next = c.pos, c.next
 	s.maxTs, s.maxTsOffset = c.maxTs, c.maxTsOffset
 	s.lastIndexPos, s.lastTimeTs = c.lastIndexPos, c.lastTimeTs
-	s.index.mem, s.index.n = c.index, len(c.index)/indexEntrySize
-	s.timeIndex.mem, s.timeIndex.n = c.timeIndex, len(c.timeIndex)/timeEntrySize
+	s.index.mem, s.index.n = c.index, len(c.index)/IndexEntrySize
+	s.timeIndex.mem, s.timeIndex.n = c.timeIndex, len(c.timeIndex)/TimeIndexEntrySize
 	// Entries still pending in memory were never written: keep them pending.
 	s.index.written = min(s.index.written, s.index.n)
 	s.timeIndex.written = min(s.timeIndex.written, s.timeIndex.n)

@@ -1,7 +1,6 @@
 package tiering
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -17,12 +16,9 @@ import (
 // then uploads the segment from the batch that starts at the remote end,
 // with an offset index and a time index rebuilt for that slice in the
 // segment package's format, exactly as the segment engine would have
-// written them for a segment beginning there:
-//
-//	.index      relative offset u32 | position u32       (8 bytes)
-//	.timeindex  timestamp i64 | relative offset u32      (12 bytes)
-//
-// An offset entry for each batch that starts sliceIndexInterval bytes or
+// written them for a segment beginning there (entries encoded by
+// segment.AppendIndexEntry and segment.AppendTimeIndexEntry). An offset
+// entry for each batch that starts sliceIndexInterval bytes or
 // more after the previous entry (none for the batch at position 0), a time
 // entry with it when the largest timestamp so far grew, and a last time
 // entry for the largest timestamp of all.
@@ -30,12 +26,6 @@ import (
 // sliceIndexInterval is the index.interval.bytes of rebuilt indexes
 // (Kafka's default).
 const sliceIndexInterval = 4096
-
-// Sizes of index entries in the segment package's format.
-const (
-	sliceIndexEntry = 8
-	sliceTimeEntry  = 12
-)
 
 // segmentSlice is the part of a local segment from one batch on.
 type segmentSlice struct {
@@ -97,10 +87,7 @@ func sliceSegment(f *os.File, info segment.SegmentInfo, from int64) (segmentSlic
 	lastIndexPos, lastTimeTs := int64(0), int64(-1)
 	rel := func(off int64) uint32 { return uint32(off - from) }
 	timeEntry := func(ts int64, off int64) {
-		var e [sliceTimeEntry]byte
-		binary.BigEndian.PutUint64(e[:], uint64(ts))
-		binary.BigEndian.PutUint32(e[8:], rel(off))
-		sl.timeIndex = append(sl.timeIndex, e[:]...)
+		sl.timeIndex = segment.AppendTimeIndexEntry(sl.timeIndex, segment.TimeIndexEntry{Timestamp: ts, RelOffset: rel(off)})
 		lastTimeTs = ts
 	}
 	for p := pos; p < info.Size; {
@@ -112,10 +99,7 @@ func sliceSegment(f *os.File, info segment.SegmentInfo, from int64) (segmentSlic
 			sl.maxTimestamp, maxTsOffset = h.MaxTimestamp, h.BaseOffset
 		}
 		if size := p - pos; size > 0 && size-lastIndexPos >= sliceIndexInterval {
-			var e [sliceIndexEntry]byte
-			binary.BigEndian.PutUint32(e[:], rel(h.BaseOffset))
-			binary.BigEndian.PutUint32(e[4:], uint32(size))
-			sl.index = append(sl.index, e[:]...)
+			sl.index = segment.AppendIndexEntry(sl.index, segment.IndexEntry{RelOffset: rel(h.BaseOffset), Position: uint32(size)})
 			lastIndexPos = size
 			if sl.maxTimestamp > lastTimeTs {
 				timeEntry(sl.maxTimestamp, maxTsOffset)
@@ -138,16 +122,13 @@ func indexFloor(info segment.SegmentInfo, offset int64) (int64, error) {
 		return 0, fmt.Errorf("tiering: slice: %w", err)
 	}
 	pos := int64(0)
-	var prevRel, prevPos uint32
-	for i := 0; i+sliceIndexEntry <= len(b); i += sliceIndexEntry {
-		r, p := binary.BigEndian.Uint32(b[i:]), binary.BigEndian.Uint32(b[i+4:])
-		if r == 0 || p == 0 || (i > 0 && (r <= prevRel || p <= prevPos)) || int64(p) >= info.Size {
-			break // the end of the valid entries
-		}
-		if info.BaseOffset+int64(r) > offset {
+	ix := segment.OffsetIndex(b).Valid()
+	for i := range ix.Len() {
+		e := ix.Entry(i)
+		if int64(e.Position) >= info.Size || info.BaseOffset+int64(e.RelOffset) > offset {
 			break
 		}
-		pos, prevRel, prevPos = int64(p), r, p
+		pos = int64(e.Position)
 	}
 	return pos, nil
 }

@@ -164,10 +164,11 @@ func (a *Archiver) uploadObjects(ctx context.Context, info segment.SegmentInfo, 
 	return rs, nil
 }
 
-// readSnapshotFile reads the producer snapshot at offset in dir (named as
-// producer.SnapshotFileName does), or returns nil when there is none.
+// readSnapshotFile reads the producer snapshot at offset in the partition
+// directory dir (segment names it; the broker's producer package writes
+// it), or returns nil when there is none.
 func readSnapshotFile(dir string, offset int64) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", offset)))
+	b, err := os.ReadFile(filepath.Join(dir, segment.SnapshotFileName(offset)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment"
 )
 
 // TestInspectLocalAgreesWithLog: InspectLocal, reading only the files,
@@ -106,7 +108,7 @@ func TestInspectLocalLogStartCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// SetLogStartOffset writes the checkpoint before it returns.
-	if _, err := os.Stat(filepath.Join(tl.log.Dir(), localLogStartFile)); err != nil {
+	if _, ok, err := segment.ReadLogStartOffset(tl.log.Dir()); !ok || err != nil {
 		t.Fatalf("no log-start checkpoint after SetLogStartOffset: %v", err)
 	}
 	if ls.LogStart != tl.log.LogStartOffset() {

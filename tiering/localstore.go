@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // LocalStore is an ObjectStore in a local directory, the embedded default
@@ -18,9 +20,10 @@ import (
 // tiering run on a machine with nothing else installed, and serves tests.
 //
 // Durability: Put writes a temporary file in the object's directory,
-// fsyncs it, renames it over the key and fsyncs the directory, so a
-// returned Put survives a crash and a reader sees the old object or the new
-// one, never a mix. Directories it creates are fsynced into their parents.
+// fsyncs it, renames it over the key and fsyncs the directory (package
+// atomicfile), so a returned Put survives a crash and a reader sees the old
+// object or the new one, never a mix. Directories it creates are fsynced
+// into their parents.
 //
 // ETags are "<size>-<mtime ns>-<inode>" in hex. Under the directory's lock
 // each Put gives its file a modification time strictly after the replaced
@@ -95,55 +98,44 @@ func (s *LocalStore) Put(ctx context.Context, key string, r io.Reader, size int6
 	if err := ctx.Err(); err != nil {
 		return ObjectInfo{}, err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := s.writeTemp(ctx, dir, key, r, size)
+	tmp, err := s.writeTemp(ctx, path, key, r, size)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
 	info, err := s.install(key, tmp, path, cond)
 	if err != nil {
-		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, rerr)
-		}
-		return ObjectInfo{}, err
+		return ObjectInfo{}, errors.Join(err, tmp.Abort())
 	}
 	return info, nil
 }
 
-// writeTemp copies size bytes of r into a new, fsynced temporary file in
-// dir (created if needed) and returns its path.
-func (s *LocalStore) writeTemp(ctx context.Context, dir, key string, r io.Reader, size int64) (path string, err error) {
-	if err := mkdirAllSynced(s.root, dir); err != nil {
-		return "", fmt.Errorf("tiering: put %s: %w", key, err)
+// writeTemp copies size bytes of r into a new, fsynced temporary file
+// beside path (its directory created if needed): a replacement of path
+// that install commits.
+func (s *LocalStore) writeTemp(ctx context.Context, path, key string, r io.Reader, size int64) (*atomicfile.Pending, error) {
+	if err := mkdirAllSynced(s.root, filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("tiering: put %s: %w", key, err)
 	}
-	f, err := os.CreateTemp(dir, localTempPrefix+"*")
+	tmp, err := atomicfile.CreateTemp(path, localTempPrefix+"*")
 	if err != nil {
-		return "", fmt.Errorf("tiering: put %s: %w", key, err)
+		return nil, fmt.Errorf("tiering: put %s: %w", key, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	n, err := io.CopyN(f, ctxReader{ctx, r}, size)
+	n, err := io.CopyN(tmp, ctxReader{ctx, r}, size)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: body has %d bytes, want %d", io.ErrUnexpectedEOF, n, size)
 		}
-		return "", fmt.Errorf("tiering: put %s: %w", key, err)
+		return nil, errors.Join(fmt.Errorf("tiering: put %s: %w", key, err), tmp.Abort())
 	}
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("tiering: put %s: fsync: %w", key, err)
+	if err := tmp.Sync(); err != nil {
+		return nil, fmt.Errorf("tiering: put %s: %w", key, err) // Sync removed the file
 	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("tiering: put %s: close: %w", key, err)
-	}
-	return f.Name(), nil
+	return tmp, nil
 }
 
-// install renames tmp over path if cond holds, under the directory lock.
-func (s *LocalStore) install(key, tmp, path string, cond PutCondition) (ObjectInfo, error) {
+// install commits tmp, renaming it over path, if cond holds, under the
+// directory lock. The caller aborts tmp when install fails.
+func (s *LocalStore) install(key string, tmp *atomicfile.Pending, path string, cond PutCondition) (ObjectInfo, error) {
 	dir := filepath.Dir(path)
 	unlock, err := lockDir(dir)
 	if err != nil {
@@ -171,13 +163,10 @@ func (s *LocalStore) install(key, tmp, path string, cond PutCondition) (ObjectIn
 	if exists && !mtime.After(cur.ModTime()) {
 		mtime = cur.ModTime().Add(time.Microsecond)
 	}
-	if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+	if err := os.Chtimes(tmp.TempName(), mtime, mtime); err != nil {
 		return ObjectInfo{}, fmt.Errorf("tiering: put %s: %w", key, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return ObjectInfo{}, fmt.Errorf("tiering: put %s: %w", key, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("tiering: put %s: %w", key, err)
 	}
 	fi, err := os.Stat(path)
@@ -327,7 +316,7 @@ func (s *LocalStore) Delete(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("tiering: delete %s: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("tiering: delete %s: %w", key, err)
 	}
 	return nil
@@ -373,20 +362,7 @@ func mkdirAllSynced(root, dir string) error {
 		}
 		return err
 	}
-	return syncDir(parent)
-}
-
-// syncDir fsyncs a directory, making renames and new entries in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return d.Close()
+	return atomicfile.SyncDir(parent)
 }
 
 // ctxReader stops a copy when its context is done.

@@ -3,7 +3,6 @@ package tiering
 import (
 	"container/list"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -16,14 +15,11 @@ import (
 // Remote offset and time indexes.
 //
 // A remote segment's .index and .timeindex objects are the segment's own
-// index files, byte for byte (segment/index.go, segment/timeindex.go):
-//
-//	.index      8-byte entries   relative base offset u32 | position u32
-//	.timeindex 12-byte entries   max timestamp i64 | relative offset u32
-//
-// Entries strictly increase in both columns; the first invalid entry (a
-// zero-filled one, or one that does not increase) ends the index. The
-// first batch, at position 0, has no .index entry.
+// index files, byte for byte, read with package segment's entry types
+// (segment.OffsetIndex, segment.TimeIndex). The valid entries are those
+// the segment package trusts (Valid: the first zero-filled or
+// non-increasing entry ends the index) that also fall inside the remote
+// segment: a position below its size, an offset below its NextOffset.
 //
 // Each object is fetched once with a whole-object GET and kept in memory in
 // an LRU bounded by bytes and count. From the offset index the reader also
@@ -36,11 +32,6 @@ func (k PartitionKey) segmentKey(s *RemoteSegment, suffix string) string {
 	return SegmentKey(k.Topic, k.Partition, s, suffix)
 }
 
-const (
-	indexEntrySize     = 8
-	timeIndexEntrySize = 12
-)
-
 // chunkSpan is one chunk of a remote .log object: bytes [start, end), which
 // begin and end on batch boundaries. next is the base offset of the batch
 // at end (the segment's NextOffset for the last chunk).
@@ -52,31 +43,26 @@ type chunkSpan struct {
 // remoteIndex is the parsed offset index of one remote segment and the
 // chunk table derived from it. It is immutable once built.
 type remoteIndex struct {
-	logKey  string // store key of the .log object
-	base    int64  // segment base offset
-	next    int64  // segment NextOffset
-	size    int64  // bytes of the .log object
-	entries []byte // valid 8-byte entries
+	logKey  string              // store key of the .log object
+	base    int64               // segment base offset
+	next    int64               // segment NextOffset
+	size    int64               // bytes of the .log object
+	entries segment.OffsetIndex // valid entries
 	chunks  []chunkSpan
 }
 
 // parseOffsetIndex returns the valid prefix of an offset index object for
 // a segment of size bytes holding offsets [base, next).
-func parseOffsetIndex(b []byte, base, next, size int64) []byte {
+func parseOffsetIndex(b []byte, base, next, size int64) segment.OffsetIndex {
+	valid := segment.OffsetIndex(b).Valid()
 	n := 0
-	var prel, ppos uint32
-	for ; (n+1)*indexEntrySize <= len(b); n++ {
-		e := b[n*indexEntrySize:]
-		rel, pos := binary.BigEndian.Uint32(e), binary.BigEndian.Uint32(e[4:])
-		if pos == 0 || rel == 0 || int64(pos) >= size || base+int64(rel) >= next {
+	for ; n < valid.Len(); n++ {
+		e := valid.Entry(n)
+		if int64(e.Position) >= size || base+int64(e.RelOffset) >= next {
 			break
 		}
-		if n > 0 && (rel <= prel || pos <= ppos) {
-			break
-		}
-		prel, ppos = rel, pos
 	}
-	return b[: n*indexEntrySize : n*indexEntrySize]
+	return valid[: n*segment.IndexEntrySize : n*segment.IndexEntrySize]
 }
 
 // newRemoteIndex builds the index of seg from its .index object and cuts
@@ -107,11 +93,11 @@ func newRemoteIndex(logKey string, seg *RemoteSegment, raw []byte, chunkBytes in
 	return ix
 }
 
-func (ix *remoteIndex) numEntries() int { return len(ix.entries) / indexEntrySize }
+func (ix *remoteIndex) numEntries() int { return ix.entries.Len() }
 
 func (ix *remoteIndex) entry(i int) (rel, pos uint32) {
-	e := ix.entries[i*indexEntrySize:]
-	return binary.BigEndian.Uint32(e), binary.BigEndian.Uint32(e[4:])
+	e := ix.entries.Entry(i)
+	return e.RelOffset, e.Position
 }
 
 // floorEntryByPosition returns the last entry whose position is <= limit,
@@ -157,38 +143,31 @@ func (ix *remoteIndex) memSize() int64 {
 
 // remoteTimeIndex is the parsed time index of one remote segment.
 type remoteTimeIndex struct {
-	entries []byte // valid 12-byte entries
+	entries segment.TimeIndex // valid entries
 }
 
 // parseTimeIndex returns the valid prefix of a time index object for a
 // segment holding offsets [base, next).
 func parseTimeIndex(b []byte, base, next int64) *remoteTimeIndex {
+	valid := segment.TimeIndex(b).Valid()
 	n := 0
-	var pts int64
-	var prel uint32
-	for ; (n+1)*timeIndexEntrySize <= len(b); n++ {
-		e := b[n*timeIndexEntrySize:]
-		ts, rel := int64(binary.BigEndian.Uint64(e)), binary.BigEndian.Uint32(e[8:])
-		if ts < 0 || base+int64(rel) >= next || (n > 0 && (ts <= pts || rel <= prel)) {
+	for ; n < valid.Len(); n++ {
+		if base+int64(valid.Entry(n).RelOffset) >= next {
 			break
 		}
-		pts, prel = ts, rel
 	}
-	return &remoteTimeIndex{entries: b[: n*timeIndexEntrySize : n*timeIndexEntrySize]}
+	return &remoteTimeIndex{entries: valid[: n*segment.TimeIndexEntrySize : n*segment.TimeIndexEntrySize]}
 }
 
 // floorBefore returns the relative offset of the last entry whose
 // timestamp is < ts; ok is false when there is none. Every batch up to the
 // one at that offset holds only timestamps below ts.
 func (ti *remoteTimeIndex) floorBefore(ts int64) (rel uint32, ok bool) {
-	n := len(ti.entries) / timeIndexEntrySize
-	i := sort.Search(n, func(i int) bool {
-		return int64(binary.BigEndian.Uint64(ti.entries[i*timeIndexEntrySize:])) >= ts
-	}) - 1
+	i := sort.Search(ti.entries.Len(), func(i int) bool { return ti.entries.Entry(i).Timestamp >= ts }) - 1
 	if i < 0 {
 		return 0, false
 	}
-	return binary.BigEndian.Uint32(ti.entries[i*timeIndexEntrySize+8:]), true
+	return ti.entries.Entry(i).RelOffset, true
 }
 
 // indexCache holds parsed index objects in memory, least recently used

@@ -44,8 +44,8 @@ func TestParseOffsetIndex(t *testing.T) {
 		{indexBytes([2]uint32{0, 100}), 0},                                   // relative offset 0 is never indexed
 	} {
 		got := parseOffsetIndex(tc.raw, base, next, size)
-		if len(got) != tc.want*indexEntrySize || !bytes.Equal(got, tc.raw[:len(got)]) {
-			t.Errorf("#%d: got %d valid entries, want %d", i, len(got)/indexEntrySize, tc.want)
+		if len(got) != tc.want*segment.IndexEntrySize || !bytes.Equal(got, tc.raw[:len(got)]) {
+			t.Errorf("#%d: got %d valid entries, want %d", i, len(got)/segment.IndexEntrySize, tc.want)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func TestParseTimeIndex(t *testing.T) {
 	}
 	raw := bytes.Join([][]byte{entry(100, 0), entry(150, 4), entry(300, 9), make([]byte, 24)}, nil)
 	ti := parseTimeIndex(raw, 1000, 1020)
-	if n := len(ti.entries) / timeIndexEntrySize; n != 3 {
+	if n := len(ti.entries) / segment.TimeIndexEntrySize; n != 3 {
 		t.Fatalf("%d entries, want 3", n)
 	}
 	for i, tc := range []struct {

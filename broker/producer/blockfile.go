@@ -77,7 +77,7 @@ func (s *FileBlockSource) Reserve() (Block, error) {
 		return Block{}, ErrIDsExhausted
 	}
 	end := start + s.size
-	if err := writeFileAtomic(s.dir, BlockFileName, formatBlockFile(end)); err != nil {
+	if err := files.WriteFile(filepath.Join(s.dir, BlockFileName), formatBlockFile(end), 0o644); err != nil {
 		s.mu.poisoned = err
 		return Block{}, fmt.Errorf("producer: reserve producer id block: %w", err)
 	}

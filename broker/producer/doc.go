@@ -15,8 +15,11 @@
 // replaced atomically (temp file, fsync, rename, fsync directory); after a
 // restart, or a crash between a reservation and the use of its ids, the next
 // block starts past everything ever reserved, so ids are never handed out
-// twice. Unused ids of a block are skipped, never reused. A cluster-wide
-// source (ZooKeeper) implements the same interface.
+// twice. Unused ids of a block are skipped, never reused. There is no
+// cluster-wide allocator: each broker keeps its own FileBlockSource, and the
+// broker (package broker) wraps it in a BlockSource that places broker b's
+// ids at b·2^32 + n, so brokers never hand out the same id and never need to
+// ask each other.
 //
 // InitProducerId (versions 0 to 4) is answered by IDAllocator.InitProducerID:
 //

@@ -14,12 +14,12 @@ type Block struct {
 // BlockSource reserves blocks of producer ids.
 //
 // Reserve returns a block none of whose ids was ever returned before, by
-// this source or by any other source sharing its store (the file for
-// FileBlockSource, the cluster for a ZooKeeper one), and it makes the
-// reservation durable before returning: after a crash or restart the next
-// block starts past it, used or not. An error means no block was reserved;
-// the caller may retry. Reserve is called with the allocator's lock held,
-// so implementations need not be safe for concurrent use by one allocator.
+// this source or by any other source sharing its store (the file, for
+// FileBlockSource), and it makes the reservation durable before
+// returning: after a crash or restart the next block starts past it, used
+// or not. An error means no block was reserved; the caller may retry.
+// Reserve is called with the allocator's lock held, so implementations
+// need not be safe for concurrent use by one allocator.
 type BlockSource interface {
 	Reserve() (Block, error)
 }

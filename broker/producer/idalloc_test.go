@@ -2,10 +2,13 @@ package producer
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 func openAllocator(t *testing.T, dir string, size int64) *IDAllocator {
@@ -99,6 +102,30 @@ func TestBlockFileCorrupt(t *testing.T) {
 	}
 }
 
+// failingSyncFS is the OS file system with every fsync, of a file or a
+// directory, failing with err.
+type failingSyncFS struct {
+	atomicfile.FS
+	err error
+}
+
+func (f failingSyncFS) Create(name string, perm fs.FileMode) (atomicfile.File, error) {
+	file, err := f.FS.Create(name, perm)
+	if err != nil {
+		return nil, err
+	}
+	return failingSyncFile{File: file, err: f.err}, nil
+}
+
+func (f failingSyncFS) SyncDir(string) error { return f.err }
+
+type failingSyncFile struct {
+	atomicfile.File
+	err error
+}
+
+func (f failingSyncFile) Sync() error { return f.err }
+
 func TestBlockSourcePoisonedByFsyncFailure(t *testing.T) {
 	dir := t.TempDir()
 	src, err := OpenFileBlockSource(dir, 10)
@@ -109,12 +136,12 @@ func TestBlockSourcePoisonedByFsyncFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	failing := errors.New("EIO")
-	syncFile = func(*os.File) error { return failing }
-	t.Cleanup(func() { syncFile = func(f *os.File) error { return f.Sync() } })
+	files = atomicfile.Writer{FS: failingSyncFS{FS: atomicfile.OS, err: failing}}
+	t.Cleanup(func() { files = atomicfile.Writer{} })
 	if _, err := src.Reserve(); !errors.Is(err, failing) {
 		t.Fatalf("failing fsync: got %v, want it reported", err)
 	}
-	syncFile = func(f *os.File) error { return f.Sync() }
+	files = atomicfile.Writer{}
 	if _, err := src.Reserve(); !errors.Is(err, ErrPoisoned) {
 		t.Errorf("after a failed fsync: got %v, want ErrPoisoned", err)
 	}

@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/atomicfile"
 )
 
 // Snapshot format constants (see the package documentation). They are the
@@ -24,8 +26,9 @@ const (
 	snapEntryHead  = 11 // producer id 8, epoch 2, batch count 1
 	snapBatchSize  = 32 // first seq 4, last seq 4, first offset 8, last offset 8, timestamp 8
 
-	// SnapshotSuffix ends the name of a snapshot file.
-	SnapshotSuffix = ".snapshot"
+	// SnapshotSuffix ends the name of a snapshot file (segment names the
+	// files of a partition directory).
+	SnapshotSuffix = segment.SnapshotSuffix
 	// SnapshotsKept is how many snapshots pruning leaves in a directory.
 	SnapshotsKept = 2
 )
@@ -33,10 +36,8 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // SnapshotFileName returns the name of the snapshot at offset:
-// the offset in 20 digits, then SnapshotSuffix.
-func SnapshotFileName(offset int64) string {
-	return fmt.Sprintf("%020d%s", offset, SnapshotSuffix)
-}
+// segment.SnapshotFileName, the offset in 20 digits, then SnapshotSuffix.
+func SnapshotFileName(offset int64) string { return segment.SnapshotFileName(offset) }
 
 // EncodeSnapshot captures the state as a snapshot at offset, which must be
 // at or above every batch applied so far (the log end offset, read under
@@ -73,7 +74,7 @@ func WriteSnapshot(dir string, offset int64, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("producer: snapshot directory: %w", err)
 	}
-	if err := writeFileAtomic(dir, SnapshotFileName(offset), data); err != nil {
+	if err := files.WriteFile(filepath.Join(dir, SnapshotFileName(offset)), data, 0o644); err != nil {
 		return fmt.Errorf("producer: write snapshot %d: %w", offset, err)
 	}
 	_, err := pruneSnapshots(dir, SnapshotsKept)
@@ -205,18 +206,14 @@ func listSnapshots(dir string) ([]snapshotFile, error) {
 	var snaps []snapshotFile
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasSuffix(name, SnapshotSuffix+".tmp") {
+		if strings.HasSuffix(name, SnapshotSuffix+atomicfile.TempSuffix) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("producer: remove leftover %s: %w", name, err)
 			}
 			continue
 		}
-		digits, ok := strings.CutSuffix(name, SnapshotSuffix)
-		if !ok || len(digits) != 20 || de.IsDir() {
-			continue
-		}
-		off, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil || off < 0 {
+		off, ok := segment.ParseSnapshotFileName(name)
+		if !ok || de.IsDir() {
 			continue
 		}
 		snaps = append(snaps, snapshotFile{offset: off, path: filepath.Join(dir, name)})
@@ -245,7 +242,7 @@ func removeSnapshots(dir string, snaps []snapshotFile) ([]string, error) {
 		removed = append(removed, sf.path)
 	}
 	if len(removed) > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := files.SyncDir(dir); err != nil {
 			return removed, fmt.Errorf("producer: remove snapshots: %w", err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -113,30 +112,9 @@ func (d *dumper) problem(format string, args ...any) {
 	fmt.Fprintf(d.stderr, "strata dump: %s: %s\n", d.path, fmt.Sprintf(format, args...))
 }
 
-// segmentName splits a segment file name into its base offset and
-// extension, or explains why it is not one.
-func segmentName(path string) (base int64, ext string, err error) {
-	name := filepath.Base(path)
-	ext = filepath.Ext(name)
-	stem := strings.TrimSuffix(name, ext)
-	switch ext {
-	case ".log", ".index", ".timeindex":
-	default:
-		return 0, "", fmt.Errorf("not a segment file: want <20-digit base offset>.log, .index or .timeindex")
-	}
-	if len(stem) != 20 || strings.Trim(stem, "0123456789") != "" {
-		return 0, "", fmt.Errorf("not a segment file: %q is not a 20-digit base offset", stem)
-	}
-	base, err = strconv.ParseInt(stem, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("not a segment file: base offset %s: %v", stem, err)
-	}
-	return base, ext, nil
-}
-
 // dumpFile prints one file and reports whether it was intact.
 func (d *dumper) dumpFile(verifyIndex bool) bool {
-	base, ext, err := segmentName(d.path)
+	base, suffix, err := segment.ParseSegmentFileName(filepath.Base(d.path))
 	if err != nil {
 		d.problem("%v", err)
 		return false
@@ -157,34 +135,27 @@ func (d *dumper) dumpFile(verifyIndex bool) bool {
 		return false
 	}
 	fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, st.Size())
-	switch ext {
-	case ".log":
+	switch suffix {
+	case segment.LogSuffix:
 		batches := d.dumpLog(f, st.Size(), base)
 		if verifyIndex {
-			stem := strings.TrimSuffix(d.path, ext)
-			d.verifyOffsetIndex(stem+".index", base, batches)
-			d.verifyTimeIndex(stem+".timeindex", base, batches)
+			dir := filepath.Dir(d.path)
+			d.verifyOffsetIndex(filepath.Join(dir, segment.SegmentFileName(base, segment.IndexSuffix)), base, batches)
+			d.verifyTimeIndex(filepath.Join(dir, segment.SegmentFileName(base, segment.TimeIndexSuffix)), base, batches)
 		}
-	case ".index":
-		d.printIndex(f, base, indexEntrySize)
-	case ".timeindex":
-		d.printIndex(f, base, timeIndexEntrySize)
+	case segment.IndexSuffix:
+		d.printOffsetIndex(base)
+	case segment.TimeIndexSuffix:
+		d.printTimeIndex(base)
 	}
 	return d.problems == 0
 }
 
-// batchInfo is what index verification needs to know of a batch.
-type batchInfo struct {
-	pos          int64
-	baseOffset   int64
-	maxTimestamp int64
-}
-
 // dumpLog prints every batch of a .log file up to the first one that cannot
 // be framed, and returns the batches it framed.
-func (d *dumper) dumpLog(f *os.File, size, base int64) []batchInfo {
+func (d *dumper) dumpLog(f *os.File, size, base int64) []segment.BatchStart {
 	var (
-		batches []batchInfo
+		batches []segment.BatchStart
 		buf     []byte
 		pos     int64
 		next    = base // offset the next batch must not start below
@@ -221,14 +192,14 @@ func (d *dumper) dumpLog(f *os.File, size, base int64) []batchInfo {
 		if verr == nil && d.printData {
 			d.printRecords(buf, h, pos)
 		}
-		batches = append(batches, batchInfo{pos: pos, baseOffset: h.BaseOffset, maxTimestamp: h.MaxTimestamp})
+		batches = append(batches, segment.BatchStart{Position: pos, BaseOffset: h.BaseOffset, MaxTimestamp: h.MaxTimestamp})
 		records += int64(h.RecordCount)
 		next = max(next, h.NextOffset())
 		pos += int64(h.Size())
 	}
 	fmt.Fprintf(d.out, "Summary: %d batches, %d records, %d valid bytes", len(batches), records, pos)
 	if len(batches) > 0 {
-		fmt.Fprintf(d.out, ", offsets %d to %d", batches[0].baseOffset, next-1)
+		fmt.Fprintf(d.out, ", offsets %d to %d", batches[0].BaseOffset, next-1)
 	}
 	fmt.Fprintln(d.out)
 	return batches
@@ -316,137 +287,71 @@ func controlType(key []byte) string {
 	}
 }
 
-// Index entry sizes: Kafka's formats, which segment/index.go writes.
-// Wire format: never change.
-const (
-	indexEntrySize     = 8  // relative offset u32, position u32
-	timeIndexEntrySize = 12 // timestamp i64, relative offset u32
-)
-
-// readEntries reads an index file and returns its entries up to the first
-// all-zero one (the preallocated, unused part of an active segment's index).
-func (d *dumper) readEntries(path string, size int) ([][]byte, bool) {
-	data, err := os.ReadFile(path)
+// readIndex reads an index file as written (segment.ReadOffsetIndexFile
+// or ReadTimeIndexFile) and reports its problems; ok is false when it
+// cannot be read.
+func readIndex[T ~[]byte](d *dumper, path string, read func(string) (T, []string, error)) (T, bool) {
+	ix, problems, err := read(path)
 	if err != nil {
 		d.problem("%v", err)
 		return nil, false
 	}
-	if len(data)%size != 0 {
-		d.problem("%s: %d bytes is not a whole number of %d-byte entries", filepath.Base(path), len(data), size)
-		data = data[:len(data)/size*size]
+	for _, p := range problems {
+		d.problem("%s: %s", filepath.Base(path), p)
 	}
-	var entries [][]byte
-	for at := 0; at < len(data); at += size {
-		e := data[at : at+size]
-		if allZero(e) {
-			if !allZero(data[at:]) {
-				d.problem("%s: entries after the zero entry at byte %d", filepath.Base(path), at)
-			}
-			break
-		}
-		entries = append(entries, e)
-	}
-	return entries, true
+	return ix, true
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *dumper) printIndex(f *os.File, base int64, size int) {
-	entries, ok := d.readEntries(f.Name(), size)
+func (d *dumper) printOffsetIndex(base int64) {
+	ix, ok := readIndex(d, d.path, segment.ReadOffsetIndexFile)
 	if !ok {
 		return
 	}
-	for _, e := range entries {
-		if size == indexEntrySize {
-			fmt.Fprintf(d.out, "offset: %d position: %d\n", base+int64(binary.BigEndian.Uint32(e)), binary.BigEndian.Uint32(e[4:]))
-		} else {
-			fmt.Fprintf(d.out, "timestamp: %d offset: %d\n", int64(binary.BigEndian.Uint64(e)), base+int64(binary.BigEndian.Uint32(e[8:])))
-		}
+	for i := range ix.Len() {
+		e := ix.Entry(i)
+		fmt.Fprintf(d.out, "offset: %d position: %d\n", base+int64(e.RelOffset), e.Position)
 	}
-	fmt.Fprintf(d.out, "Summary: %d entries\n", len(entries))
+	fmt.Fprintf(d.out, "Summary: %d entries\n", ix.Len())
 }
 
-// verifyOffsetIndex checks each .index entry against the log. Strata's
-// convention (segment/index.go): an entry is (base offset of a batch minus
-// the segment's base offset, position where that batch starts). Kafka's own
-// index records the batch's last offset instead, so Kafka's tool and this
-// one disagree on each other's files. Entries strictly increase in both
-// columns.
-func (d *dumper) verifyOffsetIndex(path string, base int64, batches []batchInfo) {
-	entries, ok := d.readEntries(path, indexEntrySize)
+func (d *dumper) printTimeIndex(base int64) {
+	ix, ok := readIndex(d, d.path, segment.ReadTimeIndexFile)
 	if !ok {
 		return
 	}
-	atPos := make(map[int64]int64, len(batches)) // position -> base offset
-	for _, b := range batches {
-		atPos[b.pos] = b.baseOffset
+	for i := range ix.Len() {
+		e := ix.Entry(i)
+		fmt.Fprintf(d.out, "timestamp: %d offset: %d\n", e.Timestamp, base+int64(e.RelOffset))
 	}
-	bad := 0
-	mismatch := func(format string, args ...any) {
-		bad++
-		d.problem("%s: %s", filepath.Base(path), fmt.Sprintf(format, args...))
-	}
-	prevRel, prevPos := int64(-1), int64(-1)
-	for i, e := range entries {
-		rel, pos := int64(binary.BigEndian.Uint32(e)), int64(binary.BigEndian.Uint32(e[4:]))
-		if rel <= prevRel || pos <= prevPos {
-			mismatch("entry %d (offset %d, position %d) does not follow (offset %d, position %d)", i, base+rel, pos, base+prevRel, prevPos)
-		}
-		prevRel, prevPos = rel, pos
-		off, found := atPos[pos]
-		switch {
-		case !found:
-			mismatch("entry %d (offset %d, position %d): no batch starts at that position", i, base+rel, pos)
-		case off != base+rel:
-			mismatch("entry %d (offset %d, position %d): the batch there starts at offset %d", i, base+rel, pos, off)
-		}
-	}
-	fmt.Fprintf(d.out, "Index %s: %d entries, %d mismatches\n", filepath.Base(path), len(entries), bad)
+	fmt.Fprintf(d.out, "Summary: %d entries\n", ix.Len())
 }
 
-// verifyTimeIndex checks each .timeindex entry against the log. An entry is
-// (largest timestamp in the segment so far, base offset of a batch minus the
-// segment's base offset), so its timestamp must equal the largest max
-// timestamp of the batches up to and including that batch, whether the
-// writer names the batch that holds the largest timestamp or the batch it
-// was indexing. Both columns never decrease.
-func (d *dumper) verifyTimeIndex(path string, base int64, batches []batchInfo) {
-	entries, ok := d.readEntries(path, timeIndexEntrySize)
+// verifyOffsetIndex checks the .index at path against the log's batches
+// (segment.CheckOffsetIndex). Strata's entries name a batch's base offset;
+// Kafka's name its last offset, so Kafka's tool and this one disagree on
+// each other's files.
+func (d *dumper) verifyOffsetIndex(path string, base int64, batches []segment.BatchStart) {
+	ix, ok := readIndex(d, path, segment.ReadOffsetIndexFile)
 	if !ok {
 		return
 	}
-	maxSoFar := make(map[int64]int64, len(batches)) // base offset -> largest timestamp up to it
-	running := int64(-1 << 63)
-	for _, b := range batches {
-		running = max(running, b.maxTimestamp)
-		maxSoFar[b.baseOffset] = running
+	mismatches := segment.CheckOffsetIndex(ix, base, batches)
+	for _, m := range mismatches {
+		d.problem("%s: %s", filepath.Base(path), m)
 	}
-	bad := 0
-	mismatch := func(format string, args ...any) {
-		bad++
-		d.problem("%s: %s", filepath.Base(path), fmt.Sprintf(format, args...))
+	fmt.Fprintf(d.out, "Index %s: %d entries, %d mismatches\n", filepath.Base(path), ix.Len(), len(mismatches))
+}
+
+// verifyTimeIndex checks the .timeindex at path against the log's batches
+// (segment.CheckTimeIndex).
+func (d *dumper) verifyTimeIndex(path string, base int64, batches []segment.BatchStart) {
+	ix, ok := readIndex(d, path, segment.ReadTimeIndexFile)
+	if !ok {
+		return
 	}
-	prevTS, prevRel := int64(-1<<63), int64(-1)
-	for i, e := range entries {
-		ts, rel := int64(binary.BigEndian.Uint64(e)), int64(binary.BigEndian.Uint32(e[8:]))
-		if ts < prevTS || rel < prevRel {
-			mismatch("entry %d (timestamp %d, offset %d) goes back from (timestamp %d, offset %d)", i, ts, base+rel, prevTS, base+prevRel)
-		}
-		prevTS, prevRel = ts, rel
-		want, found := maxSoFar[base+rel]
-		switch {
-		case !found:
-			mismatch("entry %d (timestamp %d, offset %d): no batch starts at that offset", i, ts, base+rel)
-		case ts != want:
-			mismatch("entry %d (timestamp %d, offset %d): largest timestamp up to that batch is %d", i, ts, base+rel, want)
-		}
+	mismatches := segment.CheckTimeIndex(ix, base, batches)
+	for _, m := range mismatches {
+		d.problem("%s: %s", filepath.Base(path), m)
 	}
-	fmt.Fprintf(d.out, "Time index %s: %d entries, %d mismatches\n", filepath.Base(path), len(entries), bad)
+	fmt.Fprintf(d.out, "Time index %s: %d entries, %d mismatches\n", filepath.Base(path), ix.Len(), len(mismatches))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stratastream/strata/broker"
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/tiering"
 )
 
@@ -216,7 +217,7 @@ func topicTierStatus(ctx context.Context, st tiering.ObjectStore, haveDir bool, 
 			}
 		}
 		if haveDir {
-			ls, err := tiering.InspectLocal(filepath.Join(logDir, fmt.Sprintf("%s-%d", topic, p)), m, now)
+			ls, err := tiering.InspectLocal(filepath.Join(logDir, segment.PartitionDirName(topic, p)), m, now)
 			switch {
 			case err == nil:
 				row.LocalLogStart, row.LogEnd = ptr(ls.LogStart), ptr(ls.LogEnd)
@@ -312,13 +313,8 @@ func localPartitions(logDir, topic string) ([]int32, error) {
 	}
 	var out []int32
 	for _, e := range ents {
-		name := e.Name()
-		i := strings.LastIndexByte(name, '-')
-		if !e.IsDir() || i <= 0 || name[:i] != topic {
-			continue
-		}
-		if n, err := strconv.ParseUint(name[i+1:], 10, 31); err == nil {
-			out = append(out, int32(n))
+		if t, p, ok := segment.ParsePartitionDirName(e.Name()); ok && t == topic && e.IsDir() {
+			out = append(out, p)
 		}
 	}
 	return out, nil
