@@ -35,34 +35,27 @@ import (
 // strata.pprof.listener, when set, serves net/http/pprof on its own mux
 // and listener, never on the metrics one.
 
-// metricsBrokerKeys are the settings of this file, merged into brokerKeys.
-var metricsBrokerKeys = map[string]string{
-	"metrics.listener":      "host:port (or http://host:port) serving Prometheus metrics at /metrics; port 0 picks one; empty (the default) serves none",
-	"strata.pprof.listener": "host:port (or http://host:port) serving Go's net/http/pprof at /debug/pprof/; empty (the default) serves none. Bind it to a loopback address",
+// metricsSettings are the settings of the metrics and pprof listeners.
+var metricsSettings = []setting{
+	{name: "metrics.listener", typ: typeString, unset: "no metrics are served",
+		set: func(c *Config, v string) error { return setHTTPListener(&c.MetricsListen, v) },
+		doc: "host:port (or http://host:port) serving Prometheus metrics at /metrics; port 0 picks one."},
+	{name: "strata.pprof.listener", typ: typeString, unset: "pprof is not served",
+		set: func(c *Config, v string) error { return setHTTPListener(&c.PprofListen, v) },
+		doc: "host:port (or http://host:port) serving Go's net/http/pprof at /debug/pprof/. Bind it to a loopback address."},
 }
 
-func init() {
-	for k, v := range metricsBrokerKeys {
-		brokerKeys[k] = v
+// setHTTPListener stores a listener setting's host:port in dst; empty
+// serves none.
+func setHTTPListener(dst *string, v string) error {
+	if v == "" {
+		return nil
 	}
-}
-
-// metricsSettings reads metrics.listener and strata.pprof.listener.
-func (c *Config) metricsSettings(val func(k string) (string, bool), bad func(k, reason string) error) error {
-	for _, s := range []struct {
-		key string
-		dst *string
-	}{{"metrics.listener", &c.MetricsListen}, {"strata.pprof.listener", &c.PprofListen}} {
-		v, ok := val(s.key)
-		if !ok || strings.TrimSpace(v) == "" {
-			continue
-		}
-		hp, err := parseHTTPListener(v)
-		if err != nil {
-			return bad(s.key, err.Error())
-		}
-		*s.dst = hp
+	hp, err := parseHTTPListener(v)
+	if err != nil {
+		return err
 	}
+	*dst = hp
 	return nil
 }
 
