@@ -215,7 +215,8 @@ func (m *brokerMetrics) countError(key int16, code int16) {
 
 // countResponseErrors counts the error codes of a kmsg response where
 // they are cheap to find: Produce per partition, and the top-level code
-// of the APIs that have one. Fetch counts its own (fetchReply).
+// of the APIs that have one. Fetch counts its own (fetchReply in
+// fetch_encode.go).
 func (m *brokerMetrics) countResponseErrors(key int16, resp kmsg.Response) {
 	switch r := resp.(type) {
 	case *kmsg.ProduceResponse:
@@ -286,26 +287,6 @@ func (m *brokerMetrics) forgetTopic(name string) {
 	m.topics.Delete(name)
 	m.bytesIn.DeleteLabelValues(name)
 	m.bytesOut.DeleteLabelValues(name)
-}
-
-// fetchReply counts a Fetch response's bytes per topic and its error
-// codes, and encodes it. The handler calls it, so these are counted
-// before the response is written.
-func (s *Server) fetchReply(res *fetchResult) reply {
-	m := s.metrics
-	m.countError(1, res.errorCode)
-	for i := range res.topics {
-		t := &res.topics[i]
-		var n int64
-		for j := range t.parts {
-			n += t.parts[j].size
-			m.countError(1, t.parts[j].errorCode)
-		}
-		if n > 0 {
-			m.topic(t.topic).out.Add(float64(n))
-		}
-	}
-	return reply{raw: encodeFetch(res)}
 }
 
 // observeRemoteRead records one read from the remote log.
