@@ -403,7 +403,7 @@ var (
 		"Chunks evicted from the chunk cache.", nil, nil)
 	descCacheBytes = prometheus.NewDesc("strata_tier_cache_bytes",
 		"Bytes of cached and loading chunks.", nil, nil)
-	descGroups = prometheus.NewDesc("strata_group_count",
+	descGroups = prometheus.NewDesc("strata_groups",
 		"Consumer groups this broker coordinates.", nil, nil)
 	descGroupLag = prometheus.NewDesc("strata_group_consumer_lag",
 		"Sum over the group's committed partitions that this broker leads of high watermark minus committed offset.", []string{"group"}, nil)
