@@ -54,7 +54,8 @@ type setting struct {
 	// calls it.
 	typ settingType
 	// def is the value when the setting is not given, as DescribeConfigs
-	// reports it. A setting without one has unset instead.
+	// reports it (possibly empty). A setting without one has unset
+	// instead.
 	def string
 	// unset, for a setting without a value of its own, says what applies
 	// when it is not given ("the listener"). DescribeConfigs leaves the
