@@ -10,11 +10,12 @@ import (
 // DescribeConfigs: v0-4
 //
 // Behavior:
-// * Topic resources: every supported topic config (topic_config.go) with
-//   its effective value and source: the topic's override
-//   (DYNAMIC_TOPIC_CONFIG), a broker setting (STATIC_BROKER_CONFIG) or
-//   Kafka's default (DEFAULT_CONFIG). Unknown topics are
-//   UNKNOWN_TOPIC_OR_PARTITION.
+// * Topic resources: every topic config of the settings registry
+//   (settings.go) with its effective value and source: the topic's
+//   override (DYNAMIC_TOPIC_CONFIG), a broker setting
+//   (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); read-only
+//   where the registry says it cannot change at run time (none so far).
+//   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
 // * Broker resources (this broker's id, or "" for the cluster default):
 //   the broker settings, all read-only; another broker id is
 //   INVALID_REQUEST. Other resource types are INVALID_REQUEST.
@@ -37,7 +38,6 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var entries []configEntry
-		readOnly := false
 		var err error
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
@@ -50,7 +50,7 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
 			} else if rr.ResourceName != "" {
-				entries, readOnly = s.cfg.brokerConfigEntries(), true
+				entries = s.cfg.brokerConfigEntries()
 			}
 		default:
 			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
@@ -69,7 +69,7 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 			if rr.ConfigNames != nil && !want[e.name] {
 				continue
 			}
-			sr.Configs = append(sr.Configs, describeEntry(req, e, readOnly))
+			sr.Configs = append(sr.Configs, describeEntry(req, e))
 		}
 		if sr.Configs == nil {
 			sr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
@@ -79,10 +79,10 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
-func describeEntry(req *kmsg.DescribeConfigsRequest, e configEntry, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
+func describeEntry(req *kmsg.DescribeConfigsRequest, e configEntry) kmsg.DescribeConfigsResponseResourceConfig {
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	v := e.value
-	c.Name, c.Value, c.ReadOnly = e.name, &v, readOnly
+	c.Name, c.Value, c.ReadOnly = e.name, &v, e.readOnly
 	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 	c.Source = e.source
 	c.ConfigType = e.typ

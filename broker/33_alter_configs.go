@@ -13,8 +13,10 @@ import (
 // * Topic resources: the topic's overrides are replaced by exactly the
 //   configs given (the non-incremental semantics: a config not listed goes
 //   back to its default). They are validated (INVALID_CONFIG for unknown
-//   names, null or bad values), persisted in the coordinator, and applied
-//   to the open partition logs at once (Log.UpdateConfig); produce picks up
+//   names, null or bad values, and for configs the settings registry does
+//   not mark dynamic, which keep their values; every topic config is
+//   dynamic so far), persisted in the coordinator, and applied to the open
+//   partition logs at once (Log.UpdateConfig); produce picks up
 //   max.message.bytes, message.timestamp.type and min.insync.replicas with
 //   its next request. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
 // * __consumer_offsets must keep retention.ms=-1 and retention.bytes=-1
@@ -40,11 +42,22 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 		case kmsg.ConfigResourceTypeTopic:
 			overrides := map[string]string{}
 			for _, c := range rr.Configs {
-				if cerr := checkTopicConfig(c.Name, c.Value); cerr != nil {
+				cerr := checkTopicConfig(c.Name, c.Value)
+				if cerr == nil {
+					cerr = checkTopicConfigDynamic(c.Name)
+				}
+				if cerr != nil {
 					err = newKafkaError(kerr.InvalidConfig, "%v", cerr)
 					break
 				}
 				overrides[c.Name] = *c.Value
+			}
+			if t := s.topic(rr.ResourceName); t != nil && err == nil {
+				for k, v := range t.overrides {
+					if checkTopicConfigDynamic(k) != nil {
+						overrides[k] = v // not changeable, so not reset either
+					}
+				}
 			}
 			if err == nil {
 				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)

@@ -19,6 +19,8 @@ import (
 //   whole, persisted in the coordinator and applied live, as AlterConfigs.
 //   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION. __consumer_offsets keeps
 //   unlimited retention, as in AlterConfigs.
+// * A config the settings registry does not mark dynamic is INVALID_CONFIG
+//   (every topic config is dynamic so far).
 // * A config named twice in one resource, or an unknown operation, is
 //   INVALID_REQUEST.
 // * ValidateOnly checks and changes nothing.
@@ -68,9 +70,12 @@ func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestRes
 		next = map[string]string{}
 	}
 	for _, c := range rr.Configs {
-		def, ok := topicConfigByName[c.Name]
+		def, ok := topicSettingByName[c.Name]
 		if !ok {
 			return newKafkaError(kerr.InvalidConfig, "unknown topic config %q", c.Name)
+		}
+		if err := checkTopicConfigDynamic(c.Name); err != nil {
+			return newKafkaError(kerr.InvalidConfig, "%v", err)
 		}
 		switch c.Op {
 		case kmsg.IncrementalAlterConfigOpSet:
@@ -81,7 +86,7 @@ func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestRes
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(next, c.Name)
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			if def.typ != kmsg.ConfigTypeList {
+			if def.typ != typeList {
 				return newKafkaError(kerr.InvalidConfig, "config value append or subtract is not allowed for config key %s, which is not a list", c.Name)
 			}
 			if c.Value == nil {
@@ -110,14 +115,4 @@ func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestRes
 		}
 	}
 	return s.setTopicConfig(rr.ResourceName, next, validateOnly)
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

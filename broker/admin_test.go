@@ -253,8 +253,8 @@ func TestConfigsRoundTrip(t *testing.T) {
 	check("segment.bytes", "100000", kmsg.ConfigSourceDynamicTopicConfig)
 	check("retention.ms", "7200000", kmsg.ConfigSourceStaticBrokerConfig)
 	check("max.message.bytes", "1048588", kmsg.ConfigSourceDefaultConfig)
-	if len(d) != len(topicConfigDefs) {
-		t.Fatalf("described %d configs, want %d", len(d), len(topicConfigDefs))
+	if len(d) != len(topicSettings) {
+		t.Fatalf("described %d configs, want %d", len(d), len(topicSettings))
 	}
 	if syn := d["segment.bytes"].ConfigSynonyms; len(syn) != 2 || syn[0].Name != "segment.bytes" || syn[1].Name != "log.segment.bytes" {
 		t.Fatalf("synonyms %+v", syn)

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -63,26 +61,15 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// readProperties reads a key=value file (no escapes; # comments).
+// readProperties reads meta.properties or partition.metadata, in the
+// Java properties format Kafka writes them in (ReadPropertiesFile).
+// Trailing spaces, which a hand edit may leave, are dropped from values.
 func readProperties(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+	props, err := ReadPropertiesFile(path)
+	for k, v := range props {
+		props[k] = strings.TrimSpace(v)
 	}
-	props := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.IndexAny(line, "=:")
-		if i < 0 {
-			return nil, fmt.Errorf("broker: %s: malformed line %q", path, line)
-		}
-		props[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
-	}
-	return props, sc.Err()
+	return props, err
 }
 
 // checkMetaProperties compares the data directory's meta.properties with

@@ -82,6 +82,26 @@ func (p *fetchPartResult) add(r recordRange) {
 	}
 }
 
+// fetchReply counts a Fetch response's bytes per topic and its error
+// codes in the broker's metrics, and encodes it. The handler calls it, so
+// these are counted before the response is written.
+func (s *Server) fetchReply(res *fetchResult) reply {
+	m := s.metrics
+	m.countError(1, res.errorCode)
+	for i := range res.topics {
+		t := &res.topics[i]
+		var n int64
+		for j := range t.parts {
+			n += t.parts[j].size
+			m.countError(1, t.parts[j].errorCode)
+		}
+		if n > 0 {
+			m.topic(t.topic).out.Add(float64(n))
+		}
+	}
+	return reply{raw: encodeFetch(res)}
+}
+
 // encodeFetch lays out the response body around its file ranges.
 func encodeFetch(res *fetchResult) *rawBody {
 	v := res.version

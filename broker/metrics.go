@@ -35,34 +35,27 @@ import (
 // strata.pprof.listener, when set, serves net/http/pprof on its own mux
 // and listener, never on the metrics one.
 
-// metricsBrokerKeys are the settings of this file, merged into brokerKeys.
-var metricsBrokerKeys = map[string]string{
-	"metrics.listener":      "host:port (or http://host:port) serving Prometheus metrics at /metrics; port 0 picks one; empty (the default) serves none",
-	"strata.pprof.listener": "host:port (or http://host:port) serving Go's net/http/pprof at /debug/pprof/; empty (the default) serves none. Bind it to a loopback address",
+// metricsSettings are the settings of the metrics and pprof listeners.
+var metricsSettings = []setting{
+	{name: "metrics.listener", typ: typeString, unset: "no metrics are served",
+		set: func(c *Config, v string) error { return setHTTPListener(&c.MetricsListen, v) },
+		doc: "host:port (or http://host:port) serving Prometheus metrics at /metrics; port 0 picks one."},
+	{name: "strata.pprof.listener", typ: typeString, unset: "pprof is not served",
+		set: func(c *Config, v string) error { return setHTTPListener(&c.PprofListen, v) },
+		doc: "host:port (or http://host:port) serving Go's net/http/pprof at /debug/pprof/. Bind it to a loopback address."},
 }
 
-func init() {
-	for k, v := range metricsBrokerKeys {
-		brokerKeys[k] = v
+// setHTTPListener stores a listener setting's host:port in dst; empty
+// serves none.
+func setHTTPListener(dst *string, v string) error {
+	if v == "" {
+		return nil
 	}
-}
-
-// metricsSettings reads metrics.listener and strata.pprof.listener.
-func (c *Config) metricsSettings(val func(k string) (string, bool), bad func(k, reason string) error) error {
-	for _, s := range []struct {
-		key string
-		dst *string
-	}{{"metrics.listener", &c.MetricsListen}, {"strata.pprof.listener", &c.PprofListen}} {
-		v, ok := val(s.key)
-		if !ok || strings.TrimSpace(v) == "" {
-			continue
-		}
-		hp, err := parseHTTPListener(v)
-		if err != nil {
-			return bad(s.key, err.Error())
-		}
-		*s.dst = hp
+	hp, err := parseHTTPListener(v)
+	if err != nil {
+		return err
 	}
+	*dst = hp
 	return nil
 }
 
@@ -222,7 +215,8 @@ func (m *brokerMetrics) countError(key int16, code int16) {
 
 // countResponseErrors counts the error codes of a kmsg response where
 // they are cheap to find: Produce per partition, and the top-level code
-// of the APIs that have one. Fetch counts its own (fetchReply).
+// of the APIs that have one. Fetch counts its own (fetchReply in
+// fetch_encode.go).
 func (m *brokerMetrics) countResponseErrors(key int16, resp kmsg.Response) {
 	switch r := resp.(type) {
 	case *kmsg.ProduceResponse:
@@ -293,26 +287,6 @@ func (m *brokerMetrics) forgetTopic(name string) {
 	m.topics.Delete(name)
 	m.bytesIn.DeleteLabelValues(name)
 	m.bytesOut.DeleteLabelValues(name)
-}
-
-// fetchReply counts a Fetch response's bytes per topic and its error
-// codes, and encodes it. The handler calls it, so these are counted
-// before the response is written.
-func (s *Server) fetchReply(res *fetchResult) reply {
-	m := s.metrics
-	m.countError(1, res.errorCode)
-	for i := range res.topics {
-		t := &res.topics[i]
-		var n int64
-		for j := range t.parts {
-			n += t.parts[j].size
-			m.countError(1, t.parts[j].errorCode)
-		}
-		if n > 0 {
-			m.topic(t.topic).out.Add(float64(n))
-		}
-	}
-	return reply{raw: encodeFetch(res)}
 }
 
 // observeRemoteRead records one read from the remote log.
@@ -429,7 +403,7 @@ var (
 		"Chunks evicted from the chunk cache.", nil, nil)
 	descCacheBytes = prometheus.NewDesc("strata_tier_cache_bytes",
 		"Bytes of cached and loading chunks.", nil, nil)
-	descGroups = prometheus.NewDesc("strata_group_count",
+	descGroups = prometheus.NewDesc("strata_groups",
 		"Consumer groups this broker coordinates.", nil, nil)
 	descGroupLag = prometheus.NewDesc("strata_group_consumer_lag",
 		"Sum over the group's committed partitions that this broker leads of high watermark minus committed offset.", []string{"group"}, nil)

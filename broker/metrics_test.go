@@ -170,7 +170,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if v := mustValue(t, after, "strata_broker_offline_partitions"); v != 0 {
 		t.Errorf("offline %v, want 0", v)
 	}
-	if v := mustValue(t, after, "strata_group_count"); v != 1 {
+	if v := mustValue(t, after, "strata_groups"); v != 1 {
 		t.Errorf("group count %v, want 1", v)
 	}
 	if v := mustValue(t, after, "strata_group_consumer_lag", "group", group); v != 3 {

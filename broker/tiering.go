@@ -7,7 +7,6 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,15 +49,15 @@ type TieringConfig struct {
 	Store tiering.StoreConfig
 	// CacheDir is remote.cache.dir; empty means <LogDir>/remote-cache.
 	CacheDir string
-	// CacheBytes is remote.cache.bytes (0: tiering's default, 1 GiB).
+	// CacheBytes is remote.cache.bytes (0: tiering's default).
 	CacheBytes int64
 	// ChunkBytes is remote.cache.chunk.bytes (0: tiering's default).
 	ChunkBytes int64
 	// ReadAheadChunks is remote.cache.readahead.chunks (0: tiering's
-	// default, 4; -1: no read-ahead).
+	// default; -1: no read-ahead).
 	ReadAheadChunks int
 	// ReadAheadThreads is remote.cache.readahead.threads (0: tiering's
-	// default, 8).
+	// default).
 	ReadAheadThreads int
 	// PollInterval is how often an archiver looks for committed sealed
 	// segments (strata.remote.poll.interval.ms; 0: tiering's default).
@@ -66,94 +65,117 @@ type TieringConfig struct {
 	// RefreshInterval is how often a follower reloads a partition's
 	// manifest to learn what the leader uploaded, and so what it may
 	// delete locally (strata.remote.manifest.refresh.interval.ms; 0:
-	// tiering's default, 30 s).
+	// tiering's default).
 	RefreshInterval time.Duration
 	// SweepInterval is how often orphaned objects are swept
-	// (strata.remote.sweep.interval.ms, default 10 minutes).
+	// (strata.remote.sweep.interval.ms; 0: defaultSweepInterval).
 	SweepInterval time.Duration
 	// Restore lists the topics to recreate from the object store at
 	// start if they do not exist (strata.remote.restore.topics; "*" is
 	// every topic there). See tier_restore.go.
 	Restore []string
 	// RetryMax bounds the archivers' backoff after a failed upload
-	// (strata.remote.retry.max.ms; 0: tiering's default, 30 s).
+	// (strata.remote.retry.max.ms; 0: tiering's default).
 	RetryMax time.Duration
 	// SweepGrace is how old an unreferenced object must be before the
-	// sweeper deletes it (0: tiering.DefaultSweepGrace).
+	// sweeper deletes it (strata.remote.sweep.grace.ms; 0:
+	// tiering.DefaultSweepGrace).
 	SweepGrace time.Duration
 }
 
-// tieringBrokerKeys are the tiering settings for brokerKeys.
-var tieringBrokerKeys = map[string]string{
-	"remote.log.storage.system.enable":           "default remote.storage.enable of topics: offload sealed segments to the object store (default false)",
-	"remote.storage.s3.endpoint":                 "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO; unset (and no bucket) uses the local-directory store",
-	"remote.storage.s3.bucket":                   "S3 bucket of tiered segments (credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the AWS chain)",
-	"remote.storage.s3.region":                   "S3 region (default us-east-1)",
-	"remote.storage.s3.prefix":                   "key prefix of every object in the bucket",
-	"remote.storage.s3.path.style.access":        "path-style S3 addressing (default true when an endpoint is set)",
-	"remote.storage.dir":                         "directory of the local-directory object store (default <log.dirs>/objects)",
-	"remote.cache.dir":                           "on-disk cache of chunks read from the object store (default <log.dirs>/remote-cache)",
-	"remote.cache.bytes":                         "bound on the remote chunk cache (default 1073741824)",
-	"remote.cache.chunk.bytes":                   "size of a remote read chunk, the unit of the chunk cache: a read that misses GETs one chunk, read-ahead GETs up to 16 MiB of chunks at once (default 4194304)",
-	"remote.cache.readahead.chunks":              "chunks fetched ahead of a sequential remote reader such as a replay from offset 0 (default 4; -1 turns read-ahead off)",
-	"remote.cache.readahead.threads":             "goroutines, shared by all partitions, that run read-ahead GETs (default 8)",
-	"log.local.retention.ms":                     "default local.retention.ms of tiered topics (-2: retention.ms)",
-	"log.local.retention.bytes":                  "default local.retention.bytes of tiered topics (-2: retention.bytes)",
-	"strata.remote.poll.interval.ms":             "how often archivers look for sealed segments to upload (default 1000)",
-	"strata.remote.manifest.refresh.interval.ms": "how often a follower replica reloads a partition's manifest from the bucket, to free the local segments the leader uploaded (default 30000; one GET per followed partition each time)",
-	"strata.remote.sweep.interval.ms":            "how often objects no manifest references are looked for (default 600000)",
-	"strata.remote.sweep.grace.ms":               "age after which an unreferenced object is deleted (default 3600000)",
-	"strata.remote.retry.max.ms":                 "longest wait between retries of a failed upload (default 30000)",
-	"strata.remote.restore.topics":               "topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end",
+// Defaults of the broker's own tiering settings: how often orphaned
+// objects are swept, and the directories of the local-directory store and
+// of the chunk cache under log.dirs.
+const (
+	defaultSweepInterval = 10 * time.Minute
+	defaultStoreDir      = "objects"
+	defaultCacheDir      = "remote-cache"
+)
+
+// tieringDefault describes a tiering setting left to package tiering's
+// default (the zero value in TieringConfig).
+func tieringDefault(v any) string { return fmt.Sprint(v) + ", package tiering's default" }
+
+// tieringSettings are the tiered storage settings: the topic configs
+// remote.storage.enable and local.retention.*, and the broker's object
+// store, chunk cache and archivers (Config.Tiering). Where a setting is
+// unset, TieringConfig holds zero and package tiering's default applies.
+// Package tiering does not export its poll, refresh and retry defaults
+// (tiering/archiver.go), so their values are repeated here for the docs.
+var tieringSettings = []setting{
+	{name: "remote.log.storage.system.enable", topic: "remote.storage.enable", typ: typeBoolean, def: "false", dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.remoteStorage },
+		doc:        "Offload sealed segments to the object store and serve old offsets from there (tiered storage)."},
+	{name: "log.local.retention.ms", topic: "local.retention.ms", typ: typeLong, def: "-2", valid: atLeast(-2), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.localRetentionMs },
+		doc:        "With remote.storage.enable: age after which uploaded segments are deleted locally; -2 is retention.ms."},
+	{name: "log.local.retention.bytes", topic: "local.retention.bytes", typ: typeLong, def: "-2", valid: atLeast(-2), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.localRetentionBytes },
+		doc:        "With remote.storage.enable: size of the local log before uploaded segments are deleted locally; -2 is retention.bytes."},
+	{name: tiering.SettingS3Endpoint, typ: typeString, unset: "none",
+		field: func(c *Config) any { return &c.Tiering.Store.S3.Endpoint },
+		doc:   "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO. With neither an endpoint nor a bucket, the local-directory store is used."},
+	{name: tiering.SettingS3Bucket, typ: typeString, unset: "none",
+		field: func(c *Config) any { return &c.Tiering.Store.S3.Bucket },
+		doc:   "S3 bucket of tiered segments (credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the AWS chain)."},
+	{name: tiering.SettingS3Region, typ: typeString, unset: tieringDefault(tiering.DefaultS3Region),
+		field: func(c *Config) any { return &c.Tiering.Store.S3.Region },
+		doc:   "S3 region."},
+	{name: tiering.SettingS3Prefix, typ: typeString, unset: "none",
+		field: func(c *Config) any { return &c.Tiering.Store.S3.Prefix },
+		doc:   "Key prefix of every object in the bucket."},
+	{name: tiering.SettingS3PathStyle, typ: typeBoolean, unset: "true when an endpoint is set, else false",
+		set: setS3PathStyle,
+		doc: "Path-style S3 addressing: the bucket in the path rather than the host name."},
+	{name: tiering.SettingStorageDir, typ: typeString, unset: "<log.dirs>/" + defaultStoreDir,
+		field: func(c *Config) any { return &c.Tiering.Store.Dir },
+		doc:   "Directory of the local-directory object store."},
+	{name: "remote.cache.dir", typ: typeString, unset: "<log.dirs>/" + defaultCacheDir,
+		field: func(c *Config) any { return &c.Tiering.CacheDir },
+		doc:   "On-disk cache of chunks read from the object store."},
+	{name: "remote.cache.bytes", typ: typeLong, unset: tieringDefault(tiering.DefaultRemoteCacheBytes), valid: atLeast(1),
+		field: func(c *Config) any { return &c.Tiering.CacheBytes },
+		doc:   "Bound on the remote chunk cache."},
+	{name: "remote.cache.chunk.bytes", typ: typeLong, unset: tieringDefault(tiering.DefaultRemoteChunkBytes), valid: between(1024, math.MaxInt32),
+		field: func(c *Config) any { return &c.Tiering.ChunkBytes },
+		doc:   "Size of a remote read chunk, the unit of the chunk cache: a read that misses GETs one chunk, read-ahead GETs up to 16 MiB of chunks at once."},
+	{name: "remote.cache.readahead.chunks", typ: typeLong, unset: tieringDefault(tiering.DefaultReadAheadChunks), valid: between(-1, 1024),
+		field: func(c *Config) any { return &c.Tiering.ReadAheadChunks },
+		doc:   "Chunks fetched ahead of a sequential remote reader such as a replay from offset 0; -1 turns read-ahead off."},
+	{name: "remote.cache.readahead.threads", typ: typeLong, unset: tieringDefault(tiering.DefaultReadAheadWorkers), valid: between(1, 256),
+		field: func(c *Config) any { return &c.Tiering.ReadAheadThreads },
+		doc:   "Goroutines, shared by all partitions, that run read-ahead GETs."},
+	{name: "strata.remote.poll.interval.ms", typ: typeLong, unset: tieringDefault(1000), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.PollInterval }, unit: time.Millisecond,
+		doc: "How often archivers look for sealed segments to upload."},
+	{name: "strata.remote.manifest.refresh.interval.ms", typ: typeLong, unset: tieringDefault(30000), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.RefreshInterval }, unit: time.Millisecond,
+		doc: "How often a follower replica reloads a partition's manifest from the bucket, to free the local segments the leader uploaded (one GET per followed partition each time)."},
+	{name: "strata.remote.sweep.interval.ms", typ: typeLong, unset: msString(defaultSweepInterval), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.SweepInterval }, unit: time.Millisecond,
+		doc: "How often objects no manifest references are looked for."},
+	{name: "strata.remote.sweep.grace.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultSweepGrace)), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.SweepGrace }, unit: time.Millisecond,
+		doc: "Age after which an unreferenced object is deleted."},
+	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(30000), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
+		doc: "Longest wait between retries of a failed upload."},
+	{name: "strata.remote.restore.topics", typ: typeList, unset: "none",
+		field: func(c *Config) any { return &c.Tiering.Restore },
+		doc:   "Topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end."},
 }
 
-func init() {
-	for k, v := range tieringBrokerKeys {
-		brokerKeys[k] = v
+// setS3PathStyle reads remote.storage.s3.path.style.access as
+// strconv.ParseBool does (1, t, TRUE, ... are accepted); empty is unset.
+func setS3PathStyle(c *Config, v string) error {
+	if v == "" {
+		return nil
 	}
-}
-
-// tieringSettings reads the tiering settings into c.Tiering.
-func (c *Config) tieringSettings(val func(k string) (string, bool), intIn func(k string, min, max int64) (int64, bool, error), bad func(k, reason string) error) error {
-	store, err := tiering.StoreConfigFromSettings(val)
+	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return bad(tiering.SettingS3PathStyle, "must be true or false")
+		return errors.New("must be true or false")
 	}
-	c.Tiering.Store = store
-	if v, ok := val("strata.remote.restore.topics"); ok {
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				c.Tiering.Restore = append(c.Tiering.Restore, n)
-			}
-		}
-	}
-	if v, ok := val("remote.cache.dir"); ok {
-		c.Tiering.CacheDir = v
-	}
-	const maxMs = math.MaxInt64 / int64(time.Millisecond)
-	for _, s := range []struct {
-		key      string
-		min, max int64
-		set      func(n int64)
-	}{
-		{"remote.cache.bytes", 1, math.MaxInt64, func(n int64) { c.Tiering.CacheBytes = n }},
-		{"remote.cache.chunk.bytes", 1024, math.MaxInt32, func(n int64) { c.Tiering.ChunkBytes = n }},
-		{"remote.cache.readahead.chunks", -1, 1024, func(n int64) { c.Tiering.ReadAheadChunks = int(n) }},
-		{"remote.cache.readahead.threads", 1, 256, func(n int64) { c.Tiering.ReadAheadThreads = int(n) }},
-		{"strata.remote.poll.interval.ms", 1, maxMs, func(n int64) { c.Tiering.PollInterval = time.Duration(n) * time.Millisecond }},
-		{"strata.remote.manifest.refresh.interval.ms", 1, maxMs, func(n int64) { c.Tiering.RefreshInterval = time.Duration(n) * time.Millisecond }},
-		{"strata.remote.sweep.interval.ms", 1, maxMs, func(n int64) { c.Tiering.SweepInterval = time.Duration(n) * time.Millisecond }},
-		{"strata.remote.sweep.grace.ms", 1, maxMs, func(n int64) { c.Tiering.SweepGrace = time.Duration(n) * time.Millisecond }},
-		{"strata.remote.retry.max.ms", 1, maxMs, func(n int64) { c.Tiering.RetryMax = time.Duration(n) * time.Millisecond }},
-	} {
-		n, ok, err := intIn(s.key, s.min, s.max)
-		if err != nil {
-			return err
-		}
-		if ok {
-			s.set(n)
-		}
-	}
+	c.Tiering.Store.S3.PathStyle = &b
 	return nil
 }
 
@@ -188,10 +210,10 @@ type partTier struct {
 func (s *Server) openTiering() error {
 	tc := s.cfg.Tiering
 	if tc.Store.Dir == "" {
-		tc.Store.Dir = filepath.Join(s.cfg.LogDir, "objects")
+		tc.Store.Dir = filepath.Join(s.cfg.LogDir, defaultStoreDir)
 	}
 	if tc.CacheDir == "" {
-		tc.CacheDir = filepath.Join(s.cfg.LogDir, "remote-cache")
+		tc.CacheDir = filepath.Join(s.cfg.LogDir, defaultCacheDir)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store, err := tiering.OpenStore(ctx, tc.Store)
@@ -231,7 +253,7 @@ func (s *Server) openTiering() error {
 		defer bt.wg.Done()
 		interval := tc.SweepInterval
 		if interval <= 0 {
-			interval = 10 * time.Minute
+			interval = defaultSweepInterval
 		}
 		sw := &tiering.Sweeper{Store: store, Grace: tc.SweepGrace, Logger: s.log.With("component", "remote-sweeper")}
 		sw.Run(ctx, interval)
@@ -480,17 +502,4 @@ func (s *Server) tierDelete(p *partition, tiered bool) {
 			}
 		}
 	}()
-}
-
-// parseTierTopicConfig fills the tiering fields of tc.
-func parseTierTopicConfig(tc *topicConfig, get func(string) string) error {
-	tc.remoteStorage = get("remote.storage.enable") == "true"
-	var err error
-	if tc.localRetentionMs, err = strconv.ParseInt(get("local.retention.ms"), 10, 64); err != nil {
-		return fmt.Errorf("topic config %q: %v", "local.retention.ms", err)
-	}
-	if tc.localRetentionBytes, err = strconv.ParseInt(get("local.retention.bytes"), 10, 64); err != nil {
-		return fmt.Errorf("topic config %q: %v", "local.retention.bytes", err)
-	}
-	return nil
 }

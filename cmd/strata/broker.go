@@ -45,22 +45,28 @@ func (o *overrideFlag) Set(v string) error {
 	return nil
 }
 
+// brokerUsage prints the help of `strata broker`. The settings, their
+// defaults and the topic configs come from the broker's settings registry
+// (broker.BrokerSettingsReference, broker.TopicConfigsReference); the prose
+// names settings but never their defaults.
 func brokerUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: strata broker [--config FILE] [--override key=value]... [--log-level LEVEL] [--log-format text|json]
+	def := broker.DefaultConfig()
+	fmt.Fprintf(w, `Usage: strata broker [--config FILE] [--override key=value]... [--log-level LEVEL] [--log-format text|json]
 
 Runs a Strata broker that speaks the Kafka protocol. With no flags it is a
-single node with the embedded coordinator, listening on 127.0.0.1:9092 with
-its data in ./data. With zookeeper.connect it is one broker of a cluster
-whose membership, controller and topic metadata live in ZooKeeper (see
-docs/cluster.md). It prints "strata broker listening on HOST:PORT" once it
-accepts connections, and on SIGTERM or Ctrl-C it moves its partition
-leadership to other brokers (controlled.shutdown.enable), stops accepting,
-finishes the requests in flight and closes its logs cleanly. It exits with
-status 1 if it cannot start (another live broker has registered its
-broker.id, ZooKeeper cannot be reached within
+single node with the embedded coordinator, listening on %s
+with its data in %s. With zookeeper.connect it is one broker of a
+cluster whose membership, controller and topic metadata live in ZooKeeper
+(see docs/cluster.md). It prints "strata broker listening on HOST:PORT"
+once it accepts connections, and on SIGTERM or Ctrl-C it moves its
+partition leadership to other brokers (controlled.shutdown.enable), stops
+accepting, finishes the requests in flight and closes its logs cleanly. It
+exits with status 1 if it cannot start (another live broker has registered
+its broker.id, ZooKeeper cannot be reached within
 zookeeper.connection.timeout.ms, the data directory belongs to another
 cluster or broker), or if it loses its registration for good.
-
+`, def.Listen, def.LogDir)
+	fmt.Fprint(w, `
 Flags:
   --config FILE         broker settings in Java properties format (key=value
                         or key: value; # and ! comments; \ continues a line)
@@ -75,24 +81,26 @@ Flags:
 Settings (Kafka's names; an unknown key or a bad value stops the broker
 with exit status 2 and a message naming it):
 `)
-	for _, kv := range broker.BrokerKeys() {
-		fmt.Fprintf(w, "  %-36s %s\n", kv[0], kv[1])
+	for _, d := range broker.BrokerSettingsReference() {
+		fmt.Fprintf(w, "  %-36s %s\n", d.Name, settingHelp(d))
 	}
 	fmt.Fprint(w, `
 Topic configs (per topic through CreateTopics, AlterConfigs and
-IncrementalAlterConfigs; the log.* settings above are their defaults):
-  cleanup.policy (delete), file.delete.delay.ms, flush.messages, flush.ms,
-  index.interval.bytes, max.message.bytes, message.timestamp.type,
-  local.retention.bytes, local.retention.ms, min.insync.replicas,
-  remote.storage.enable, retention.bytes, retention.ms, segment.bytes,
-  segment.index.bytes, segment.ms, unclean.leader.election.enable
-
+IncrementalAlterConfigs; the settings above marked "broker default of
+topic config" give their defaults; docs/configuration.md has the details):
+`)
+	var names []string
+	for _, d := range broker.TopicConfigsReference() {
+		names = append(names, d.Name)
+	}
+	fmt.Fprint(w, wrapList(names, "  ", 76))
+	fmt.Fprint(w, `
 Tiered storage (remote.storage.enable on a topic, or
 remote.log.storage.system.enable for all): sealed segments are uploaded to
 the object store (S3/MinIO with remote.storage.s3.*, else the directory
-remote.storage.dir, default <log.dirs>/objects); local segments are deleted
-by local.retention.* only once uploaded; fetches below the local log start
-are served from the store through the chunk cache in remote.cache.dir.
+remote.storage.dir); local segments are deleted by local.retention.* only
+once uploaded; fetches below the local log start are served from the store
+through the chunk cache in remote.cache.dir.
 An unreachable store is logged at start and retried; local data is served
 meanwhile.
 
@@ -118,8 +126,7 @@ Metrics and profiling:
   expands, produce purgatory, upload lag, remote
   fetches, chunk cache, groups and consumer lag (docs/running.md lists
   them). strata.pprof.listener=127.0.0.1:6060 serves Go's pprof at
-  /debug/pprof/ on its own listener; keep it on a loopback address. Both
-  are off by default.
+  /debug/pprof/ on its own listener; keep it on a loopback address.
 
 Consumer groups:
   A group's coordinator is the leader of its partition of the internal
@@ -144,6 +151,54 @@ Examples:
       --override log.dirs=/tmp/strata-1 \
       --override zookeeper.connect=127.0.0.1:2181/strata
 `)
+}
+
+// settingHelp is a broker setting's help line: its text, then its type,
+// accepted values and default.
+func settingHelp(d broker.SettingDoc) string {
+	var meta []string
+	if d.TopicConfig != "" {
+		meta = append(meta, "broker default of topic config "+d.TopicConfig)
+	}
+	typ := d.Type
+	if d.Valid != "" {
+		typ += ", " + d.Valid
+	}
+	meta = append(meta, typ)
+	switch {
+	case !d.HasDefault:
+		meta = append(meta, "if unset: "+d.Unset)
+	case d.Default == "":
+		meta = append(meta, "default empty")
+	default:
+		meta = append(meta, "default "+d.Default)
+	}
+	return d.Doc + " (" + strings.Join(meta, "; ") + ")"
+}
+
+// wrapList joins names with ", " into lines of at most width columns, each
+// starting with indent.
+func wrapList(names []string, indent string, width int) string {
+	var b, line strings.Builder
+	for i, n := range names {
+		item := n
+		if i < len(names)-1 {
+			item += ","
+		}
+		if line.Len() > 0 && line.Len()+1+len(item) > width {
+			b.WriteString(line.String() + "\n")
+			line.Reset()
+		}
+		if line.Len() == 0 {
+			line.WriteString(indent + item)
+		} else {
+			line.WriteString(" " + item)
+		}
+	}
+	if line.Len() > 0 {
+		b.WriteString(line.String() + "\n")
+	}
+	return b.String()
 }
 
 func runBroker(args []string, stdout, stderr io.Writer) int {

@@ -4,49 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
-
-func TestParseProperties(t *testing.T) {
-	in := `# a comment
-! another comment
-broker.id=1
-listeners = PLAINTEXT://127.0.0.1:9092
-log.dirs: /tmp/data
-num.partitions 3
-long.value = first,\
-    second,\
-    third
-escaped\ key=a\tb\u0041
-empty=
-  indented.key=x
-dup=1
-dup=2
-`
-	got, err := parseProperties(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{
-		"broker.id":      "1",
-		"listeners":      "PLAINTEXT://127.0.0.1:9092",
-		"log.dirs":       "/tmp/data",
-		"num.partitions": "3",
-		"long.value":     "first,second,third",
-		"escaped key":    "a\tbA",
-		"empty":          "",
-		"indented.key":   "x",
-		"dup":            "2",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got  %q\nwant %q", got, want)
-	}
-	if _, err := parseProperties(strings.NewReader("bad=\\u00zz\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Fatalf("bad escape: got %v, want an error naming line 1", err)
-	}
-}
 
 func TestBrokerCommandRejectsBadConfig(t *testing.T) {
 	dir := t.TempDir()

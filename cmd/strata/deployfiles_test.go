@@ -19,7 +19,7 @@ import (
 // settings in three forms: properties files, properties embedded in a
 // Kubernetes ConfigMap, and --override key=value arguments. This test finds
 // all of them and checks each with the code path of `strata broker
-// --config FILE --override k=v`: parseProperties, then
+// --config FILE --override k=v`: broker.ParseProperties, then
 // broker.ConfigFromProperties. So a renamed or removed setting, or a value
 // the broker refuses, fails here rather than at deploy time.
 
@@ -105,7 +105,7 @@ func configMapProperties(text string) (map[string]string, error) {
 }
 
 func parsePropsText(text string) (map[string]string, error) {
-	props, err := parseProperties(strings.NewReader(text))
+	props, err := broker.ParseProperties(strings.NewReader(text))
 	if err != nil {
 		return nil, err
 	}

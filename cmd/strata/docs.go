@@ -20,8 +20,9 @@ const docsUsage = `Usage: strata docs config
 
 Prints documentation generated from the code. "config" is the Markdown
 configuration reference (every broker setting and topic config with its
-default and description), from the same tables as 'strata broker --help';
-docs/configuration.md is its output. Regenerate it with
+type, default, valid values and description), from the broker's settings
+registry, as 'strata broker --help' is; docs/configuration.md is its
+output. Regenerate it with
 
   ` + broker.ConfigReferenceCommand + `
 `

@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/coord"
+)
+
+// brokerSettings are the broker's own settings: identity, listeners, data
+// directory, requests and connections.
+var brokerSettings = []setting{
+	{name: "broker.id", typ: typeLong, def: "0", valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.BrokerID },
+		doc:   "This broker's id."},
+	{name: "listeners", typ: typeString, def: "PLAINTEXT://127.0.0.1:9092",
+		set:   setListeners,
+		value: func(c *Config) string { return "PLAINTEXT://" + c.Listen },
+		doc:   "The PLAINTEXT://host:port to listen on; port 0 picks a free port."},
+	{name: "advertised.listeners", typ: typeString, unset: "the listener's address",
+		set: setAdvertisedListeners,
+		doc: "The PLAINTEXT://host:port clients are told to connect to."},
+	// log.dir comes before log.dirs: when both are given, log.dirs wins.
+	{name: "log.dir", typ: typeString, unset: "log.dirs applies", check: nonEmpty,
+		field: func(c *Config) any { return &c.LogDir },
+		doc:   "The data directory, if log.dirs is not set."},
+	{name: "log.dirs", typ: typeString, def: "./data", check: oneDirectory,
+		field: func(c *Config) any { return &c.LogDir },
+		doc:   "The data directory (exactly one)."},
+	{name: "auto.create.topics.enable", typ: typeBoolean, def: "true",
+		field: func(c *Config) any { return &c.AutoCreateTopics },
+		doc:   "Create unknown topics on Metadata and Produce."},
+	{name: "num.partitions", typ: typeLong, def: "1", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.NumPartitions },
+		doc:   "Partitions of auto-created topics, and of CreateTopics asking for -1."},
+	{name: "default.replication.factor", typ: typeLong, def: "1", valid: between(1, math.MaxInt16),
+		field: func(c *Config) any { return &c.DefaultReplicationFactor },
+		doc:   "Replication factor of auto-created topics, and of CreateTopics asking for -1."},
+	{name: "socket.request.max.bytes", typ: typeLong, def: "104857600", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.SocketRequestMaxBytes },
+		doc:   "Largest request frame accepted."},
+	{name: "connections.max.idle.ms", typ: typeLong, def: "600000", valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.ConnectionsMaxIdle }, unit: time.Millisecond,
+		doc: "Idle connections are closed after this long."},
+	{name: "log.retention.check.interval.ms", typ: typeLong, def: "300000", valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.RetentionCheckInterval }, unit: time.Millisecond,
+		doc: "How often retention runs."},
+	{name: "num.network.threads", typ: typeLong, unset: "none", valid: between(1, math.MaxInt32),
+		doc: "Accepted for compatibility; no effect (Go schedules connections)."},
+	{name: "num.io.threads", typ: typeLong, unset: "none", valid: between(1, math.MaxInt32),
+		doc: "Accepted for compatibility; no effect (Go schedules requests)."},
+	{name: "strata.fetch.zero.copy", typ: typeBoolean, def: strconv.FormatBool(defaultZeroCopy),
+		field: func(c *Config) any { return &c.ZeroCopy },
+		doc:   "Send fetched records with sendfile; false copies them through user space, for benchmarks."},
+}
+
+// clusterSettings are the settings of coordination and replication:
+// ZooKeeper, rack, the replication listener, the ISR, the controller.
+var clusterSettings = []setting{
+	{name: "zookeeper.connect", typ: typeString, def: "", check: checkZooKeeperConnect,
+		field: func(c *Config) any { return &c.ZooKeeperConnect },
+		doc:   "host:port[,host:port...][/chroot] of the ZooKeeper ensemble that holds the cluster's metadata (chroot " + coord.DefaultChroot + " if none is given); empty runs a single node with the embedded coordinator."},
+	{name: "zookeeper.session.timeout.ms", typ: typeInt, def: "18000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.ZooKeeperSessionTimeout }, unit: time.Millisecond,
+		doc: "A broker ZooKeeper does not hear from this long is dead to the cluster and its partitions get new leaders."},
+	{name: "zookeeper.connection.timeout.ms", typ: typeInt, unset: "zookeeper.session.timeout.ms applies", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.ZooKeeperConnectionTimeout }, unit: time.Millisecond,
+		doc: "How long the broker waits at start for its ZooKeeper session."},
+	{name: "broker.rack", typ: typeString, unset: "none",
+		field: func(c *Config) any { return &c.Rack },
+		doc:   "This broker's rack; replicas of a partition are spread over racks (all brokers or none must have one)."},
+	{name: "replication.port", typ: typeInt, def: "0", valid: between(0, 65535),
+		field: func(c *Config) any { return &c.ReplicationPort },
+		doc:   "Port of the broker-to-broker replication listener (gRPC), on the Kafka listener's host, published in ZooKeeper; 0 picks a free port. Only brokers with zookeeper.connect listen."},
+	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.ReplicaLagTimeMax }, unit: time.Millisecond,
+		doc: "A follower that has not caught up with the leader for this long leaves the ISR."},
+	{name: "replica.fetch.max.bytes", typ: typeInt, def: "1048576", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.ReplicaFetchMaxBytes },
+		doc:   "Most bytes a leader sends a follower for one partition at a time (at least one batch)."},
+	{name: "replica.fetch.backoff.ms", typ: typeInt, def: "1000", valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.ReplicaFetchBackoff }, unit: time.Millisecond,
+		doc: "A follower's wait before retrying after a replication error."},
+	{name: "replica.high.watermark.checkpoint.interval.ms", typ: typeLong, def: "5000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.HWCheckpointInterval }, unit: time.Millisecond,
+		doc: "How often each partition's high watermark is written to disk."},
+	{name: "controlled.shutdown.enable", typ: typeBoolean, def: "true",
+		field: func(c *Config) any { return &c.ControlledShutdown },
+		doc:   "On SIGTERM, move this broker's partition leadership to other replicas before exiting."},
+	{name: "auto.leader.rebalance.enable", typ: typeBoolean, def: "true",
+		field: func(c *Config) any { return &c.AutoLeaderRebalance },
+		doc:   "Move leadership back to a partition's preferred replica when it is live and in sync again."},
+	{name: "offsets.topic.replication.factor", typ: typeShort, def: "3", valid: between(1, math.MaxInt16),
+		field: func(c *Config) any { return &c.OffsetsTopicReplicationFactor },
+		doc:   "Replicas of __consumer_offsets when it is created, capped at the live brokers."},
+}
+
+// groupDefaults are package group's defaults of the group coordinator.
+var groupDefaults = group.DefaultConfig()
+
+// groupSettings are the consumer group coordinator's settings
+// (Config.Groups).
+var groupSettings = []setting{
+	{name: "offsets.topic.num.partitions", typ: typeInt, def: strconv.Itoa(groupDefaults.NumPartitions), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.NumPartitions },
+		doc:   "Partitions of __consumer_offsets when it is created; an existing topic keeps its count."},
+	{name: "group.initial.rebalance.delay.ms", typ: typeInt, def: msString(groupDefaults.InitialRebalanceDelay), valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.InitialRebalanceDelay }, unit: time.Millisecond,
+		doc: "How long the first rebalance of an empty group waits for more members."},
+	{name: "group.min.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.MinSessionTimeout), valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.MinSessionTimeout }, unit: time.Millisecond,
+		doc: "Shortest session timeout a group member may ask for; at most group.max.session.timeout.ms."},
+	{name: "group.max.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.MaxSessionTimeout), valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.MaxSessionTimeout }, unit: time.Millisecond,
+		doc: "Longest session timeout a group member may ask for."},
+	{name: "offsets.retention.minutes", typ: typeInt, def: strconv.FormatInt(int64(groupDefaults.OffsetsRetention/time.Minute), 10), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.OffsetsRetention }, unit: time.Minute,
+		doc: "Committed offsets of a group that has been empty this long are deleted."},
+	{name: "offsets.retention.check.interval.ms", typ: typeLong, def: msString(groupDefaults.OffsetsRetentionCheckInterval), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Groups.OffsetsRetentionCheckInterval }, unit: time.Millisecond,
+		doc: "How often expired committed offsets are looked for."},
+	{name: "offset.metadata.max.bytes", typ: typeInt, def: strconv.Itoa(groupDefaults.OffsetMetadataMaxBytes), valid: between(0, math.MaxInt16),
+		field: func(c *Config) any { return &c.Groups.OffsetMetadataMaxBytes },
+		doc:   "Longest metadata a committed offset may carry."},
+}
+
+// checkAcrossSettings checks the rules that involve more than one
+// setting, once all are read.
+func checkAcrossSettings(c *Config) *ConfigError {
+	if g := c.Groups; g.MinSessionTimeout > g.MaxSessionTimeout {
+		k := "group.min.session.timeout.ms"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds())}
+	}
+	return nil
+}
+
+// setListeners reads listeners: exactly one PLAINTEXT://host:port.
+func setListeners(c *Config, v string) error {
+	hp, err := parseListener(v)
+	if err != nil {
+		return err
+	}
+	c.Listen = hp
+	return nil
+}
+
+// setAdvertisedListeners reads advertised.listeners: one
+// PLAINTEXT://host:port with a host clients can reach.
+func setAdvertisedListeners(c *Config, v string) error {
+	hp, err := parseListener(v)
+	if err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(hp)
+	p, _ := strconv.Atoi(port)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return fmt.Errorf("must name a host clients can reach")
+	}
+	c.AdvertisedHost, c.AdvertisedPort = host, int32(p)
+	return nil
+}
+
+// parseListener parses a listeners value: exactly one PLAINTEXT://host:port.
+func parseListener(v string) (string, error) {
+	if strings.Contains(v, ",") {
+		return "", fmt.Errorf("only one listener is supported")
+	}
+	name, hp, ok := strings.Cut(v, "://")
+	if !ok {
+		return "", fmt.Errorf("want PLAINTEXT://host:port")
+	}
+	if name != "PLAINTEXT" {
+		return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", name)
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", fmt.Errorf("want PLAINTEXT://host:port: %v", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func nonEmpty(v string) error {
+	if v == "" {
+		return fmt.Errorf("empty")
+	}
+	return nil
+}
+
+func oneDirectory(v string) error {
+	if strings.Contains(v, ",") || v == "" {
+		return fmt.Errorf("exactly one directory is supported")
+	}
+	return nil
+}
+
+func checkZooKeeperConnect(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, _, err := coord.ParseConnect(v); err != nil {
+		return fmt.Errorf("want host:port[,host:port...][/chroot]: %v", err)
+	}
+	return nil
+}
