@@ -118,7 +118,7 @@ var groupSettings = []setting{
 	{name: "group.max.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.MaxSessionTimeout), valid: between(0, math.MaxInt32),
 		field: func(c *Config) any { return &c.Groups.MaxSessionTimeout }, unit: time.Millisecond,
 		doc: "Longest session timeout a group member may ask for."},
-	{name: "offsets.retention.minutes", typ: typeInt, def: strconv.FormatInt(int64(groupDefaults.OffsetsRetention/time.Minute), 10), valid: between(1, math.MaxInt32),
+	{name: "offsets.retention.minutes", typ: typeInt, def: strconv.FormatInt(int64(groupDefaults.OffsetsRetention/time.Minute), 10), valid: between(1, math.MaxInt64/int64(time.Minute)),
 		field: func(c *Config) any { return &c.Groups.OffsetsRetention }, unit: time.Minute,
 		doc: "Committed offsets of a group that has been empty this long are deleted."},
 	{name: "offsets.retention.check.interval.ms", typ: typeLong, def: msString(groupDefaults.OffsetsRetentionCheckInterval), valid: between(1, maxMs),

@@ -84,12 +84,7 @@ func checkSettingField(t *testing.T, s *setting, p any) {
 		ok = s.typ.bits() > 0
 	case *time.Duration:
 		ok = s.typ.bits() > 0 && s.unit > 0
-		// A time.Duration holds 153722867 minutes; Kafka (and Strata)
-		// accept offsets.retention.minutes up to MaxInt32, and larger
-		// values overflow.
-		if name != "offsets.retention.minutes" {
-			ok = ok && fits(math.MinInt64/int64(s.unit), math.MaxInt64/int64(s.unit))
-		}
+		ok = ok && fits(math.MinInt64/int64(s.unit), math.MaxInt64/int64(s.unit))
 	default:
 		t.Errorf("%s: field of type %T", name, p)
 		return

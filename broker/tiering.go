@@ -100,8 +100,6 @@ func tieringDefault(v any) string { return fmt.Sprint(v) + ", package tiering's 
 // remote.storage.enable and local.retention.*, and the broker's object
 // store, chunk cache and archivers (Config.Tiering). Where a setting is
 // unset, TieringConfig holds zero and package tiering's default applies.
-// Package tiering does not export its poll, refresh and retry defaults
-// (tiering/archiver.go), so their values are repeated here for the docs.
 var tieringSettings = []setting{
 	{name: "remote.log.storage.system.enable", topic: "remote.storage.enable", typ: typeBoolean, def: "false", dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.remoteStorage },
@@ -145,10 +143,10 @@ var tieringSettings = []setting{
 	{name: "remote.cache.readahead.threads", typ: typeLong, unset: tieringDefault(tiering.DefaultReadAheadWorkers), valid: between(1, 256),
 		field: func(c *Config) any { return &c.Tiering.ReadAheadThreads },
 		doc:   "Goroutines, shared by all partitions, that run read-ahead GETs."},
-	{name: "strata.remote.poll.interval.ms", typ: typeLong, unset: tieringDefault(1000), valid: between(1, maxMs),
+	{name: "strata.remote.poll.interval.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultPollInterval)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.PollInterval }, unit: time.Millisecond,
 		doc: "How often archivers look for sealed segments to upload."},
-	{name: "strata.remote.manifest.refresh.interval.ms", typ: typeLong, unset: tieringDefault(30000), valid: between(1, maxMs),
+	{name: "strata.remote.manifest.refresh.interval.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRefreshInterval)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RefreshInterval }, unit: time.Millisecond,
 		doc: "How often a follower replica reloads a partition's manifest from the bucket, to free the local segments the leader uploaded (one GET per followed partition each time)."},
 	{name: "strata.remote.sweep.interval.ms", typ: typeLong, unset: msString(defaultSweepInterval), valid: between(1, maxMs),
@@ -157,7 +155,7 @@ var tieringSettings = []setting{
 	{name: "strata.remote.sweep.grace.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultSweepGrace)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.SweepGrace }, unit: time.Millisecond,
 		doc: "Age after which an unreferenced object is deleted."},
-	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(30000), valid: between(1, maxMs),
+	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRetryMax)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
 		doc: "Longest wait between retries of a failed upload."},
 	{name: "strata.remote.restore.topics", typ: typeList, unset: "none",

@@ -28,10 +28,10 @@ type PartitionLog interface {
 // Archiver defaults.
 const (
 	DefaultSweepGrace      = time.Hour
-	defaultPollInterval    = time.Second
-	defaultRefreshInterval = 30 * time.Second
-	defaultRetryMin        = 500 * time.Millisecond
-	defaultRetryMax        = 30 * time.Second
+	DefaultPollInterval    = time.Second
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultRetryMin        = 500 * time.Millisecond
+	DefaultRetryMax        = 30 * time.Second
 )
 
 // ArchiverConfig configures the Archiver of one partition.
@@ -83,16 +83,16 @@ func (c ArchiverConfig) normalized() ArchiverConfig {
 		c.Grace = DefaultSweepGrace
 	}
 	if c.PollInterval <= 0 {
-		c.PollInterval = defaultPollInterval
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.RefreshInterval <= 0 {
-		c.RefreshInterval = defaultRefreshInterval
+		c.RefreshInterval = DefaultRefreshInterval
 	}
 	if c.RetryMin <= 0 {
-		c.RetryMin = defaultRetryMin
+		c.RetryMin = DefaultRetryMin
 	}
 	if c.RetryMax <= 0 {
-		c.RetryMax = defaultRetryMax
+		c.RetryMax = DefaultRetryMax
 	}
 	c.RetryMax = max(c.RetryMax, c.RetryMin)
 	if c.Logger == nil {

@@ -90,13 +90,9 @@ func TestLocalStoreSharedDirectory(t *testing.T) {
 }
 
 func TestOpenStore(t *testing.T) {
-	settings := map[string]string{}
-	get := func(name string) (string, bool) { v, ok := settings[name]; return v, ok }
-
-	settings[SettingStorageDir] = t.TempDir()
-	c, err := StoreConfigFromSettings(get)
-	if err != nil || c.UsesS3() {
-		t.Fatalf("%+v %v", c, err)
+	c := StoreConfig{Dir: t.TempDir()}
+	if c.UsesS3() {
+		t.Fatalf("%+v uses S3", c)
 	}
 	s, err := OpenStore(testCtx(t), c)
 	if err != nil {
@@ -109,28 +105,21 @@ func TestOpenStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	settings[SettingS3Endpoint] = "http://127.0.0.1:9000"
-	if _, err := StoreConfigFromSettings(get); err != nil {
-		t.Fatal(err)
-	}
-	c, _ = StoreConfigFromSettings(get)
+	c.S3.Endpoint = "http://127.0.0.1:9000"
 	if _, err := OpenStore(testCtx(t), c); err == nil {
 		t.Fatal("endpoint without a bucket accepted")
 	}
-	settings[SettingS3Bucket] = "b"
-	settings[SettingS3PathStyle] = "false"
-	settings[SettingS3Prefix] = "p"
-	c, err = StoreConfigFromSettings(get)
-	if err != nil || !c.UsesS3() || *c.S3.PathStyle || c.S3.Prefix != "p" {
-		t.Fatalf("%+v %v", c, err)
+	pathStyle := false
+	c.S3.Bucket, c.S3.PathStyle, c.S3.Prefix = "b", &pathStyle, "p"
+	if !c.UsesS3() {
+		t.Fatalf("%+v does not use S3", c)
 	}
 	if s, err := OpenStore(testCtx(t), c); err != nil {
 		t.Fatal(err)
 	} else if _, ok := s.(*S3Store); !ok {
 		t.Fatalf("%T, want *S3Store", s)
 	}
-	settings[SettingS3PathStyle] = "maybe"
-	if _, err := StoreConfigFromSettings(get); err == nil {
-		t.Fatal("bad boolean accepted")
+	if _, err := OpenStore(testCtx(t), StoreConfig{}); err == nil {
+		t.Fatal("a config with neither a directory nor a bucket accepted")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 )
 
 // Broker settings that choose and configure the object store, by the names
@@ -29,26 +28,6 @@ type StoreConfig struct {
 
 // UsesS3 reports whether the configuration selects S3.
 func (c StoreConfig) UsesS3() bool { return c.S3.Endpoint != "" || c.S3.Bucket != "" }
-
-// StoreConfigFromSettings reads the settings above through get, which
-// returns a setting's value and whether it is set.
-func StoreConfigFromSettings(get func(name string) (string, bool)) (StoreConfig, error) {
-	var c StoreConfig
-	str := func(name string) string { v, _ := get(name); return v }
-	c.Dir = str(SettingStorageDir)
-	c.S3.Endpoint = str(SettingS3Endpoint)
-	c.S3.Bucket = str(SettingS3Bucket)
-	c.S3.Region = str(SettingS3Region)
-	c.S3.Prefix = str(SettingS3Prefix)
-	if v, ok := get(SettingS3PathStyle); ok && v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("tiering: %s=%q: not a boolean", SettingS3PathStyle, v)
-		}
-		c.S3.PathStyle = &b
-	}
-	return c, nil
-}
 
 // OpenStore opens the store the configuration selects. It does not
 // contact S3; call CheckStore for that.
