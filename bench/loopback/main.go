@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/stratastream/strata/segment"
 )
 
 type result struct {
@@ -69,14 +71,15 @@ func main() {
 	fmt.Printf("loopback TCP: %s\n", res.Throughput)
 }
 
-// logFiles lists the non-empty .log files under dir.
+// logFiles lists the non-empty segment log files under dir.
 func logFiles(dir string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if fi, err := d.Info(); err == nil && !d.IsDir() && strings.HasSuffix(p, ".log") && fi.Size() > 0 {
+		_, suffix, nerr := segment.ParseSegmentFileName(d.Name())
+		if fi, err := d.Info(); err == nil && !d.IsDir() && nerr == nil && suffix == segment.LogSuffix && fi.Size() > 0 {
 			files = append(files, p)
 		}
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
 
@@ -419,8 +420,8 @@ func (r *runner) s2(ctx context.Context, s *scenario) error {
 		s.raw("s2-loopback", loop)
 	}
 	var dirs []string
-	for p := range 3 {
-		dirs = append(dirs, filepath.Join(b.dir, fmt.Sprintf("%s-%d", topic, p)))
+	for p := range int32(3) {
+		dirs = append(dirs, filepath.Join(b.dir, segment.PartitionDirName(topic, p)))
 	}
 	logf("  raw sendfile of the topic's segment files, %s passes", passes)
 	if err := runJSON(ctx, step, &sendf, r.bins["loopback"], "-json", "-sendfile", strings.Join(dirs, ","), "-passes", passes); err != nil {
@@ -946,21 +947,20 @@ func localLogs(dataDir, topic string) logFiles {
 	l := logFiles{files: map[int32]int{}}
 	dirs, _ := os.ReadDir(dataDir) // a missing directory holds no files
 	for _, d := range dirs {
-		rest, ok := strings.CutPrefix(d.Name(), topic+"-")
-		if !ok || !d.IsDir() {
+		t, p, ok := segment.ParsePartitionDirName(d.Name())
+		if !ok || t != topic || !d.IsDir() {
 			continue
 		}
-		p, err := strconv.ParseInt(rest, 10, 32)
-		if err != nil {
-			continue
-		}
-		logs, _ := filepath.Glob(filepath.Join(dataDir, d.Name(), "*.log")) // only a bad pattern fails
-		for _, f := range logs {
-			fi, err := os.Stat(f)
-			if err != nil {
-				continue // deleted by retention since the glob
+		files, _ := os.ReadDir(filepath.Join(dataDir, d.Name())) // deleted since: no files
+		for _, f := range files {
+			if _, suffix, err := segment.ParseSegmentFileName(f.Name()); err != nil || suffix != segment.LogSuffix {
+				continue
 			}
-			l.files[int32(p)]++
+			fi, err := f.Info()
+			if err != nil {
+				continue // deleted by retention since the listing
+			}
+			l.files[p]++
 			if fi.Size() > 0 {
 				l.nonEmpty++
 				l.bytes += fi.Size()
