@@ -61,10 +61,33 @@
 // those of deleted topics and records each partition's leader and leader
 // epoch, which the data handlers check (NOT_LEADER_OR_FOLLOWER elsewhere);
 // topic_admin.go makes topic changes through the coordinator.
-// Package replica replicates partitions between brokers over gRPC (the
-// leader's and follower's state, ISR, high watermark, leader epochs and
-// KIP-101 truncation, the acks=all purgatory); replication.go wires it to
-// the server. docs/cluster.md is the operator's view.
+//
+// # Replication
+//
+// Package replica (broker/replica) replicates partitions between brokers
+// over gRPC: the leader's and follower's state, ISR, high watermark,
+// leader epochs and KIP-101 truncation, the acks=all purgatory.
+// replication.go wires it to the server through replica.Host and
+// replica.Appender. docs/cluster.md is the operator's view.
+//
+// # Settings
+//
+// Every broker setting and topic config is one entry of the registry in
+// settings.go (entries by concern in settings_broker.go, settings_log.go,
+// tiering.go and metrics.go): Kafka name, type, default, scope, whether it
+// can change at run time, validation and help. ConfigFromProperties,
+// per-topic validation and defaults (topic_config.go), DescribeConfigs,
+// the --help of strata broker and docs/configuration.md (configdoc.go)
+// are all derived from it. properties.go is the one Java .properties
+// reader, for the broker's config file and for meta.properties.
+//
+// # What stays out of this package
+//
+// The on-disk log, its file names, indexes and checkpoints are package
+// segment's (datadir.go only adds meta.properties and partition.metadata,
+// written with segment/atomicfile); the object store and manifest are
+// package tiering's (tiering.go is the glue); the group coordinator and
+// the idempotent-producer state are broker/group and broker/producer.
 //
 // # Zero-copy fetch
 //

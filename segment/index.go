@@ -249,16 +249,23 @@ func (ix OffsetIndex) Entry(i int) IndexEntry {
 // The first entry that breaks the rule ends the index; in an active
 // segment's preallocated file that is the first zero-filled entry.
 func (ix OffsetIndex) Valid() OffsetIndex {
+	n := validPrefix(ix, IndexEntrySize, validIndexEntry)
+	return ix[:n:n]
+}
+
+// validPrefix returns the length in bytes of the leading entries of size
+// bytes each for which valid(previous entry or nil, entry) holds.
+func validPrefix(b []byte, size int, valid func(prev, cur []byte) bool) int {
 	n := 0
 	var prev []byte
-	for ; n < ix.Len(); n++ {
-		cur := ix[n*IndexEntrySize : (n+1)*IndexEntrySize]
-		if !validIndexEntry(prev, cur) {
+	for ; n+size <= len(b); n += size {
+		cur := b[n : n+size]
+		if !valid(prev, cur) {
 			break
 		}
 		prev = cur
 	}
-	return ix[: n*IndexEntrySize : n*IndexEntrySize]
+	return n
 }
 
 // AppendIndexEntry appends e, encoded, to b.

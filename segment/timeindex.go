@@ -50,16 +50,8 @@ func (ix TimeIndex) Entry(i int) TimeIndexEntry {
 // breaks the rule ends the index; in an active segment's preallocated file
 // that is the first zero-filled entry after the first.
 func (ix TimeIndex) Valid() TimeIndex {
-	n := 0
-	var prev []byte
-	for ; n < ix.Len(); n++ {
-		cur := ix[n*TimeIndexEntrySize : (n+1)*TimeIndexEntrySize]
-		if !validTimeEntry(prev, cur) {
-			break
-		}
-		prev = cur
-	}
-	return ix[: n*TimeIndexEntrySize : n*TimeIndexEntrySize]
+	n := validPrefix(ix, TimeIndexEntrySize, validTimeEntry)
+	return ix[:n:n]
 }
 
 // AppendTimeIndexEntry appends e, encoded, to b.
