@@ -115,7 +115,7 @@ type options struct {
 	wrapFile func(path string, f *os.File) File // segment files are written through the result
 
 	// Internal hooks, for tests and benchmarks in this package.
-	ckptInterval time.Duration                      // least time between background recovery-point checkpoints
+	ckptInterval time.Duration // least time between background recovery-point checkpoints
 	// afterFunc runs f in its own goroutine once d has passed, unless the
 	// returned stop is called first (reporting whether it stopped f), as
 	// time.AfterFunc does; it times the delayed close of deleted segments.
