@@ -215,6 +215,7 @@ func readErrorCode(s *Server, p *partition, err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	default:
 		s.log.Error("fetch read failed", "topic", p.topic, "partition", p.index, "err", err)
+		s.storageFailure(p, err)
 		return kerr.KafkaStorageError.Code
 	}
 }
