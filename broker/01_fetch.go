@@ -143,7 +143,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*fetchResult, int64, bool) {
 			case t == nil || !t.hasPartition(rp.Partition):
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
-				pr.errorCode = kerr.NotLeaderForPartition.Code
+				pr.errorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
 				s.fetchPartition(t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			}

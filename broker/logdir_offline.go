@@ -173,3 +173,13 @@ func (s *Server) offlineError(topic string, index int32) error {
 	}
 	return newKafkaError(kerr.KafkaStorageError, "partition %s-%d is offline on this broker: %v", topic, index, o.reason)
 }
+
+// notHostedCode is the error code for a partition that has no open log
+// here: KAFKA_STORAGE_ERROR when this broker's replica is offline, else
+// NOT_LEADER_OR_FOLLOWER.
+func (s *Server) notHostedCode(topic string, index int32) int16 {
+	if s.offlineError(topic, index) != nil {
+		return kerr.KafkaStorageError.Code
+	}
+	return kerr.NotLeaderForPartition.Code
+}
