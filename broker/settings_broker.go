@@ -189,13 +189,6 @@ func parseListener(v string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func nonEmpty(v string) error {
-	if v == "" {
-		return fmt.Errorf("empty")
-	}
-	return nil
-}
-
 // setLogDir reads log.dir: one directory.
 func setLogDir(c *Config, v string) error {
 	if v == "" {
