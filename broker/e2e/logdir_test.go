@@ -78,7 +78,14 @@ func newFailingDisk(t *testing.T) *failingDisk {
 	if _, err := run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", img); err != nil {
 		t.Fatal(err)
 	}
-	dev, err := run("losetup", "-f", "--show", img)
+	var dev string
+	var err error
+	for range 3 { // another test may take the free device first
+		if dev, err = run("losetup", "-f", "--show", img); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		skipOrFailInCI(t, "cannot set up a loop device: "+err.Error())
 	}
