@@ -143,7 +143,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*fetchResult, int64, bool) {
 			case t == nil || !t.hasPartition(rp.Partition):
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
-				pr.errorCode = kerr.NotLeaderForPartition.Code
+				pr.errorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
 				s.fetchPartition(t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			}
@@ -215,6 +215,7 @@ func readErrorCode(s *Server, p *partition, err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	default:
 		s.log.Error("fetch read failed", "topic", p.topic, "partition", p.index, "err", err)
+		s.storageFailure(p, err)
 		return kerr.KafkaStorageError.Code
 	}
 }

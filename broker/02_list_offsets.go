@@ -68,7 +68,7 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 			case t == nil || !t.hasPartition(rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				sp.ErrorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
 				s.listOffset(t.local(rp.Partition), req.Version, &rp, &sp)
 			}

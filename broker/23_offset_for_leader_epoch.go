@@ -42,7 +42,7 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
 			case t == nil || !t.hasPartition(rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				sp.ErrorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
 				p := t.local(rp.Partition)
 				if rp.CurrentLeaderEpoch != -1 {

@@ -347,7 +347,7 @@ func TestDeleteTopicsRemovesData(t *testing.T) {
 	createTopic(t, cl, "del-b", 1, nil)
 	produceRaw(t, cl, "del-a", 0, buildBatch(t, segment.CodecNone, 3))
 	idB := s.topic("del-b").id
-	dir := filepath.Join(s.cfg.LogDir, "del-a-0")
+	dir := filepath.Join(s.cfg.MetaDir(), "del-a-0")
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
 	}

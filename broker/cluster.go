@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/stratastream/strata/broker/producer"
@@ -40,11 +42,14 @@ func (s *Server) joinCluster() error {
 	cfg := s.cfg
 	embedded := cfg.ZooKeeperConnect == ""
 	metadataExisted := true
+	if err := s.dirs.scan(); err != nil {
+		return err
+	}
 	if embedded {
-		_, err := os.Stat(filepath.Join(cfg.LogDir, coord.MetadataFile))
+		_, err := os.Stat(filepath.Join(cfg.MetaDir(), coord.MetadataFile))
 		metadataExisted = err == nil
 		if !metadataExisted {
-			if err := refuseOrphanPartitions(cfg.LogDir); err != nil {
+			if err := s.refuseOrphanPartitions(); err != nil {
 				return err
 			}
 		}
@@ -54,17 +59,24 @@ func (s *Server) joinCluster() error {
 		ZooKeeperConnect: cfg.ZooKeeperConnect,
 		SessionTimeout:   cfg.ZooKeeperSessionTimeout,
 		ConnectTimeout:   cfg.ZooKeeperConnectionTimeout,
-		DataDir:          cfg.LogDir,
+		DataDir:          cfg.MetaDir(),
 		Logger:           s.log.With("component", "coord"),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: coordinator: %w", err)
 	}
 	s.coord = c
-	if err := checkMetaProperties(cfg.LogDir, cfg.BrokerID, c.ClusterID()); err != nil {
-		return err
+	for _, d := range s.dirs.online() {
+		err := checkMetaProperties(d.path, cfg.BrokerID, c.ClusterID())
+		switch {
+		case err == nil:
+		case d != s.dirs.dirs[0] && isStorageError(err):
+			s.logDirFailed(d, err)
+		default:
+			return err
+		}
 	}
-	pidBlocks, err := producer.OpenFileBlockSource(cfg.LogDir, producer.DefaultBlockSize)
+	pidBlocks, err := producer.OpenFileBlockSource(cfg.MetaDir(), producer.DefaultBlockSize)
 	if err != nil {
 		return fmt.Errorf("broker: producer id blocks: %w", err)
 	}
@@ -114,18 +126,14 @@ func (s *Server) awaitController(d time.Duration) {
 	}
 }
 
-// refuseOrphanPartitions refuses a data directory that holds partition
+// refuseOrphanPartitions refuses data directories that hold partition
 // directories but no embedded metadata file: the file names their topics,
 // and starting without it would lose them.
-func refuseOrphanPartitions(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("broker: read data directory: %w", err)
-	}
-	for _, e := range ents {
-		if e.IsDir() && looksLikePartitionDir(e.Name()) {
-			return fmt.Errorf("broker: %s holds partition directory %s but no %s; refusing to start without the metadata that names its topics", dir, e.Name(), coord.MetadataFile)
-		}
+func (s *Server) refuseOrphanPartitions() error {
+	dirs := s.dirs.partitionDirs()
+	for _, name := range slices.Sorted(maps.Keys(dirs)) {
+		return fmt.Errorf("broker: %s holds partition directory %s but no %s; refusing to start without the metadata that names its topics",
+			filepath.Dir(dirs[name]), name, filepath.Join(s.cfg.MetaDir(), coord.MetadataFile))
 	}
 	return nil
 }
@@ -170,6 +178,7 @@ func (s *Server) sessionEvent(ev coord.Event) {
 	switch ev.Kind {
 	case coord.EventSessionExpired:
 		s.log.Warn("coordination session had expired; the broker is registered again and its metadata reloaded")
+		s.dirs.reportAgain() // the reports lived in the old session
 	case coord.EventRegistrationLost:
 		err := fmt.Errorf("broker: registration lost after a ZooKeeper session expiry: %w", ev.Err)
 		s.log.Error("stopping: the broker could not register again", "err", ev.Err)

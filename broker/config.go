@@ -25,9 +25,11 @@ type Config struct {
 	// (advertised.listeners). Port 0 means the bound port.
 	AdvertisedHost string
 	AdvertisedPort int32
-	// LogDir holds the partition directories and the embedded
-	// coordinator's metadata (log.dirs).
-	LogDir string
+	// LogDirs are the data directories (log.dirs), each holding
+	// partition directories, its own meta.properties and lock
+	// (logdirs.go). The first also holds the embedded coordinator's
+	// metadata and the producer-id blocks (MetaDir).
+	LogDirs []string
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 	// NumPartitions is num.partitions, for auto-created topics and
@@ -57,7 +59,7 @@ type Config struct {
 	PprofListen string
 	// ZooKeeperConnect is zookeeper.connect: "host:port[,host:port...][/chroot]"
 	// (chroot default /strata). Empty runs a single node with the
-	// embedded coordinator in LogDir.
+	// embedded coordinator in MetaDir.
 	ZooKeeperConnect string
 	// ZooKeeperSessionTimeout is zookeeper.session.timeout.ms: a broker
 	// that ZooKeeper does not hear from this long is dead to the cluster.
@@ -122,6 +124,17 @@ type Config struct {
 	// hooks are the connection's test seams (conn.go), unset outside
 	// this package's tests.
 	hooks connHooks
+}
+
+// MetaDir is the first of log.dirs: it holds what the broker keeps once
+// rather than per directory (the embedded coordinator's file, the
+// producer-id blocks) and the default places of the local object store
+// and the remote chunk cache.
+func (c *Config) MetaDir() string {
+	if len(c.LogDirs) == 0 {
+		return ""
+	}
+	return c.LogDirs[0]
 }
 
 // defaultZeroCopy is true unless built with the strata_copyfetch tag.

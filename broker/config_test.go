@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,7 @@ import (
 
 func TestConfigDefaults(t *testing.T) {
 	c := DefaultConfig()
-	if c.Listen != "127.0.0.1:9092" || c.LogDir != "./data" || !c.AutoCreateTopics || c.NumPartitions != 1 ||
+	if c.Listen != "127.0.0.1:9092" || !slices.Equal(c.LogDirs, []string{"./data"}) || !c.AutoCreateTopics || c.NumPartitions != 1 ||
 		c.SocketRequestMaxBytes != 104857600 || c.ConnectionsMaxIdle != 10*time.Minute || c.RetentionCheckInterval != 5*time.Minute {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -37,7 +38,7 @@ func TestConfigFromProperties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.BrokerID != 3 || c.Listen != "0.0.0.0:0" || c.AdvertisedHost != "kafka.example" || c.AdvertisedPort != 19092 || c.LogDir != "/var/lib/strata" || c.ZeroCopy {
+	if c.BrokerID != 3 || c.Listen != "0.0.0.0:0" || c.AdvertisedHost != "kafka.example" || c.AdvertisedPort != 19092 || !slices.Equal(c.LogDirs, []string{"/var/lib/strata"}) || c.ZeroCopy {
 		t.Fatalf("got %+v", c)
 	}
 	for k, want := range map[string]string{"retention.ms": "1800000", "segment.ms": "3600000", "flush.messages": "1", "max.message.bytes": "2000000"} {
@@ -143,7 +144,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"listeners", "127.0.0.1:9092"},
 		{"listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2"},
 		{"advertised.listeners", "PLAINTEXT://0.0.0.0:9092"},
-		{"log.dirs", "/a,/b"},
+		{"log.dirs", "/a,,/b"},
+		{"log.dirs", "/a,/b/../a"},
+		{"log.dirs", "/a,/a/b"},
+		{"log.dir", ""},
 		{"auto.create.topics.enable", "yes"},
 		{"num.partitions", "0"},
 		{"log.segment.bytes", "10"},

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,19 +21,25 @@ import (
 // This file holds what the broker keeps in its data directory besides the
 // partition logs, and the checks it makes on it at start:
 //
-//	<log.dirs>/.lock                 flock: one broker per directory
-//	<log.dirs>/meta.properties       the cluster and broker the directory
+// Each directory of log.dirs (logdirs.go) has
+//
+//	<log.dir>/.lock                  flock: one broker per directory
+//	<log.dir>/meta.properties        the cluster and broker the directory
 //	                                 belongs to (Kafka's file and keys):
 //	                                     version=0
 //	                                     broker.id=1
 //	                                     cluster.id=<22 chars>
-//	<log.dirs>/<topic>-<n>/partition.metadata
+//	<log.dir>/<topic>-<n>/partition.metadata
 //	                                 the topic ID of the partition's log
 //	                                 (Kafka's file and keys):
 //	                                     version: 0
 //	                                     topic_id: <22 chars, URL-safe base64>
-//	<log.dirs>/strata-metadata.json  the embedded coordinator's state
+//
+// and the first of them (Config.MetaDir) also
+//
+//	<log.dir>/strata-metadata.json   the embedded coordinator's state
 //	                                 (single node only; see package coord)
+//	<log.dir>/producer-id-block      the producer ids handed out (package producer)
 //
 // meta.properties stops a broker from joining another cluster, or taking
 // another broker id, with logs that belong elsewhere. partition.metadata
@@ -97,6 +105,9 @@ func checkMetaProperties(dir string, brokerID int32, clusterID string) error {
 	return nil
 }
 
+// errBadPartitionMetadata: a partition.metadata that does not parse.
+var errBadPartitionMetadata = errors.New("broker: damaged partition.metadata")
+
 // readPartitionTopicID returns the topic ID recorded in a partition
 // directory; ok is false when the directory has no partition.metadata.
 func readPartitionTopicID(dir string) (id coord.TopicID, ok bool, err error) {
@@ -109,7 +120,7 @@ func readPartitionTopicID(dir string) (id coord.TopicID, ok bool, err error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(props["topic_id"])
 	if err != nil || len(raw) != len(id) {
-		return id, false, fmt.Errorf("broker: %s/%s: bad topic_id %q", dir, partitionMetadataFile, props["topic_id"])
+		return id, false, fmt.Errorf("%w: %s: bad topic_id %q", errBadPartitionMetadata, filepath.Join(dir, partitionMetadataFile), props["topic_id"])
 	}
 	copy(id[:], raw)
 	return id, true, nil
@@ -149,19 +160,22 @@ func splitPartitionDir(name string) (topic string, index int32, ok bool) {
 // embedded coordinator's file existed and names every topic, as the
 // single-node broker always did).
 func (s *Server) removeStrayPartitions(snap *coord.Snapshot, removeUnknownLegacy bool) error {
-	ents, err := os.ReadDir(s.cfg.LogDir)
-	if err != nil {
-		return fmt.Errorf("broker: read data directory: %w", err)
-	}
-	for _, e := range ents {
-		name, index, ok := splitPartitionDir(e.Name())
-		if !e.IsDir() || !ok {
-			continue
-		}
-		dir := filepath.Join(s.cfg.LogDir, e.Name())
+	dirs := s.dirs.partitionDirs()
+	for _, entry := range slices.Sorted(maps.Keys(dirs)) {
+		name, index, _ := splitPartitionDir(entry)
+		dir := dirs[entry]
 		id, hasID, err := readPartitionTopicID(dir)
-		if err != nil {
-			return err
+		switch {
+		case err == nil:
+		case isStorageError(err):
+			s.logDirFailed(s.dirs.dirOf(entry), err)
+			continue
+		default:
+			// Which topic the log belongs to is unknown: neither
+			// delete it nor serve it.
+			s.log.Error("partition offline: a file of it is damaged", "dir", dir, "err", err)
+			s.dirs.markPartitionOffline(entry, dir, err)
+			continue
 		}
 		t, known := snap.Topic(name)
 		var why string
@@ -177,13 +191,18 @@ func (s *Server) removeStrayPartitions(snap *coord.Snapshot, removeUnknownLegacy
 		case removeUnknownLegacy:
 			why = "no topic names it"
 		default:
-			s.log.Warn("keeping a partition directory of an unknown topic without partition.metadata", "dir", e.Name())
+			s.log.Warn("keeping a partition directory of an unknown topic without partition.metadata", "dir", dir)
 			continue
 		}
-		s.log.Warn("removing partition directory", "dir", e.Name(), "reason", why)
+		s.log.Warn("removing partition directory", "dir", dir, "reason", why)
 		if err := os.RemoveAll(dir); err != nil {
+			if isStorageError(err) {
+				s.logDirFailed(s.dirs.dirOf(entry), err)
+				continue
+			}
 			return fmt.Errorf("broker: remove stray partition directory: %w", err)
 		}
+		s.dirs.forget(entry)
 	}
 	return nil
 }

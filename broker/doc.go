@@ -85,7 +85,8 @@
 //
 // The on-disk log, its file names, indexes and checkpoints are package
 // segment's (datadir.go only adds meta.properties and partition.metadata,
-// written with segment/atomicfile); the object store and manifest are
+// written with segment/atomicfile; logdirs.go places partition directories
+// in the directories of log.dirs and takes a failed one offline); the object store and manifest are
 // package tiering's (tiering.go is the glue); the group coordinator and
 // the idempotent-producer state are broker/group and broker/producer.
 //

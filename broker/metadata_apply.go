@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"maps"
 	"slices"
 
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
 )
 
 // This file keeps the broker's topics and partition logs in line with the
@@ -93,7 +95,8 @@ func (s *Server) swapTopics(topics map[string]*topicState) {
 // deleteTopicLogs closes and deletes the logs of a topic that is gone.
 func (s *Server) deleteTopicLogs(t *topicState) {
 	n := 0
-	for _, p := range t.parts {
+	for i, p := range t.parts {
+		s.dirs.forget(segment.PartitionDirName(t.name, int32(i)))
 		if p == nil {
 			continue
 		}
@@ -133,11 +136,16 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *to
 			p = old.local(idx)
 		}
 		if p == nil && slices.Contains(pi.Replicas, self) {
+			if _, offline := s.dirs.offlineReason(segment.PartitionDirName(ti.Name, idx)); offline {
+				continue // KAFKA_STORAGE_ERROR; reported to the controller
+			}
 			var err error
-			if p, err = s.openPartition(ti.Name, ti.ID, idx, lead, ts.cfg); err != nil {
-				// Not served (NOT_LEADER_OR_FOLLOWER); tried again
-				// at the next metadata change.
-				s.log.Error("opening a hosted partition failed", "topic", ti.Name, "partition", idx, "err", err)
+			if p, err = s.openPartition(ti.Name, ti.ID, idx, lead, ts.cfg, !first); err != nil {
+				if !errors.Is(err, errLogDirOffline) {
+					// Not served (NOT_LEADER_OR_FOLLOWER); tried
+					// again at the next metadata change.
+					s.log.Error("opening a hosted partition failed", "topic", ti.Name, "partition", idx, "err", err)
+				}
 				continue
 			}
 			changed = true

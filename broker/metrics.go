@@ -403,6 +403,14 @@ var (
 		"Chunks evicted from the chunk cache.", nil, nil)
 	descCacheBytes = prometheus.NewDesc("strata_tier_cache_bytes",
 		"Bytes of cached and loading chunks.", nil, nil)
+	descLogDirOffline = prometheus.NewDesc("strata_broker_log_dir_offline",
+		"1 while the log directory is offline (its disk failed; its partitions are not served here), else 0, per directory of log.dirs.", []string{"dir"}, nil)
+	descOfflineLogDirs = prometheus.NewDesc("strata_broker_offline_log_dirs",
+		"Log directories offline (Kafka's OfflineLogDirectoryCount).", nil, nil)
+	descLogDirPartitions = prometheus.NewDesc("strata_broker_log_dir_partitions",
+		"Partition directories in the log directory (found at start or placed since), per directory of log.dirs.", []string{"dir"}, nil)
+	descOfflineReplicas = prometheus.NewDesc("strata_broker_offline_replicas",
+		"Hosted partitions whose replica on this broker is offline (failed log directory or damaged files).", nil, nil)
 	descGroups = prometheus.NewDesc("strata_groups",
 		"Consumer groups this broker coordinates.", nil, nil)
 	descGroupLag = prometheus.NewDesc("strata_group_consumer_lag",
@@ -414,6 +422,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descPendingSegs, descPendingBytes, descPendingAge, descUploadFailing,
 		descLastUpload, descUploadedSegs, descUploadedBytes,
 		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
+		descLogDirOffline, descOfflineLogDirs, descLogDirPartitions, descOfflineReplicas,
 		descGroups, descGroupLag} {
 		ch <- d
 	}
@@ -452,6 +461,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descUnderReplicated, float64(under))
 		gauge(descOffline, float64(offline))
 		gauge(descLeaderPartitions, float64(leading))
+	}
+
+	// Log directories.
+	if s.dirs != nil {
+		offlineDirs := 0
+		for _, d := range s.dirs.states() {
+			v := 0.0
+			if d.offline {
+				v = 1
+				offlineDirs++
+			}
+			gauge(descLogDirOffline, v, d.path)
+			gauge(descLogDirPartitions, float64(d.partitions), d.path)
+		}
+		gauge(descOfflineLogDirs, float64(offlineDirs))
+		gauge(descOfflineReplicas, float64(s.dirs.offlineCount()))
 	}
 
 	// Upload lag: the archivers, read outside s.mu (Lag stats a file).

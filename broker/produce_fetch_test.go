@@ -384,7 +384,7 @@ func TestProduceUnknownTopicWithoutAutoCreate(t *testing.T) {
 	if s.topic("missing") != nil {
 		t.Fatal("topic was created")
 	}
-	if _, err := os.Stat(filepath.Join(s.cfg.LogDir, "missing-0")); err == nil {
+	if _, err := os.Stat(filepath.Join(s.cfg.MetaDir(), "missing-0")); err == nil {
 		t.Fatal("partition directory exists")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +17,7 @@ import (
 )
 
 // Server is a Kafka protocol server over the partition logs in its data
-// directory, one broker of a cluster whose metadata lives in a
+// directories (log.dirs), one broker of a cluster whose metadata lives in a
 // coord.Coordinator: ZooKeeper when zookeeper.connect is set, else the
 // embedded single-node coordinator in the data directory (cluster.go).
 //
@@ -34,7 +33,7 @@ type Server struct {
 	sub    *coord.Subscription // the metadata cache's events
 	pids   *producer.IDAllocator
 	ln     net.Listener
-	lock   *os.File // flock on the data directory
+	dirs   *logDirs // log.dirs, each locked (logdirs.go)
 	self   coord.BrokerInfo
 	nowFn  func() time.Time
 	closed chan struct{} // closed by Shutdown: stop accepting and reading
@@ -83,7 +82,7 @@ type Server struct {
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("broker: server closed")
 
-// NewServer opens the data directory (taking an exclusive lock on it),
+// NewServer opens the data directories (taking an exclusive lock on each),
 // binds the listener, opens the coordinator (connecting to ZooKeeper if
 // zookeeper.connect is set), opens the logs of the partitions this broker
 // hosts (running recovery), registers the broker, and starts its
@@ -105,14 +104,14 @@ func NewServer(cfg Config) (*Server, error) {
 	s.groupLoader.init()
 	s.metrics = newBrokerMetrics(s)
 
-	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
-		return nil, fmt.Errorf("broker: data directory: %w", err)
+	if len(cfg.LogDirs) == 0 {
+		return nil, errors.New("broker: no log.dirs")
 	}
-	lock, err := lockDir(cfg.LogDir)
+	dirs, err := openLogDirs(cfg.LogDirs, s.log)
 	if err != nil {
 		return nil, err
 	}
-	s.lock = lock
+	s.dirs = dirs
 	fail := func(err error) (*Server, error) {
 		s.stopHTTP()
 		s.stopBackground()
@@ -124,7 +123,7 @@ func NewServer(cfg Config) (*Server, error) {
 		if s.ln != nil {
 			_ = s.ln.Close()
 		}
-		_ = s.lock.Close()
+		_ = s.dirs.close()
 		return nil, err
 	}
 
@@ -149,8 +148,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.repl.Start()
 	s.restoreTopics()
-	s.bgWG.Add(1)
+	s.bgWG.Add(2)
 	go s.retentionLoop()
+	go s.logDirLoop()
 	return s, nil
 }
 
@@ -265,7 +265,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.coord.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.lock.Close(); err != nil {
+	if err := s.dirs.close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -323,6 +323,7 @@ func (s *Server) enforceRetention() {
 		deleted, err := p.log.EnforceRetention()
 		if err != nil {
 			s.log.Error("retention failed", "topic", p.topic, "partition", p.index, "err", err)
+			s.storageFailure(p, err)
 			continue
 		}
 		for _, seg := range deleted {
@@ -333,6 +334,7 @@ func (s *Server) enforceRetention() {
 		}
 		if err := p.snapshotProducers(); err != nil {
 			s.log.Error("producer state snapshot failed", "topic", p.topic, "partition", p.index, "err", err)
+			s.storageFailure(p, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,12 +27,12 @@ var brokerSettings = []setting{
 		set: setAdvertisedListeners,
 		doc: "The PLAINTEXT://host:port clients are told to connect to."},
 	// log.dir comes before log.dirs: when both are given, log.dirs wins.
-	{name: "log.dir", typ: typeString, unset: "log.dirs applies", check: nonEmpty,
-		field: func(c *Config) any { return &c.LogDir },
-		doc:   "The data directory, if log.dirs is not set."},
-	{name: "log.dirs", typ: typeString, def: "./data", check: oneDirectory,
-		field: func(c *Config) any { return &c.LogDir },
-		doc:   "The data directory (exactly one)."},
+	{name: "log.dir", typ: typeString, unset: "log.dirs applies",
+		set: setLogDir, value: logDirsValue,
+		doc: "The data directory, if log.dirs is not set."},
+	{name: "log.dirs", typ: typeString, def: "./data",
+		set: setLogDirs, value: logDirsValue,
+		doc: "The data directories, comma-separated (JBOD): a new partition goes to the one holding the fewest partitions; a directory whose disk fails goes offline while the others keep serving."},
 	{name: "auto.create.topics.enable", typ: typeBoolean, def: "true",
 		field: func(c *Config) any { return &c.AutoCreateTopics },
 		doc:   "Create unknown topics on Metadata and Produce."},
@@ -188,19 +189,43 @@ func parseListener(v string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func nonEmpty(v string) error {
+// setLogDir reads log.dir: one directory.
+func setLogDir(c *Config, v string) error {
 	if v == "" {
-		return fmt.Errorf("empty")
+		return fmt.Errorf("must not be empty")
 	}
+	c.LogDirs = []string{v}
 	return nil
 }
 
-func oneDirectory(v string) error {
-	if strings.Contains(v, ",") || v == "" {
-		return fmt.Errorf("exactly one directory is supported")
+// setLogDirs reads log.dirs: a comma-separated list of directories,
+// none empty, none given twice, none inside another (each holds its own
+// partition directories and lock).
+func setLogDirs(c *Config, v string) error {
+	var dirs []string
+	for _, d := range strings.Split(v, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" {
+			return fmt.Errorf("an empty directory in the list")
+		}
+		dirs = append(dirs, d)
 	}
+	for i, a := range dirs {
+		for _, b := range dirs[:i] {
+			ca, cb := filepath.Clean(a), filepath.Clean(b)
+			if ca == cb {
+				return fmt.Errorf("directory %s given twice", a)
+			}
+			if strings.HasPrefix(ca, cb+string(filepath.Separator)) || strings.HasPrefix(cb, ca+string(filepath.Separator)) {
+				return fmt.Errorf("directories %s and %s are nested", b, a)
+			}
+		}
+	}
+	c.LogDirs = dirs
 	return nil
 }
+
+func logDirsValue(c *Config) string { return strings.Join(c.LogDirs, ",") }
 
 func checkZooKeeperConnect(v string) error {
 	if v == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/tiering"
 )
 
@@ -121,7 +122,10 @@ func (s *Server) restoreTopic(ctx context.Context, name string) error {
 // created: it records the epoch base, which marks it restored. The log is
 // started at the remote end when it opens (restoredStart).
 func (s *Server) seedPartitionDir(ctx context.Context, topic string, rp tiering.RemotePartition) error {
-	dir := s.partitionDir(topic, rp.Partition)
+	_, dir, err := s.dirs.locate(segment.PartitionDirName(topic, rp.Partition), true /* isNew */)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -21,11 +21,11 @@ import (
 //
 //   - At start the broker opens its object store (tiering.OpenStore: S3
 //     when remote.storage.s3.endpoint or .bucket is set, else the local
-//     directory remote.storage.dir, default <log.dirs>/objects), checks it
+//     directory remote.storage.dir, default <first of log.dirs>/objects), checks it
 //     in the background (a missing bucket, wrong credentials or an
 //     unreachable endpoint are logged clearly; local data is served
 //     regardless and the archivers retry), and creates one RemoteReader
-//     (chunk cache in remote.cache.dir, default <log.dirs>/remote-cache,
+//     (chunk cache in remote.cache.dir, default <first of log.dirs>/remote-cache,
 //     bounded by remote.cache.bytes) and a Sweeper loop.
 //   - Every partition log is opened through a tiering.Gate, whose delete
 //     veto keeps local retention from deleting segments the committed
@@ -45,9 +45,9 @@ import (
 // TieringConfig holds the broker's tiered storage settings.
 type TieringConfig struct {
 	// Store selects the object store. Store.Dir empty means
-	// <LogDir>/objects.
+	// <MetaDir>/objects.
 	Store tiering.StoreConfig
-	// CacheDir is remote.cache.dir; empty means <LogDir>/remote-cache.
+	// CacheDir is remote.cache.dir; empty means <MetaDir>/remote-cache.
 	CacheDir string
 	// CacheBytes is remote.cache.bytes (0: tiering's default).
 	CacheBytes int64
@@ -125,10 +125,10 @@ var tieringSettings = []setting{
 	{name: tiering.SettingS3PathStyle, typ: typeBoolean, unset: "true when an endpoint is set, else false",
 		set: setS3PathStyle,
 		doc: "Path-style S3 addressing: the bucket in the path rather than the host name."},
-	{name: tiering.SettingStorageDir, typ: typeString, unset: "<log.dirs>/" + defaultStoreDir,
+	{name: tiering.SettingStorageDir, typ: typeString, unset: "<first of log.dirs>/" + defaultStoreDir,
 		field: func(c *Config) any { return &c.Tiering.Store.Dir },
 		doc:   "Directory of the local-directory object store."},
-	{name: "remote.cache.dir", typ: typeString, unset: "<log.dirs>/" + defaultCacheDir,
+	{name: "remote.cache.dir", typ: typeString, unset: "<first of log.dirs>/" + defaultCacheDir,
 		field: func(c *Config) any { return &c.Tiering.CacheDir },
 		doc:   "On-disk cache of chunks read from the object store."},
 	{name: "remote.cache.bytes", typ: typeLong, unset: tieringDefault(tiering.DefaultRemoteCacheBytes), valid: atLeast(1),
@@ -208,10 +208,10 @@ type partTier struct {
 func (s *Server) openTiering() error {
 	tc := s.cfg.Tiering
 	if tc.Store.Dir == "" {
-		tc.Store.Dir = filepath.Join(s.cfg.LogDir, defaultStoreDir)
+		tc.Store.Dir = filepath.Join(s.cfg.MetaDir(), defaultStoreDir)
 	}
 	if tc.CacheDir == "" {
-		tc.CacheDir = filepath.Join(s.cfg.LogDir, defaultCacheDir)
+		tc.CacheDir = filepath.Join(s.cfg.MetaDir(), defaultCacheDir)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store, err := tiering.OpenStore(ctx, tc.Store)

@@ -139,7 +139,7 @@ func TestTieringLocalStoreReplayFromZero(t *testing.T) {
 		t.Fatalf("remote log start %d, want 0", m.LogStartOffset)
 	}
 	// The objects are in the local-directory store.
-	objs := filepath.Join(s.cfg.LogDir, "objects", topic, "0")
+	objs := filepath.Join(s.cfg.MetaDir(), "objects", topic, "0")
 	if ents, err := os.ReadDir(objs); err != nil || len(ents) < 2 {
 		t.Fatalf("objects in %s: %d, %v", objs, len(ents), err)
 	}

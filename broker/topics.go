@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +52,7 @@ type partition struct {
 	topic string
 	index int32
 	dir   string
+	ldir  *logDir // the log directory holding dir
 	log   *segment.Log
 	// tier is the partition's tiered storage gate and archiver
 	// (tiering.go).
@@ -102,26 +102,49 @@ func notLeaderError(topic string, index, leader int32) error {
 	return newKafkaError(kerr.NotLeaderForPartition, "broker %d leads partition %s-%d", leader, topic, index)
 }
 
-// partitionDir is Kafka's directory name for a partition: topic-partition.
-func (s *Server) partitionDir(topic string, index int32) string {
-	return filepath.Join(s.cfg.LogDir, segment.PartitionDirName(topic, index))
-}
-
 // openPartition opens (creating or recovering) the log of one partition of
-// topic id and records the topic ID in its directory.
-func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead leadership, cfg topicConfig) (*partition, error) {
-	dir := s.partitionDir(topic, index)
-	opts := append([]segment.Option{segment.WithLogger(s.log.With("topic", topic, "partition", index))}, s.cfg.LogOptions...)
+// topic id and records the topic ID in its directory. isNew says the
+// partition appeared after this broker started (logDirs.locate). A
+// partition whose replica is offline, or goes offline here (its disk
+// failed, or a file of it is damaged past rebuilding), gives an error
+// wrapping errLogDirOffline.
+func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead leadership, cfg topicConfig, isNew bool) (*partition, error) {
+	name := segment.PartitionDirName(topic, index)
+	ld, dir, err := s.dirs.locate(name, isNew)
+	if err != nil {
+		return nil, err
+	}
+	// failed decides what a failure to open means: a failing disk takes
+	// the whole directory offline, a damaged file this partition.
+	failed := func(err error) error {
+		err = fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+		switch {
+		case isStorageError(err):
+			s.logDirFailed(ld, err)
+			return fmt.Errorf("%w: %w", errLogDirOffline, err)
+		case isDamagedFile(err):
+			s.log.Error("partition offline: a file of it is damaged", "topic", topic, "partition", index, "dir", dir, "err", err)
+			s.dirs.markPartitionOffline(name, dir, err)
+			return fmt.Errorf("%w: %w", errLogDirOffline, err)
+		}
+		return err
+	}
+	opts := append([]segment.Option{
+		segment.WithLogger(s.log.With("topic", topic, "partition", index)),
+		segment.WithOnPoison(func(err error) {
+			s.logDirFailed(ld, fmt.Errorf("partition %s-%d: %w", topic, index, err))
+		}),
+	}, s.cfg.LogOptions...)
 	pt := newPartTier(topic, cfg)
 	opts = append(opts, pt.gate.SegmentOptions()...)
 	l, err := segment.Open(dir, pt.segConfig(cfg), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+		return nil, failed(err)
 	}
-	if r := l.Recovery(); r.DroppedBytes > 0 || r.DroppedBatches > 0 || len(r.RebuiltIndexes) > 0 {
-		s.log.Warn("partition recovered", "topic", topic, "partition", index,
+	if r := l.Recovery(); r.DroppedBytes > 0 || r.DroppedBatches > 0 || len(r.RebuiltIndexes) > 0 || len(r.RebuiltCheckpoints) > 0 {
+		s.log.Warn("partition recovered", "topic", topic, "partition", index, "dir", dir,
 			"truncated_at", r.TruncatedAt, "dropped_bytes", r.DroppedBytes, "dropped_batches", r.DroppedBatches,
-			"rebuilt_indexes", r.RebuiltIndexes, "reason", r.Reason)
+			"rebuilt_indexes", r.RebuiltIndexes, "rebuilt_checkpoints", r.RebuiltCheckpoints, "reason", r.Reason)
 	}
 	if have, ok, err := readPartitionTopicID(dir); err != nil || !ok || have != id {
 		if err == nil {
@@ -129,10 +152,10 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 		}
 		if err != nil {
 			_ = l.Close()
-			return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+			return nil, failed(err)
 		}
 	}
-	p := &partition{topic: topic, index: index, dir: dir, log: l, tier: pt}
+	p := &partition{topic: topic, index: index, dir: dir, ldir: ld, log: l, tier: pt}
 	p.lead.Store(&lead)
 	p.repl = replica.NewPartition(topic, id, index, s.cfg.BrokerID, l, partitionAppender{p})
 	// Nothing is committed until a leader says so: a log without a
@@ -142,7 +165,7 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 	l.InitHighWatermark(l.LogStartOffset())
 	if err := p.loadProducers(s.log); err != nil {
 		_ = l.Close()
-		return nil, fmt.Errorf("broker: open partition %s-%d: %w", topic, index, err)
+		return nil, failed(err)
 	}
 	return p, nil
 }
@@ -225,7 +248,8 @@ func (s *Server) allPartitions() []*partition {
 
 // leaderPartition finds a partition this broker leads, for Produce, Fetch,
 // ListOffsets and OffsetForLeaderEpoch: UNKNOWN_TOPIC_OR_PARTITION if the
-// topic or partition does not exist, NOT_LEADER_OR_FOLLOWER if another
+// topic or partition does not exist, KAFKA_STORAGE_ERROR if this broker's
+// replica of it is offline (logdirs.go), NOT_LEADER_OR_FOLLOWER if another
 // broker leads it (or nobody does).
 func (s *Server) leaderPartition(t *topicState, topic string, index int32) (*partition, leadership, error) {
 	if t == nil || !t.hasPartition(index) {
@@ -233,6 +257,9 @@ func (s *Server) leaderPartition(t *topicState, topic string, index int32) (*par
 	}
 	p := t.local(index)
 	if p == nil {
+		if err := s.offlineError(topic, index); err != nil {
+			return nil, leadership{}, err
+		}
 		leader := int32(coord.NoLeader)
 		if pi, ok := s.coord.Snapshot().Partition(coord.TopicPartition{Topic: topic, Partition: index}); ok {
 			leader = pi.State.Leader

@@ -395,3 +395,68 @@ func testUncleanElection(t *testing.T, e env) {
 		return slices.Equal(leaders(s, "clean"), []int32{1})
 	})
 }
+
+// testOfflineReplicas: a broker reports some of its replicas offline
+// (their log directory failed). The controller moves those partitions'
+// leadership to another in-sync replica and takes the broker out of
+// their ISRs; its other replicas keep leading; a partition with no other
+// in-sync replica goes offline. While the session lives, the replicas
+// stay out; a new session (a restart) brings them back.
+func testOfflineReplicas(t *testing.T, e env) {
+	cs, _ := cluster(t, e, 3, nil)
+	obs := cs[0]
+	waitSnap(t, obs, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
+	asg, _ := AssignReplicas(brokersOf(obs.Snapshot()), 3, 3, AssignOptions{StartIndex: 0})
+	createTopic(t, obs, "od", asg, nil) // broker 2 leads od-1
+	createTopic(t, obs, "od2", asg, nil)
+	createTopic(t, obs, "solo", [][]int32{{2}}, nil)
+	if got := leaders(obs.Snapshot(), "od"); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("leaders %v, want [1 2 3]", got)
+	}
+	bad := []TopicPartition{{"od", 0}, {"od", 1}, {"solo", 0}}
+	if _, err := cs[0].ReportOfflineReplicas(ctxT(t, waitTimeout), 2, bad); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("report for another broker's id: %v", err)
+	}
+	remaining, err := cs[1].ReportOfflineReplicas(ctxT(t, waitTimeout), 2, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(remaining) != 0 {
+		t.Fatalf("remaining %v, want none: an offline replica leads nothing", remaining)
+	}
+	s := waitSnap(t, obs, "broker 2's offline replicas out", func(s *Snapshot) bool {
+		od, _ := s.Partition(TopicPartition{"od", 1})
+		so, _ := s.Partition(TopicPartition{"solo", 0})
+		return od.State.Leader != 2 && od.State.Leader != NoLeader && so.State.Leader == NoLeader
+	})
+	for _, tp := range bad[:2] {
+		if p, _ := s.Partition(tp); slices.Contains(p.State.ISR, 2) {
+			t.Errorf("%s: ISR %v still holds the offline replica", tp, p.State.ISR)
+		}
+	}
+	// Broker 2's replicas in a healthy directory are untouched.
+	if p, _ := s.Partition(TopicPartition{"od2", 1}); p.State.Leader != 2 || !slices.Contains(p.State.ISR, 2) {
+		t.Errorf("od2-1: %+v, want broker 2 still leading", p.State)
+	}
+	if p, _ := s.Partition(TopicPartition{"od", 2}); !slices.Contains(p.State.ISR, 2) {
+		t.Errorf("od-2: ISR %v lost broker 2, whose replica is fine", p.State.ISR)
+	}
+	// Replication putting it back is undone while the report lives.
+	tp := TopicPartition{"od", 1}
+	rejoinISR(t, obs, tp, 2)
+	waitSnap(t, obs, "broker 2 out of od-1's ISR again", func(s *Snapshot) bool {
+		p, _ := s.Partition(tp)
+		return !slices.Contains(p.State.ISR, 2) && p.State.Leader != 2
+	})
+	// A second report adds up with the first.
+	if _, err := cs[1].ReportOfflineReplicas(ctxT(t, waitTimeout), 2, []TopicPartition{{"od2", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSnap(t, obs, "od2-1 moved off broker 2", func(s *Snapshot) bool {
+		p, _ := s.Partition(TopicPartition{"od2", 1})
+		return p.State.Leader != 2 && p.State.Leader != NoLeader
+	})
+	if p, _ := s.Partition(tp); p.State.Leader == 2 {
+		t.Errorf("od-1 led by broker 2 again after the second report")
+	}
+}

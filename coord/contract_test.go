@@ -41,6 +41,7 @@ var contractTests = []struct {
 	{"DeletionMarkerSurvivesCrash", testDeletionCrash},
 	{"ControllerFailover", testControllerFailover},
 	{"ControlledShutdown", testControlledShutdown},
+	{"OfflineReplicas", testOfflineReplicas},
 	{"PreferredElectionOnDemand", testPreferredOnDemand},
 	{"UncleanElection", testUncleanElection},
 	{"ControllerMoves", testControllerMoves},

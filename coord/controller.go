@@ -269,9 +269,18 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 	snap := a.c.Snapshot()
 	a.trackBrokers(snap)
 	shutting := map[int32]bool{}
+	offline := map[TopicPartition][]int32{} // replicas whose log directory failed
 	for _, r := range a.requests {
-		if r.Kind == RequestControlledShutdown && snap.Live(r.BrokerID) {
+		switch {
+		case !snap.Live(r.BrokerID):
+		case r.Kind == RequestControlledShutdown:
 			shutting[r.BrokerID] = true
+		case r.Kind == RequestOfflineReplicas:
+			for _, tp := range r.Partitions {
+				if !slices.Contains(offline[tp], r.BrokerID) {
+					offline[tp] = append(offline[tp], r.BrokerID)
+				}
+			}
 		}
 	}
 	l := Liveness{Live: snap.Live, ShuttingDown: func(id int32) bool { return shutting[id] }}
@@ -292,7 +301,7 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 			if p.Version < 0 {
 				continue
 			}
-			next, reason, changed := PlanPartition(p, l, opts, epoch)
+			next, reason, changed := PlanPartition(p, l.withOffline(offline[tp]), opts, epoch)
 			if changed {
 				ups = append(ups, StateUpdate{TopicPartition: tp, State: next, Version: p.Version})
 				reasons = append(reasons, reason)
@@ -349,8 +358,25 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 			}
 			ans.Remaining = a.ledBy(snap, r.BrokerID)
 			a.log.Info("controller: controlled shutdown", "shutting_down", r.BrokerID, "still_leads", len(ans.Remaining))
+		case RequestOfflineReplicas:
+			blocked := false
+			for _, tp := range r.Partitions {
+				if failed[tp] {
+					blocked = true
+				}
+			}
+			if blocked {
+				continue // answer after the retry
+			}
+			for _, tp := range r.Partitions {
+				if p, ok := snap.Partition(tp); ok && a.partition(tp, p).State.Leader == r.BrokerID {
+					ans.Remaining = append(ans.Remaining, tp)
+				}
+			}
+			a.log.Warn("controller: replicas offline (log directory failed)", "broker", r.BrokerID,
+				"partitions", len(r.Partitions), "still_leads", len(ans.Remaining))
 		case RequestPreferredElection:
-			ans.Results = a.electPreferred(ctx, snap, l, r.Partitions)
+			ans.Results = a.electPreferred(ctx, snap, l, offline, r.Partitions)
 		default:
 			continue
 		}
@@ -432,7 +458,7 @@ func (a *activeController) ledBy(snap *Snapshot, id int32) []TopicPartition {
 }
 
 // electPreferred runs an on-demand preferred election.
-func (a *activeController) electPreferred(ctx context.Context, snap *Snapshot, l Liveness, tps []TopicPartition) []ElectionResult {
+func (a *activeController) electPreferred(ctx context.Context, snap *Snapshot, l Liveness, offline map[TopicPartition][]int32, tps []TopicPartition) []ElectionResult {
 	if len(tps) == 0 {
 		for _, name := range snap.TopicNames() {
 			for i := range snap.Topics[name].Partitions {
@@ -455,7 +481,7 @@ func (a *activeController) electPreferred(ctx context.Context, snap *Snapshot, l
 			continue
 		}
 		p := a.partition(tp, t.Partitions[tp.Partition])
-		next, err := PlanPreferred(p, l, a.lead.Epoch())
+		next, err := PlanPreferred(p, l.withOffline(offline[tp]), a.lead.Epoch())
 		if err != nil {
 			results[i].Err = err
 			continue

@@ -163,6 +163,19 @@ type Coordinator interface {
 	// ErrUnavailable, the context's error when no controller answers.
 	ControlledShutdown(ctx context.Context, brokerID int32) (remaining []TopicPartition, err error)
 
+	// ReportOfflineReplicas tells the controller that brokerID (this
+	// session's registered broker) can no longer serve its replicas of
+	// partitions: their log directory failed (Kafka's log-dir event,
+	// KIP-112). The report lives as long as this session; while it does,
+	// the controller treats those replicas as offline: they lose
+	// leadership to another in-sync replica and leave the ISR. It waits
+	// for the controller's answer: the reported partitions the broker
+	// still leads (none once the controller acted). Reports add up: each
+	// call may name only the newly offline replicas. Errors:
+	// ErrNotRegistered, ErrUnavailable, the context's error when no
+	// controller answers (the report stays filed for the next one).
+	ReportOfflineReplicas(ctx context.Context, brokerID int32, partitions []TopicPartition) (remaining []TopicPartition, err error)
+
 	// ElectPreferredLeaders asks the controller to make each partition's
 	// preferred replica (the first in its assignment) its leader, and
 	// waits for the answer: one result per partition (all partitions when

@@ -43,6 +43,7 @@
 //	// ISR changes by a partition leader: c.PartitionState, then
 //	// c.UpdatePartitionState(..., version) (ErrVersionConflict: re-read).
 //	...
+//	// A log directory failed: c.ReportOfflineReplicas(ctx, id, its partitions).
 //	// SIGTERM: remaining, err := c.ControlledShutdown(ctx, id) (bounded ctx;
 //	// remaining are partitions nobody else could take), stop serving,
 //	// cancel RunController's ctx (it resigns), c.Deregister, c.Close.
@@ -85,6 +86,9 @@
 //	                                        "answer" into it
 //	    {"version":1,"kind":"controlled_shutdown","broker_id":3,
 //	     "answer":{"controller_epoch":7,"remaining":[{"topic":"t","partition":0}]}}
+//	    {"version":1,"kind":"offline_replicas","broker_id":3,
+//	     "partitions":[{"topic":"t","partition":0}],
+//	     "answer":{"controller_epoch":7,"remaining":[]}}
 //	    {"version":1,"kind":"preferred_election","broker_id":0,
 //	     "partitions":[{"topic":"t","partition":0}],
 //	     "answer":{"controller_epoch":7,"remaining":[],
@@ -147,6 +151,13 @@
 //     for as long as its session lives; the rules above move its
 //     leadership and take it out of every ISR; the answer lists what it
 //     still leads.
+//   - Offline replicas (a broker's log directory failed, KIP-112): the
+//     report lives as long as the broker's session; for each partition
+//     it names, that broker counts as not live, so the rules above move
+//     its leadership to another in-sync replica (or take the partition
+//     offline) and take it out of the ISR. Its other replicas are
+//     untouched. The answer lists what it still leads (nothing, unless a
+//     write failed).
 //   - Preferred election on demand: per partition, elected, or
 //     ErrElectionNotNeeded, ErrPreferredLeaderNotAvailable,
 //     ErrUnknownTopic, ErrUnknownPartition.

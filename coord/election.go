@@ -30,6 +30,19 @@ type Liveness struct {
 
 func (l Liveness) eligible(id int32) bool { return l.Live(id) && !l.ShuttingDown(id) }
 
+// withOffline returns l for one partition whose replicas on brokers
+// offline are offline (their log directory failed): for this partition
+// those brokers count as not live, so they neither lead nor stay in the
+// ISR, exactly as if they were gone.
+func (l Liveness) withOffline(offline []int32) Liveness {
+	if len(offline) == 0 {
+		return l
+	}
+	live := l.Live
+	l.Live = func(id int32) bool { return live(id) && !slices.Contains(offline, id) }
+	return l
+}
+
 // PlanOptions are the per-topic settings of a decision.
 type PlanOptions struct {
 	// Unclean is unclean.leader.election.enable for the topic: with no

@@ -339,6 +339,21 @@ func (ss *LocalSession) ControlledShutdown(ctx context.Context, brokerID int32) 
 	return ans.Remaining, nil
 }
 
+// ReportOfflineReplicas implements Coordinator.
+func (ss *LocalSession) ReportOfflineReplicas(ctx context.Context, brokerID int32, partitions []TopicPartition) ([]TopicPartition, error) {
+	ss.store.mu.Lock()
+	if ss.mu.reg == nil || ss.mu.reg.ID != brokerID {
+		ss.store.mu.Unlock()
+		return nil, fmt.Errorf("%w: broker %d", ErrNotRegistered, brokerID)
+	}
+	ss.store.mu.Unlock()
+	ans, err := ss.request(ctx, wireRequest{Version: 1, Kind: RequestOfflineReplicas, BrokerID: brokerID, Partitions: slices.Clone(partitions)}, false)
+	if err != nil {
+		return nil, err
+	}
+	return ans.Remaining, nil
+}
+
 // ElectPreferredLeaders implements Coordinator.
 func (ss *LocalSession) ElectPreferredLeaders(ctx context.Context, partitions []TopicPartition) ([]ElectionResult, error) {
 	ans, err := ss.request(ctx, wireRequest{Version: 1, Kind: RequestPreferredElection, Partitions: slices.Clone(partitions)}, true)

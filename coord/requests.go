@@ -22,6 +22,7 @@ type RequestKind string
 const (
 	RequestControlledShutdown RequestKind = "controlled_shutdown"
 	RequestPreferredElection  RequestKind = "preferred_election"
+	RequestOfflineReplicas    RequestKind = "offline_replicas"
 )
 
 // ControllerRequest is a broker's (or an operator's) request to the
@@ -32,20 +33,24 @@ type ControllerRequest struct {
 	// ID identifies the request within the coordinator (the znode name).
 	ID   string
 	Kind RequestKind
-	// BrokerID is the broker shutting down (RequestControlledShutdown).
+	// BrokerID is the broker shutting down (RequestControlledShutdown),
+	// or the broker whose replicas are offline (RequestOfflineReplicas).
 	BrokerID int32
-	// Partitions to elect (RequestPreferredElection); empty means all.
+	// Partitions to elect (RequestPreferredElection; empty means all),
+	// or the broker's offline replicas (RequestOfflineReplicas).
 	Partitions []TopicPartition
 	// Answered is true once the controller answered. An answered
-	// controlled shutdown stays pending while its requester's session
-	// lives, so every controller keeps the broker out of leadership.
+	// controlled shutdown or offline-replica report stays pending while
+	// its requester's session lives, so every controller keeps the
+	// broker (or those replicas) out of leadership and the ISR.
 	Answered bool
 }
 
 // RequestAnswer is the controller's answer to a request.
 type RequestAnswer struct {
 	// Remaining lists the partitions the broker still leads
-	// (RequestControlledShutdown).
+	// (RequestControlledShutdown; RequestOfflineReplicas: of those
+	// reported, which can only be when their state writes failed).
 	Remaining []TopicPartition
 	// Results has one entry per partition (RequestPreferredElection).
 	Results []ElectionResult

@@ -25,6 +25,24 @@ func (z *ZK) ControlledShutdown(ctx context.Context, brokerID int32) ([]TopicPar
 	return ans.Remaining, nil
 }
 
+// ReportOfflineReplicas implements Coordinator: an ephemeral sequential
+// request znode under admin/controller_requests, left in place until the
+// session ends (Kafka's log_dir_event_notification, carrying the
+// replicas).
+func (z *ZK) ReportOfflineReplicas(ctx context.Context, brokerID int32, partitions []TopicPartition) ([]TopicPartition, error) {
+	z.mu.Lock()
+	reg := z.mu.reg
+	z.mu.Unlock()
+	if reg == nil || reg.ID != brokerID {
+		return nil, fmt.Errorf("%w: broker %d", ErrNotRegistered, brokerID)
+	}
+	ans, err := z.request(ctx, wireRequest{Version: znodeVersion, Kind: RequestOfflineReplicas, BrokerID: brokerID, Partitions: partitions}, false)
+	if err != nil {
+		return nil, err
+	}
+	return ans.Remaining, nil
+}
+
 // ElectPreferredLeaders implements Coordinator; the request znode is
 // deleted once answered.
 func (z *ZK) ElectPreferredLeaders(ctx context.Context, partitions []TopicPartition) ([]ElectionResult, error) {

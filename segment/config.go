@@ -110,10 +110,12 @@ type options struct {
 	onSeal   []func(SegmentInfo)
 	veto     func(SegmentInfo) bool
 	syncHook func(upTo int64)
+	onPoison func(err error)
+
+	wrapFile func(path string, f *os.File) File // segment files are written through the result
 
 	// Internal hooks, for tests and benchmarks in this package.
-	wrapFile     func(path string, f *os.File) file // segment files are written through the result
-	ckptInterval time.Duration                      // least time between background recovery-point checkpoints
+	ckptInterval time.Duration // least time between background recovery-point checkpoints
 	// afterFunc runs f in its own goroutine once d has passed, unless the
 	// returned stop is called first (reporting whether it stopped f), as
 	// time.AfterFunc does; it times the delayed close of deleted segments.
@@ -124,7 +126,7 @@ func defaultOptions() options {
 	return options{
 		now:          time.Now,
 		logger:       slog.Default(),
-		wrapFile:     func(_ string, f *os.File) file { return f },
+		wrapFile:     func(_ string, f *os.File) File { return f },
 		ckptInterval: time.Second,
 		afterFunc:    func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop },
 	}
@@ -164,9 +166,18 @@ func WithSyncHook(fn func(upTo int64)) Option {
 	return func(o *options) { o.syncHook = fn }
 }
 
-// withFileWrapper makes the log write segment files (.log, .index,
-// .timeindex) through wrap's result, so tests can inject faults.
-func withFileWrapper(wrap func(path string, f *os.File) file) Option {
+// WithOnPoison sets a function called once, in a goroutine of its own,
+// when the log is poisoned (ErrPoisoned: a write, fsync or checkpoint
+// write failed), with the cause. The owner reacts to the failing disk
+// there (a broker takes the log's directory offline).
+func WithOnPoison(fn func(err error)) Option {
+	return func(o *options) { o.onPoison = fn }
+}
+
+// WithFileWrapper makes the log write segment files (.log, .index,
+// .timeindex) through wrap's result, so tests can inject faults (a
+// failing write or fsync). Reads and zero-copy sends use the *os.File.
+func WithFileWrapper(wrap func(path string, f *os.File) File) Option {
 	return func(o *options) { o.wrapFile = wrap }
 }
 

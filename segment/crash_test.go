@@ -55,7 +55,7 @@ func (w tornWriter) WriteAt(b []byte, off int64) (int, error) {
 // crashChild appends batches, calling Sync every few appends and printing
 // "synced <offset>" once everything below offset is on disk.
 func crashChild(dir string) {
-	l, err := Open(dir, crashConfig(), withFileWrapper(func(path string, f *os.File) file {
+	l, err := Open(dir, crashConfig(), WithFileWrapper(func(path string, f *os.File) File {
 		if strings.HasSuffix(path, ".log") {
 			return tornWriter{f}
 		}

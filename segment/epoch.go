@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,15 +35,53 @@ type EpochCache struct {
 	}
 }
 
-// newEpochCache loads the cache from dir's checkpoint, if any.
-func newEpochCache(dir string, logEnd func() int64) (*EpochCache, error) {
+// newEpochCache loads the cache from dir's checkpoint, if any. A
+// checkpoint that does not parse (ErrBadCheckpoint) is rebuilt with
+// rebuild and rewritten; rebuilt reports that. Other errors (the file
+// cannot be read) are returned.
+func newEpochCache(dir string, logEnd func() int64, rebuild func() ([]EpochEntry, error)) (c *EpochCache, rebuilt bool, err error) {
 	entries, _, err := ReadLeaderEpochs(dir)
-	if err != nil {
-		return nil, err
+	c = &EpochCache{dir: dir, logEnd: logEnd}
+	if errors.Is(err, ErrBadCheckpoint) {
+		if entries, err = rebuild(); err != nil {
+			return nil, false, err
+		}
+		c.mu.Lock()
+		err = c.replaceLocked(entries)
+		c.mu.Unlock()
+		return c, true, err
 	}
-	c := &EpochCache{dir: dir, logEnd: logEnd}
+	if err != nil {
+		return nil, false, err
+	}
 	c.mu.entries = entries
-	return c, nil
+	return c, false, nil
+}
+
+// epochsFromBatches rebuilds the leader-epoch cache from the log itself:
+// every batch carries the leader epoch that wrote it (its partition
+// leader epoch), so an epoch begins at the first batch that carries it.
+// Batches without an epoch (-1) and epochs lower than one already seen
+// (never written by a correct leader) are skipped. Caller is recover,
+// before the log is shared; it reads only batch headers.
+func (l *Log) epochsFromBatches() ([]EpochEntry, error) {
+	var out []EpochEntry
+	for _, s := range l.mu.segs {
+		r := newHeaderReader(s.f, s.size)
+		for pos := int64(0); pos < s.size; {
+			h, err := r.at(pos)
+			if err != nil {
+				r.release()
+				return nil, fmt.Errorf("segment: rebuild %s from %s: %w", leaderEpochFile, s.logPath, err)
+			}
+			if e := h.PartitionLeaderEpoch; e >= 0 && (len(out) == 0 || e > out[len(out)-1].Epoch) {
+				out = append(out, EpochEntry{Epoch: e, StartOffset: h.BaseOffset})
+			}
+			pos += int64(h.Size())
+		}
+		r.release()
+	}
+	return out, nil
 }
 
 // ReadLeaderEpochs reads the leader-epoch checkpoint of the partition

@@ -10,9 +10,10 @@ import (
 
 func lgEpochCache(t *testing.T, dir string, leo int64) *EpochCache {
 	t.Helper()
-	c, err := newEpochCache(dir, func() int64 { return leo })
-	if err != nil {
-		t.Fatal(err)
+	noRebuild := func() ([]EpochEntry, error) { return nil, errors.New("no rebuild expected") }
+	c, rebuilt, err := newEpochCache(dir, func() int64 { return leo }, noRebuild)
+	if err != nil || rebuilt {
+		t.Fatal(rebuilt, err)
 	}
 	return c
 }
@@ -44,8 +45,17 @@ func TestEpochCheckpointRoundTrip(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, leaderEpochFile), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newEpochCache(dir, nil); !errors.Is(err, ErrBadCheckpoint) {
+		if _, _, err := ReadLeaderEpochs(dir); !errors.Is(err, ErrBadCheckpoint) {
 			t.Errorf("#%d: %q: got %v, want ErrBadCheckpoint", i, bad, err)
+		}
+		// Open rebuilds a checkpoint that does not parse, and rewrites it.
+		fromLog := []EpochEntry{{1, 0}, {4, 30}}
+		c, rebuilt, err := newEpochCache(dir, nil, func() ([]EpochEntry, error) { return fromLog, nil })
+		if err != nil || !rebuilt || !slices.Equal(c.Entries(), fromLog) {
+			t.Errorf("#%d: %q: rebuilt %v %v, err %v; want %v", i, bad, rebuilt, c.Entries(), err, fromLog)
+		}
+		if got, _, err := ReadLeaderEpochs(dir); err != nil || !slices.Equal(got, fromLog) {
+			t.Errorf("#%d: rewritten checkpoint: got %v, %v", i, got, err)
 		}
 	}
 }

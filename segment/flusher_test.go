@@ -30,13 +30,14 @@ func (f faultyFile) Sync() error {
 func TestFsyncFailureIsSticky(t *testing.T) {
 	dir := t.TempDir()
 	var fail atomic.Bool
-	wrap := withFileWrapper(func(path string, f *os.File) file {
+	wrap := WithFileWrapper(func(path string, f *os.File) File {
 		if strings.HasSuffix(path, ".log") {
 			return faultyFile{f, &fail}
 		}
 		return f
 	})
-	l := lgOpen(t, dir, lgConfig(), wrap)
+	poisoned := make(chan error, 2)
+	l := lgOpen(t, dir, lgConfig(), wrap, WithOnPoison(func(err error) { poisoned <- err }))
 	want := lgFill(t, l, 3, 1, 10, 0)
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
@@ -46,6 +47,14 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 	err := l.Sync()
 	if !errors.Is(err, ErrPoisoned) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Sync: got %v, want ErrPoisoned wrapping EIO", err)
+	}
+	select {
+	case perr := <-poisoned:
+		if !errors.Is(perr, ErrPoisoned) || !errors.Is(perr, syscall.EIO) {
+			t.Errorf("WithOnPoison got %v, want ErrPoisoned wrapping EIO", perr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("WithOnPoison was not called")
 	}
 	fail.Store(false) // a later fsync would "succeed": the log must not believe it
 	for i, op := range []func() error{
@@ -66,6 +75,9 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 	}
 	if err := l.Close(); !errors.Is(err, ErrPoisoned) {
 		t.Errorf("Close: got %v, want ErrPoisoned", err)
+	}
+	if len(poisoned) != 0 {
+		t.Errorf("WithOnPoison called again: %v", <-poisoned)
 	}
 	// Reopening runs recovery and clears the poison.
 	l = lgOpen(t, dir, lgConfig())

@@ -45,7 +45,7 @@ const (
 type entryFile struct {
 	path      string
 	f         *os.File // for reads
-	w         file     // writes, truncation, fsync; wraps f
+	w         File     // writes, truncation, fsync; wraps f
 	entrySize int
 
 	mem     []byte // active segment: all n entries, encoded; nil once sealed

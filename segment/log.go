@@ -652,6 +652,9 @@ func (l *Log) poisonLocked(err error) error {
 		l.mu.poison = fmt.Errorf("%w: %w", ErrPoisoned, err)
 		l.poisoned.Store(true)
 		l.opts.logger.Error("segment: log poisoned", "dir", l.dir, "err", err)
+		if fn := l.opts.onPoison; fn != nil {
+			go fn(l.mu.poison)
+		}
 	}
 	l.wakeFlushWaitersLocked()
 	return l.mu.poison

@@ -55,6 +55,12 @@ type RecoveryReport struct {
 	DroppedSegments []string
 	RebuiltIndexes  []string // index files rewritten because they were missing or did not match the log
 	RemovedFiles    []string // leftover temp files and orphan index files
+	// RebuiltCheckpoints lists the checkpoint files that did not parse
+	// and were rebuilt from the log: the recovery point by scanning every
+	// segment, the log start offset from the first segment, the leader
+	// epochs from the batches' partition leader epochs, the high
+	// watermark from the log start (the leader raises it again).
+	RebuiltCheckpoints []string
 	// Reason says why the tail was cut (it wraps ErrCorrupt); nil when
 	// nothing was.
 	Reason error
@@ -80,17 +86,16 @@ func (l *Log) recover() error {
 	}
 	_, err = os.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	rep.Clean = err == nil
-	rp, rpOK, err := readOffsetCheckpoint(l.dir, recoveryPointFile)
+	rp, rpOK, err := l.readRebuildable(recoveryPointFile)
 	if err != nil {
-		l.opts.logger.Warn("segment: ignoring recovery point checkpoint", "dir", l.dir, "err", err)
-		rp, rpOK = 0, false
+		return err
 	}
 	rep.RecoveryPoint = rp
 	l.ckpt.rp = -1 // rewrite unless it already holds the recovery point
 	if rpOK {
 		l.ckpt.rp = rp
 	}
-	logStart, logStartOK, err := readOffsetCheckpoint(l.dir, logStartOffsetFile)
+	logStart, logStartOK, err := l.readRebuildable(logStartOffsetFile)
 	if err != nil {
 		return err
 	}
@@ -181,8 +186,12 @@ func (l *Log) recover() error {
 	l.mu.recoveryPoint = l.mu.logEnd
 	l.mu.lastFlush = time.Now() // the flusher measures flush.ms by the real clock
 
-	if l.epochs, err = newEpochCache(l.dir, l.LogEndOffset); err != nil {
+	var rebuilt bool
+	if l.epochs, rebuilt, err = newEpochCache(l.dir, l.LogEndOffset, l.epochsFromBatches); err != nil {
 		return err
+	}
+	if rebuilt {
+		l.noteRebuilt(leaderEpochFile, "from the batches' leader epochs")
 	}
 	if l.mu.logStart > l.mu.logEnd {
 		// The log start checkpoint is ahead of the surviving data.
@@ -208,16 +217,23 @@ func (l *Log) recover() error {
 	if err := l.epochs.truncateFromStart(l.mu.logStart); err != nil {
 		return err
 	}
-	if hw, ok, err := readOffsetCheckpoint(l.dir, highWatermarkFile); err != nil {
+	if hw, ok, err := l.readRebuildable(highWatermarkFile); err != nil {
 		return err
 	} else if ok {
 		l.mu.hw, l.mu.hwSet = min(max(hw, l.mu.logStart), l.mu.logEnd), true
 		l.ckpt.hw, l.ckpt.hwExists = hw, true
+	} else if slices.Contains(rep.RebuiltCheckpoints, highWatermarkFile) {
+		// Unset, the high watermark is the owner's to initialize
+		// (InitHighWatermark); until it is written again, no file is
+		// better than one that does not parse.
+		if err := os.Remove(filepath.Join(l.dir, highWatermarkFile)); err != nil {
+			return fmt.Errorf("segment: recover: %w", err)
+		}
 	}
 	if err := l.writeCheckpointsLocked(false /* only what changed */); err != nil {
 		return err
 	}
-	if !logStartOK || l.mu.logStart != ckptLogStart {
+	if !logStartOK || l.mu.logStart != ckptLogStart || slices.Contains(rep.RebuiltCheckpoints, logStartOffsetFile) {
 		if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, l.mu.logStart); err != nil {
 			return err
 		}
@@ -235,6 +251,27 @@ func (l *Log) recover() error {
 			"offset", rep.TruncatedAt, "bytes", rep.DroppedBytes, "batches", rep.DroppedBatches, "reason", rep.Reason)
 	}
 	return nil
+}
+
+// readRebuildable reads an offset checkpoint that recovery can do
+// without: one that does not parse is reported (RebuiltCheckpoints) and
+// read as missing, which makes recovery derive it from the log (a full
+// scan for the recovery point, the first segment for the log start, the
+// log start for the high watermark) and rewrite it. An error reading the
+// file is returned: the directory's disk is failing.
+func (l *Log) readRebuildable(name string) (off int64, ok bool, err error) {
+	off, ok, err = readOffsetCheckpoint(l.dir, name)
+	if errors.Is(err, ErrBadCheckpoint) {
+		l.noteRebuilt(name, err.Error())
+		return 0, false, nil
+	}
+	return off, ok, err
+}
+
+// noteRebuilt records and logs a checkpoint rebuilt from the log.
+func (l *Log) noteRebuilt(name, why string) {
+	l.recovery.RebuiltCheckpoints = append(l.recovery.RebuiltCheckpoints, name)
+	l.opts.logger.Warn("segment: rebuilding a checkpoint that does not parse", "dir", l.dir, "file", name, "detail", why)
 }
 
 // dirListing is what listSegments found.

@@ -12,7 +12,9 @@ import (
 
 // file is what the log writes segment files through. *os.File implements
 // it; tests wrap it to inject faults (a failing fsync, torn writes).
-type file interface {
+// File is what a Log writes a segment file through (an *os.File unless
+// WithFileWrapper says otherwise).
+type File interface {
 	io.ReaderAt
 	io.WriterAt
 	Truncate(size int64) error
@@ -44,7 +46,7 @@ type segment struct {
 	base    int64
 	logPath string
 	f       *os.File // reads and zero-copy sends
-	w       file     // writes, truncation, fsync; wraps f
+	w       File     // writes, truncation, fsync; wraps f
 
 	index     entryFile
 	timeIndex entryFile
@@ -61,7 +63,7 @@ type segment struct {
 }
 
 // openSegmentFiles opens (creating if needed) the three files of a segment.
-func openSegmentFiles(dir string, base int64, wrap func(string, *os.File) file) (*segment, error) {
+func openSegmentFiles(dir string, base int64, wrap func(string, *os.File) File) (*segment, error) {
 	name := filepath.Join(dir, segmentName(base))
 	s := &segment{base: base, logPath: name + LogSuffix, next: base, maxTs: -1, maxTsOffset: base, lastTimeTs: -1}
 	s.index = entryFile{path: name + IndexSuffix, entrySize: IndexEntrySize}
@@ -79,7 +81,7 @@ func openSegmentFiles(dir string, base int64, wrap func(string, *os.File) file) 
 	return s, nil
 }
 
-func openFile(path string, wrap func(string, *os.File) file) (*os.File, file, error) {
+func openFile(path string, wrap func(string, *os.File) File) (*os.File, File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segment: %w", err)
@@ -89,12 +91,12 @@ func openFile(path string, wrap func(string, *os.File) file) (*os.File, file, er
 
 // createSegment creates the files of a new, empty active segment, replacing
 // any leftovers of that name.
-func createSegment(dir string, base int64, cfg Config, wrap func(string, *os.File) file, now time.Time) (*segment, error) {
+func createSegment(dir string, base int64, cfg Config, wrap func(string, *os.File) File, now time.Time) (*segment, error) {
 	s, err := openSegmentFiles(dir, base, wrap)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range []file{s.w, s.index.w, s.timeIndex.w} {
+	for _, w := range []File{s.w, s.index.w, s.timeIndex.w} {
 		if err := w.Truncate(0); err != nil {
 			return nil, errors.Join(fmt.Errorf("segment: create %s: %w", s.logPath, err), s.close())
 		}
@@ -119,7 +121,7 @@ func (s *segment) preallocate(cfg Config) error {
 // close closes the segment's files.
 func (s *segment) close() error {
 	var errs []error
-	for _, w := range []file{s.w, s.index.w, s.timeIndex.w} {
+	for _, w := range []File{s.w, s.index.w, s.timeIndex.w} {
 		if err := w.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 			errs = append(errs, fmt.Errorf("segment: close: %w", err))
 		}

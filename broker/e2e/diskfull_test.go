@@ -13,13 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestDiskFull runs a broker on a disk that fills up: a 48 MiB tmpfs the
-// test mounts, part of it taken by a filler file. A producer writes until
-// the broker refuses; the broker stays up and keeps serving what it
-// acknowledged. Then the filler is removed and the broker restarted: every
+// TestDiskFull runs a broker with two log directories, the second on a
+// disk that fills up: a 48 MiB tmpfs the test mounts, part of it taken by
+// a filler file. A producer writes to a topic in that directory until the
+// broker refuses; the directory goes offline (ENOSPC is a disk failure,
+// as in Kafka) and the broker stays up, serving the topic in its other
+// directory. Then the filler is removed and the broker restarted: every
 // acknowledged record is there exactly once, in order, and produce works
 // again. Mounting needs root (CI runs as root); the test is skipped
 // otherwise, and fails in CI.
@@ -43,10 +46,39 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b := StartBroker(t, "log.dirs="+filepath.Join(disk, "data"), "log.segment.bytes=4194304",
+	spare, full := t.TempDir(), filepath.Join(disk, "data")
+	b := StartBroker(t, "log.dirs="+spare+","+full, "log.segment.bytes=4194304",
 		"offsets.topic.num.partitions=1", "num.partitions=1")
-	const topic = "full"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+	// Two topics of one partition each: the broker puts them in
+	// different directories (the one with fewer partitions first).
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	for _, name := range []string{"full", "other"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		resp, err := kadm.NewClient(admCl).CreateTopic(ctx, 1, 1, nil, name)
+		cancel()
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	topic, other := "full", "other"
+	if _, err := os.Stat(filepath.Join(full, topic+"-0")); err != nil {
+		topic, other = other, topic
+	}
+	if _, err := os.Stat(filepath.Join(full, topic+"-0")); err != nil {
+		t.Fatalf("neither topic placed on the small disk: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(spare, other+"-0")); err != nil {
+		t.Fatalf("%s not placed in the other directory: %v", other, err)
+	}
+	otherAcked := produceValues(t, b.Addr, other, "oth-0000001", "oth-0000002")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(5*time.Second), kgo.ProducerLinger(0))
 	if err != nil {
@@ -94,10 +126,12 @@ func TestDiskFull(t *testing.T) {
 	}
 	t.Logf("disk full after %d acknowledged records: produce refused with %v", len(acked), refusal)
 	b.RequireAlive(t)
-	if !strings.Contains(b.Output(), "no space left on device") {
-		t.Errorf("the broker did not log the cause (no space left on device):\n%s", b.Output())
+	if line := lineWith(b.Output(), "log directory offline: its partitions"); !strings.Contains(line, "no space left on device") || !strings.Contains(line, full) {
+		t.Errorf("the broker did not log the full directory and the cause (no space left on device):\n%s", b.Output())
 	}
-	checkAcked(t, b.Addr, topic, acked, "with the disk full")
+	// The other directory keeps serving, reads and writes.
+	otherAcked = append(otherAcked, produceValues(t, b.Addr, other, "oth-0000003")...)
+	checkAcked(t, b.Addr, other, otherAcked, "the other directory, with the disk full")
 
 	// Room again, and a restart: everything acknowledged is still there and
 	// produce works.
@@ -107,6 +141,7 @@ func TestDiskFull(t *testing.T) {
 	b.Kill(t)
 	b.Restart(t)
 	checkAcked(t, b.Addr, topic, acked, "after the restart")
+	checkAcked(t, b.Addr, other, otherAcked, "the other directory, after the restart")
 	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +189,26 @@ func checkAcked(t *testing.T, addr, topic string, want []string, when string) {
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d records, want %d", when, len(got), len(want))
 	}
+}
+
+// produceValues produces each value to topic (created if need be) and returns
+// the 11-byte prefixes that checkAcked compares, failing the test on any
+// error.
+func produceValues(t *testing.T, addr, topic string, values ...string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []string
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %q to %s: %v", v, topic, err)
+		}
+		out = append(out, v[:min(11, len(v))])
+	}
+	return out
 }

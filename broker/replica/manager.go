@@ -168,8 +168,12 @@ func (m *Manager) Sync(snap *coord.Snapshot) {
 }
 
 // Forget stops replicating a partition whose log is being closed or
-// deleted.
-func (m *Manager) Forget(p *Partition) { m.unfollow(p) }
+// deleted: it is no longer followed, nor led (produces waiting in Await
+// for its followers return LeadershipMoved at once).
+func (m *Manager) Forget(p *Partition) {
+	m.unfollow(p)
+	p.stopLeading()
+}
 
 // loop shrinks lagging ISRs every half replica.lag.time.max.ms and
 // checkpoints high watermarks every

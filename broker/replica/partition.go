@@ -162,6 +162,18 @@ func (p *Partition) syncLeadership(pi coord.PartitionInfo, now time.Time) (becam
 	return became
 }
 
+// stopLeading ends this broker's leadership of the partition as far as
+// replication goes, and wakes whoever waits on it.
+func (p *Partition) stopLeading() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leading {
+		p.leading = false
+		p.proposed = nil
+		p.notifyLocked()
+	}
+}
+
 // leaderEpochIfLeading returns the epoch this broker leads the partition
 // at, or ok false.
 func (p *Partition) leaderEpochIfLeading() (int32, bool) {

@@ -65,7 +65,7 @@ exits with status 1 if it cannot start (another live broker has registered
 its broker.id, ZooKeeper cannot be reached within
 zookeeper.connection.timeout.ms, the data directory belongs to another
 cluster or broker), or if it loses its registration for good.
-`, def.Listen, def.LogDir)
+`, def.Listen, strings.Join(def.LogDirs, ","))
 	fmt.Fprint(w, `
 Flags:
   --config FILE         broker settings in Java properties format (key=value
@@ -256,7 +256,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	go func() { served <- srv.Serve() }()
 
 	addr := srv.Addr().String()
-	logger.Info("strata broker listening on "+addr, "broker_id", cfg.BrokerID, "cluster_id", srv.ClusterID(), "log_dir", cfg.LogDir, "zero_copy", cfg.ZeroCopy)
+	logger.Info("strata broker listening on "+addr, "broker_id", cfg.BrokerID, "cluster_id", srv.ClusterID(), "log_dirs", strings.Join(cfg.LogDirs, ","), "zero_copy", cfg.ZeroCopy)
 	if a := srv.MetricsAddr(); a != nil {
 		logger.Info("serving metrics on http://" + a.String() + "/metrics")
 	}

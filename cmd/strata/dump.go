@@ -22,9 +22,12 @@ func init() {
 	})
 }
 
-const dumpUsage = `Usage: strata dump [flags] FILE...
+const dumpUsage = `Usage: strata dump [flags] FILE|DIR...
 
 Prints segment files of a partition directory, like Kafka's DumpLogSegments.
+A DIR is a partition directory (topic-N: its .log files, oldest first) or a
+data directory, one of log.dirs (every partition directory in it); give
+each directory of log.dirs to dump them all.
 A .log file gives a line per record batch: offsets, position, size, CRC
 check, codec, producer, flags, timestamps and leader epoch. A .index or
 .timeindex file gives its entries. Files are named by their 20-digit base
@@ -83,6 +86,10 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 
 	out := bufio.NewWriter(stdout)
 	status := 0
+	files, ok := expandDumpArgs(files, stderr)
+	if !ok {
+		status = 1
+	}
 	for _, path := range files {
 		d := &dumper{path: path, out: out, stderr: stderr, printData: *printData}
 		if !d.dumpFile(*verifyIndex) {
@@ -94,6 +101,52 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return status
+}
+
+// expandDumpArgs replaces each directory argument by the .log files it
+// holds: a partition directory's segments, oldest first, or for a data
+// directory those of every partition directory in it, by name. ok is
+// false when a directory could not be read (reported on stderr).
+func expandDumpArgs(args []string, stderr io.Writer) (files []string, ok bool) {
+	ok = true
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil || !fi.IsDir() {
+			files = append(files, a) // dumpFile reports what is wrong
+			continue
+		}
+		partDirs := []string{a}
+		if _, _, isPart := segment.ParsePartitionDirName(filepath.Base(filepath.Clean(a))); !isPart {
+			ents, err := os.ReadDir(a)
+			if err != nil {
+				fmt.Fprintf(stderr, "strata dump: %v\n", err)
+				ok = false
+				continue
+			}
+			partDirs = partDirs[:0]
+			for _, e := range ents {
+				if _, _, isPart := segment.ParsePartitionDirName(e.Name()); isPart && e.IsDir() {
+					partDirs = append(partDirs, filepath.Join(a, e.Name()))
+				}
+			}
+			if len(partDirs) == 0 {
+				fmt.Fprintf(stderr, "strata dump: %s: no partition directories (topic-N) in it\n", a)
+				ok = false
+			}
+		}
+		for _, dir := range partDirs {
+			segs, err := segment.ListSegments(dir)
+			if err != nil {
+				fmt.Fprintf(stderr, "strata dump: %v\n", err)
+				ok = false
+				continue
+			}
+			for _, sg := range segs {
+				files = append(files, sg.LogPath)
+			}
+		}
+	}
+	return files, ok
 }
 
 // dumper prints one file. Problems go to stderr, after flushing what was

@@ -289,3 +289,40 @@ func TestDumpUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpDirectories: a partition directory dumps its segments, a data
+// directory every partition directory in it; several data directories
+// (log.dirs) are dumped in turn.
+func TestDumpDirectories(t *testing.T) {
+	s := buildSegment(t)
+	d1, d2 := t.TempDir(), t.TempDir()
+	var want []string
+	for _, p := range []string{filepath.Join(d1, "orders-0"), filepath.Join(d1, "orders-2"), filepath.Join(d2, "orders-1")} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, writeFile(t, p, "00000000000000000000.log", s.log))
+	}
+	if err := os.Mkdir(filepath.Join(d1, "objects"), 0o755); err != nil { // not a partition directory
+		t.Fatal(err)
+	}
+	status, out, errs := runDumpArgs(t, d1, d2)
+	if status != 0 || errs != "" {
+		t.Fatalf("data directories: status %d, stderr %q", status, errs)
+	}
+	for i, w := range want {
+		if !strings.Contains(out, "Dumping "+w+" ") {
+			t.Errorf("#%d: %s not dumped:\n%s", i, w, out)
+		}
+	}
+	if n := strings.Count(out, "Dumping "); n != len(want) {
+		t.Errorf("%d files dumped, want %d", n, len(want))
+	}
+	status, out, _ = runDumpArgs(t, filepath.Join(d2, "orders-1"))
+	if status != 0 || strings.Count(out, "Dumping ") != 1 {
+		t.Errorf("partition directory: status %d, output:\n%s", status, out)
+	}
+	if status, _, errs := runDumpArgs(t, t.TempDir()); status != 1 || !strings.Contains(errs, "no partition directories") {
+		t.Errorf("an empty directory: status %d, stderr %q; want 1 and the reason", status, errs)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stratastream/strata/broker"
@@ -141,7 +142,7 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 func openTierStore(ctx context.Context, cfg broker.Config) (tiering.ObjectStore, string, error) {
 	sc := cfg.Tiering.Store
 	if sc.Dir == "" {
-		sc.Dir = filepath.Join(cfg.LogDir, "objects")
+		sc.Dir = filepath.Join(cfg.MetaDir(), "objects")
 	}
 	what := "directory " + sc.Dir
 	if sc.UsesS3() {
@@ -198,7 +199,7 @@ func tierRestore(cfg broker.Config, topic string, stdout, stderr io.Writer) int 
 	cfg.Listen = "127.0.0.1:0"
 	cfg.AdvertisedHost, cfg.AdvertisedPort = "", 0
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fmt.Fprintf(stdout, "starting the broker in-process on %s to recreate the topics\n", cfg.LogDir)
+	fmt.Fprintf(stdout, "starting the broker in-process on %s to recreate the topics\n", strings.Join(cfg.LogDirs, ","))
 	srv, err := broker.NewServer(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata tier restore: %v\n", err)

@@ -106,10 +106,14 @@ func tierStatus(cfg broker.Config, pos []string, opts tierStatusOptions, stdout,
 		return 1
 	}
 	status := 0
-	rep := tierStatusReport{ObjectStore: what, DataDir: cfg.LogDir, Partitions: []tierPartitionStatus{}}
-	if fi, err := os.Stat(cfg.LogDir); err == nil && fi.IsDir() {
-		rep.DataDirFound = true
+	rep := tierStatusReport{ObjectStore: what, DataDir: strings.Join(cfg.LogDirs, ","), Partitions: []tierPartitionStatus{}}
+	var found []string // the directories of log.dirs that exist
+	for _, d := range cfg.LogDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			found = append(found, d)
+		}
 	}
+	rep.DataDirFound = len(found) > 0
 
 	// The broker's metrics, when there is an endpoint to read.
 	var bm *brokerTierMetrics
@@ -146,7 +150,7 @@ func tierStatus(cfg broker.Config, pos []string, opts tierStatusOptions, stdout,
 	}
 	now := time.Now()
 	for _, name := range topics {
-		rows, err := topicTierStatus(ctx, st, rep.DataDirFound, cfg.LogDir, name, bm, now)
+		rows, err := topicTierStatus(ctx, st, found, name, bm, now)
 		if err != nil {
 			fmt.Fprintf(stderr, "strata tier status: %s: %v\n", name, err)
 			status = 1
@@ -169,7 +173,7 @@ func tierStatus(cfg broker.Config, pos []string, opts tierStatusOptions, stdout,
 
 // topicTierStatus returns the rows of one topic's partitions: those with
 // a manifest, a local directory, or an archiver the metrics report.
-func topicTierStatus(ctx context.Context, st tiering.ObjectStore, haveDir bool, logDir, topic string, bm *brokerTierMetrics, now time.Time) ([]tierPartitionStatus, error) {
+func topicTierStatus(ctx context.Context, st tiering.ObjectStore, logDirs []string, topic string, bm *brokerTierMetrics, now time.Time) ([]tierPartitionStatus, error) {
 	manifests := map[int32]*tiering.Manifest{}
 	rt, err := tiering.LoadRemoteTopic(ctx, st, topic, nil)
 	switch {
@@ -184,14 +188,12 @@ func topicTierStatus(ctx context.Context, st tiering.ObjectStore, haveDir bool, 
 	for p := range manifests {
 		parts[p] = true
 	}
-	if haveDir {
-		local, err := localPartitions(logDir, topic)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range local {
-			parts[p] = true
-		}
+	local, err := localPartitions(logDirs, topic)
+	if err != nil {
+		return nil, err
+	}
+	for p := range local {
+		parts[p] = true
 	}
 	if bm != nil {
 		for k := range bm.archived {
@@ -216,8 +218,8 @@ func topicTierStatus(ctx context.Context, st tiering.ObjectStore, haveDir bool, 
 				row.LastUpload = ptr(m.Segments[n-1].UploadedAt.UTC())
 			}
 		}
-		if haveDir {
-			ls, err := tiering.InspectLocal(filepath.Join(logDir, segment.PartitionDirName(topic, p)), m, now)
+		if dir, ok := local[p]; ok {
+			ls, err := tiering.InspectLocal(dir, m, now)
 			switch {
 			case err == nil:
 				row.LocalLogStart, row.LogEnd = ptr(ls.LogStart), ptr(ls.LogEnd)
@@ -305,16 +307,21 @@ func optText[T int | int32 | int64](v *T) string {
 func ptr[T any](v T) *T { return &v }
 
 // localPartitions returns the partitions of topic that have a directory
-// (topic-N) in logDir.
-func localPartitions(logDir, topic string) ([]int32, error) {
-	ents, err := os.ReadDir(logDir)
-	if err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	var out []int32
-	for _, e := range ents {
-		if t, p, ok := segment.ParsePartitionDirName(e.Name()); ok && t == topic && e.IsDir() {
-			out = append(out, p)
+// (topic-N) in one of logDirs, with its path.
+func localPartitions(logDirs []string, topic string) (map[int32]string, error) {
+	out := map[int32]string{}
+	for _, logDir := range logDirs {
+		ents, err := os.ReadDir(logDir)
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		for _, e := range ents {
+			if t, p, ok := segment.ParsePartitionDirName(e.Name()); ok && t == topic && e.IsDir() {
+				if other, dup := out[p]; dup {
+					return nil, fmt.Errorf("partition %s is in two log directories: %s and %s", e.Name(), other, filepath.Join(logDir, e.Name()))
+				}
+				out[p] = filepath.Join(logDir, e.Name())
+			}
 		}
 	}
 	return out, nil
