@@ -94,7 +94,9 @@ func failureCode(ctx context.Context, err error) string {
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "connection reset"):
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "connection reset") ||
+		errors.Is(err, net.ErrClosed): // the client's side of a connection the peer reset
+
 		return "reset"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
