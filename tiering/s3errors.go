@@ -281,11 +281,14 @@ func opLabel(apiOp string) string {
 }
 
 // countAttempts adds to the client's stack a middleware, inside the SDK's
-// retry loop, that counts every failed attempt.
+// retry loop, that counts every failed attempt (and tells an upload's
+// stallGuard that attempts start and end).
 func (c *errorCounts) countAttempts(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("StrataCountStoreErrors",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			touchStallGuard(ctx) // an attempt starting is progress
 			out, md, err := next.HandleFinalize(ctx, in)
+			touchStallGuard(ctx)
 			if err != nil {
 				c.observe(ctx, opLabel(awsmiddleware.GetOperationName(ctx)), err)
 			}

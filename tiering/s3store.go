@@ -43,9 +43,11 @@ const (
 	defaultS3MaxBackoff    = 2 * time.Second
 	defaultS3RequestTimout = 30 * time.Second
 	defaultS3DialTimeout   = 5 * time.Second
-	// s3MinThroughput stretches the timeout of a put with its size: a part
-	// may take RequestTimeout plus one second per MiB.
-	s3MinThroughput = 1 << 20
+	// s3MinThroughput stretches the bound on a put with its size: a part
+	// may take RequestTimeout plus one second per 64 KiB, as long as it
+	// never goes RequestTimeout without progress (stallGuard). A slow
+	// link makes uploads slow, not impossible.
+	s3MinThroughput = 64 << 10
 )
 
 // S3Config configures an S3Store. Only Bucket is required.
@@ -83,8 +85,9 @@ type S3Config struct {
 	// MaxBackoff bounds the wait between attempts. 2 s when 0.
 	MaxBackoff time.Duration
 	// RequestTimeout bounds each operation (a put: plus one second per
-	// MiB; a get: until the response starts) and each stall of a
-	// connection. 30 s when 0.
+	// 64 KiB; a get: until the response starts) and each stall of a
+	// connection (a put: RequestTimeout without sending a byte of its
+	// body or starting an attempt). 30 s when 0.
 	RequestTimeout time.Duration
 	// DialTimeout bounds connecting. 5 s when 0.
 	DialTimeout time.Duration
@@ -241,6 +244,54 @@ func (s *S3Store) putTimeout(size int64) time.Duration {
 	return s.cfg.RequestTimeout + time.Duration(size/s3MinThroughput)*time.Second
 }
 
+// stallGuardKey is the context key of a request's stallGuard.
+type stallGuardKey struct{}
+
+// stallGuard cancels an upload's context, with errRequestTimeout, once it
+// has gone RequestTimeout without progress: without the transport reading
+// a byte of its body, and without an attempt starting or ending (the
+// attempt middleware touches it, so the SDK's backoff between attempts
+// is not a stall unless it exceeds RequestTimeout). Waiting for the
+// answer once the body is sent counts as a stall too, as it does for
+// the transport's ResponseHeaderTimeout.
+type stallGuard struct {
+	d     time.Duration
+	timer *time.Timer
+}
+
+// withStallGuard returns ctx guarded for stalls of d, and its stop.
+func withStallGuard(ctx context.Context, d time.Duration) (context.Context, *stallGuard, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	g := &stallGuard{d: d}
+	g.timer = time.AfterFunc(d, func() { cancel(errRequestTimeout) })
+	return context.WithValue(ctx, stallGuardKey{}, g), g, func() { g.timer.Stop(); cancel(nil) }
+}
+
+// touch records progress.
+func (g *stallGuard) touch() { g.timer.Reset(g.d) }
+
+// touchStallGuard records progress of the request ctx belongs to, if it
+// is guarded.
+func touchStallGuard(ctx context.Context) {
+	if g, ok := ctx.Value(stallGuardKey{}).(*stallGuard); ok {
+		g.touch()
+	}
+}
+
+// guardedBody is an upload body whose reads are progress.
+type guardedBody struct {
+	io.ReadSeeker
+	g *stallGuard
+}
+
+func (b guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadSeeker.Read(p)
+	if n > 0 {
+		b.g.touch()
+	}
+	return n, err
+}
+
 // Put implements ObjectStore.
 func (s *S3Store) Put(ctx context.Context, key string, r io.Reader, size int64, cond PutCondition) (ObjectInfo, error) {
 	if err := checkKey(key); err != nil {
@@ -266,10 +317,12 @@ func (s *S3Store) putSingle(ctx context.Context, key string, src *partSource, si
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.putTimeout(size))
 	defer cancel()
+	ctx, guard, stop := withStallGuard(ctx, s.cfg.RequestTimeout)
+	defer stop()
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(s.cfg.Bucket),
 		Key:           aws.String(s.fullKey(key)),
-		Body:          body,
+		Body:          guardedBody{body, guard},
 		ContentLength: aws.Int64(size),
 	}
 	if cond.IfNoneMatch {
@@ -341,9 +394,11 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, src *partSource,
 			defer func() { <-sem }()
 			uctx, ucancel := context.WithTimeout(pctx, s.putTimeout(n))
 			defer ucancel()
+			uctx, guard, stop := withStallGuard(uctx, s.cfg.RequestTimeout)
+			defer stop()
 			out, err := s.client.UploadPart(uctx, &s3.UploadPartInput{
 				Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full), UploadId: uploadID,
-				PartNumber: aws.Int32(int32(i + 1)), Body: body, ContentLength: aws.Int64(n),
+				PartNumber: aws.Int32(int32(i + 1)), Body: guardedBody{body, guard}, ContentLength: aws.Int64(n),
 			})
 			if err != nil {
 				errOnce.Do(func() { firstErr = s.mapErr(uctx, "put", key, err); pcancel() })

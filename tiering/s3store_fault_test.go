@@ -232,3 +232,42 @@ func TestS3StoreSlowAndThrottled(t *testing.T) {
 		t.Fatal("no GET went through the proxy")
 	}
 }
+
+// TestS3StoreSlowLinkUpload: an upload over a slow link completes; one
+// that stalls part-way fails with a timeout within a few RequestTimeouts
+// of its last progress, whatever its size allows in total.
+func TestS3StoreSlowLinkUpload(t *testing.T) {
+	m := miniotest.Start(t)
+	f := newFaultyS3(t, m, 10, func(c *S3Config) { c.RequestTimeout, c.MaxAttempts = 2*time.Second, 1 })
+	data := bytes.Repeat([]byte("slow link "), 100<<10) // 1000 KiB, one PutObject
+	f.set(t, s3fault.Rule{Fault: s3fault.Throttle, Ops: []s3fault.Op{s3fault.OpPutObject}, BytesPerSecond: 1 << 20})
+	start := time.Now()
+	if _, err := f.store.Put(testCtx(t), "slow/link", bytes.NewReader(data), int64(len(data)), PutCondition{}); err != nil {
+		t.Fatalf("put of %d bytes at 1 MiB/s: %v", len(data), err)
+	}
+	t.Logf("put of %d bytes at 1 MiB/s took %v", len(data), time.Since(start))
+	if got := mustGet(t, f.direct, "slow/link", 0, -1); !bytes.Equal(got, data) {
+		t.Fatal("the slow upload stored other bytes")
+	}
+
+	f.set(t, s3fault.Rule{Fault: s3fault.Stall, Ops: []s3fault.Op{s3fault.OpPutObject}, After: 64 << 10})
+	done := make(chan error, 1)
+	start = time.Now()
+	go func() {
+		_, err := f.store.Put(context.Background(), "slow/stall", bytes.NewReader(data), int64(len(data)), PutCondition{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var se *StoreError
+		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &se) || se.Code != "timeout" {
+			t.Fatalf("stalled upload: %v, want a timeout", err)
+		}
+		t.Logf("stalled upload failed after %v: %v", time.Since(start), err)
+	case <-time.After(time.Minute):
+		t.Fatal("a stalled upload did not fail: nothing bounds a stall")
+	}
+	if f.store.StoreErrors()[0] != (StoreErrorCount{Op: "put", Code: "timeout", Count: 1}) {
+		t.Fatalf("store errors: %v", f.store.StoreErrors())
+	}
+}

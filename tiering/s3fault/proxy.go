@@ -26,6 +26,8 @@ type Proxy struct {
 	ln        net.Listener
 	srv       *http.Server
 	transport *http.Transport
+	closed    chan struct{} // closed by Close: stalls end
+	closeOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -65,6 +67,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 	p := &Proxy{
 		target: u,
 		ln:     ln,
+		closed: make(chan struct{}),
 		transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			MaxIdleConnsPerHost:   64,
@@ -90,6 +93,7 @@ func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
 // Close stops the proxy and drops its connections.
 func (p *Proxy) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
 	err := p.srv.Close()
 	p.transport.CloseIdleConnections()
 	return err
@@ -234,11 +238,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.forward(w, r, nil)
-	case Reset:
+	case Reset, Stall:
 		if hasBody(r) {
-			// Part of the upload arrives, then the connection dies;
-			// nothing reaches the store.
-			_, _ = io.CopyN(io.Discard, r.Body, rule.After) // the reset follows whatever the read did
+			// Part of the upload arrives, then the connection dies (or
+			// hangs first); nothing reaches the store.
+			_, _ = io.CopyN(io.Discard, r.Body, rule.After) // the cut follows whatever the read did
+			if rule.Fault == Stall {
+				p.hold(r.Context(), rule.Delay)
+			}
 			resetConn(w, false)
 			return
 		}
@@ -310,7 +317,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rule *activeRule
 		h.Del(k)
 	}
 	cut := int64(-1)
-	if fault == Reset || fault == Truncate || fault == ShortBody {
+	if fault == Reset || fault == Truncate || fault == ShortBody || fault == Stall {
 		cut = rule.After
 	}
 	if fault == ShortBody && resp.ContentLength > cut {
@@ -332,10 +339,30 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rule *activeRule
 	switch fault {
 	case Reset:
 		resetConn(w, true)
+	case Stall:
+		_ = http.NewResponseController(w).Flush() // the stall follows whatever got out
+		p.hold(ctx, rule.Delay)
+		resetConn(w, true)
 	case Truncate:
 		// Fewer bytes than Content-Length: the server closes the
 		// connection after the handler returns.
 		_ = http.NewResponseController(w).Flush()
+	}
+}
+
+// hold waits for d (0: for ever), until the client goes away or the
+// proxy closes.
+func (p *Proxy) hold(ctx context.Context, d time.Duration) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-timeout:
+	case <-ctx.Done():
+	case <-p.closed:
 	}
 }
 

@@ -47,10 +47,16 @@ const (
 	// Refuse closes the client's connection at once with a reset,
 	// without reading the request: a store that is down.
 	Refuse Fault = "refuse"
+	// Stall stops after After bytes of a body (of the request body for
+	// requests that carry one, which then never reach the store; of the
+	// response body for the others) and holds the connection without
+	// progress for the rule's Delay (0: until the client goes away or
+	// the proxy closes), then resets it.
+	Stall Fault = "stall"
 )
 
 // Faults is every fault, in a fixed order.
-var Faults = []Fault{SlowDown, InternalError, Delay, Throttle, Reset, DropResponse, Truncate, ShortBody, Refuse}
+var Faults = []Fault{SlowDown, InternalError, Delay, Throttle, Reset, DropResponse, Truncate, ShortBody, Refuse, Stall}
 
 // Rule picks requests and the fault to inject into them. A request is
 // matched against the rules in order; the first rule that matches and
@@ -69,12 +75,13 @@ type Rule struct {
 	Fraction float64
 	// Limit, when positive, is how many requests the rule picks at most.
 	Limit int
-	// Delay is the wait of a Delay fault.
+	// Delay is the wait of a Delay fault, and how long a Stall holds
+	// the connection (0: until the client or the proxy closes).
 	Delay time.Duration
 	// BytesPerSecond is the rate of a Throttle fault.
 	BytesPerSecond int64
-	// After is how many body bytes pass before a Reset, Truncate or
-	// ShortBody cut.
+	// After is how many body bytes pass before a Reset, Truncate,
+	// ShortBody or Stall cut.
 	After int64
 	// RetryAfter, for SlowDown, is sent in Retry-After and
 	// x-amz-retry-after; 0 sends neither.
@@ -100,7 +107,9 @@ func (r Rule) validate() error {
 		return fmt.Errorf("negative After %d", r.After)
 	case r.RetryAfter < 0:
 		return fmt.Errorf("negative RetryAfter %v", r.RetryAfter)
-	case r.Fault == Delay && r.Delay <= 0:
+	case r.Delay < 0:
+		return fmt.Errorf("negative Delay %v", r.Delay)
+	case r.Fault == Delay && r.Delay == 0:
 		return errors.New("a delay needs a positive Delay")
 	case r.Fault == Throttle && r.BytesPerSecond <= 0:
 		return errors.New("a throttle needs a positive BytesPerSecond")
@@ -145,7 +154,7 @@ func (r Rule) String() string {
 		fmt.Fprintf(&b, " delay=%v", r.Delay)
 	case Throttle:
 		fmt.Fprintf(&b, " rate=%dB/s", r.BytesPerSecond)
-	case Reset, Truncate, ShortBody:
+	case Reset, Truncate, ShortBody, Stall:
 		fmt.Fprintf(&b, " after=%d", r.After)
 	case SlowDown:
 		if r.RetryAfter > 0 {
