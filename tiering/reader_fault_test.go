@@ -252,3 +252,53 @@ func TestRemoteReaderStoreDown(t *testing.T) {
 	}
 	checkCachedChunks(t, r, f)
 }
+
+// TestRemoteReaderResumesBrokenBody: a chunk or index GET whose body
+// breaks once (reset mid-body, cut short, answered short) is resumed at
+// once and the read succeeds with the right bytes; one that keeps
+// breaking fails after a single resumption, not a storm of GETs.
+func TestRemoteReaderResumesBrokenBody(t *testing.T) {
+	m := miniotest.Start(t)
+	fs := newFaultyS3(t, m, 11, nil)
+	f := buildFixture(t, defaultFixtureOpts())
+	uploadFixture(t, f, fs.direct)
+	gets := []s3fault.Op{s3fault.OpGetObject}
+	for i, rule := range []s3fault.Rule{
+		{Fault: s3fault.Reset, Ops: gets, Key: SuffixLog, After: 3000, Limit: 1},
+		{Fault: s3fault.Truncate, Ops: gets, Key: SuffixLog, After: 5000, Limit: 1},
+		{Fault: s3fault.ShortBody, Ops: gets, Key: SuffixLog, After: 6000, Limit: 1},
+		{Fault: s3fault.Reset, Ops: gets, Key: SuffixIndex, After: 100, Limit: 1},
+	} {
+		r := newTestReader(t, fs.store, ReaderConfig{ChunkBytes: 16 << 10, ReadAheadChunks: -1})
+		fs.set(t, rule)
+		rs, err := r.Read(context.Background(), f.key, f.m, f.m.LogStartOffset, 64<<10)
+		if err != nil {
+			t.Fatalf("#%d %v: read: %v", i, rule, err)
+		}
+		checkSlice(t, f, f.m.LogStartOffset, 64<<10, rs)
+		rs.Release()
+		if fs.proxy.InjectedTotal(rule.Fault) == 0 || r.Stats().Resumed != 1 {
+			t.Fatalf("#%d %v: injected %d, resumed %d; want one fault, resumed once", i, rule, fs.proxy.InjectedTotal(rule.Fault), r.Stats().Resumed)
+		}
+		checkCachedChunks(t, r, f)
+		checkCachedIndexes(t, r, f)
+		fs.proxy.Clear()
+	}
+
+	// A body that always breaks: two GETs, then a retriable error.
+	r := newTestReader(t, fs.store, ReaderConfig{ChunkBytes: 16 << 10, ReadAheadChunks: -1})
+	if _, err := r.segmentIndex(context.Background(), f.key, &f.m.Segments[0]); err != nil {
+		t.Fatal(err)
+	}
+	fs.set(t, s3fault.Rule{Fault: s3fault.Reset, Ops: gets, Key: SuffixLog, After: 3000})
+	before := fs.proxy.Requests(s3fault.OpGetObject)
+	if _, err := r.Read(context.Background(), f.key, f.m, f.m.LogStartOffset, 64<<10); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read with every body reset: %v", err)
+	}
+	if n := fs.proxy.Requests(s3fault.OpGetObject) - before; n != 2 {
+		t.Fatalf("a chunk whose every body breaks took %d GETs, want 2", n)
+	}
+	if st := r.Stats(); st.Cache.Chunks != 0 {
+		t.Fatalf("a chunk that never loaded is cached: %+v", st.Cache)
+	}
+}

@@ -524,7 +524,7 @@ func (s *S3Store) Get(ctx context.Context, key string, off, length int64) (io.Re
 		cancel(nil)
 		_ = out.Body.Close() // the answer is not used
 		s.errs.add("get", "truncated")
-		return nil, &StoreError{Op: "get", Code: "truncated", Err: fmt.Errorf("%w: get %s %s: %w", ErrUnavailable, key, rng, err)}
+		return nil, &StoreError{Op: "get", Code: "truncated", Err: fmt.Errorf("%w: get %s %s: %w", ErrUnavailable, key, rng, err), body: true}
 	}
 	return &s3Body{body: out.Body, cancel: cancel, ctx: gctx, key: key, s: s, want: want}, nil
 }
@@ -637,7 +637,7 @@ func (b *s3Body) Read(p []byte) (int, error) {
 func (b *s3Body) fail(err error) error {
 	code := failureCode(b.ctx, err)
 	b.s.errs.add("get", code)
-	return &StoreError{Op: "get", Code: code, Err: fmt.Errorf("%w: read %s: %w", ErrUnavailable, b.key, err)}
+	return &StoreError{Op: "get", Code: code, Err: fmt.Errorf("%w: read %s: %w", ErrUnavailable, b.key, err), body: true}
 }
 
 func (b *s3Body) Close() error {

@@ -29,6 +29,9 @@ type StoreError struct {
 	// (Retry-After or x-amz-retry-after), 0 when it did not say.
 	RetryAfter time.Duration
 	Err        error
+	// body: the failure came after the store had answered, while its
+	// body was read or checked (the S3 client does not retry those).
+	body bool
 }
 
 func (e *StoreError) Error() string { return e.Err.Error() }
