@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 
@@ -248,7 +247,7 @@ func TestRemoteReaderStoreDown(t *testing.T) {
 		got, off = append(got, b...), rs.NextOffset
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal(fmt.Sprintf("replay across the outage: %d bytes, want %d", len(got), len(want)))
+		t.Fatalf("replay across the outage: %d bytes, want %d", len(got), len(want))
 	}
 	checkCachedChunks(t, r, f)
 }

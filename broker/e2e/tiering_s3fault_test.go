@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +51,13 @@ func s3Outage(t *testing.T) time.Duration {
 var s3fTP = history.TP{Topic: tierTopic, Partition: 0}
 
 func s3fValue(i int) string { return fmt.Sprintf("s3f-%07d-%s", i, strings.Repeat("v", 90)) }
+
+// s3fIndex is the sequence number s3fValue put in v.
+func s3fIndex(v string) (int, bool) {
+	var i int
+	_, err := fmt.Sscanf(v, "s3f-%07d-", &i)
+	return i, err == nil && v == s3fValue(i)
+}
 
 // s3fProducer produces batches of 20 records to partition 0 until stopped,
 // recording each produce and its outcome in the history.
@@ -229,8 +235,11 @@ func s3fReplay(t *testing.T, addr, reader string, n int64, hist *history.History
 				t.Fatalf("%s: record at offset %d, want %d (the replay did not resume where it was)", reader, r.Offset, next)
 			}
 			hist.Read(reader, s3fTP, r.Offset, string(r.Value))
-			if want, ok := acked[r.Offset]; ok && (want != string(r.Value) || !bytes.HasPrefix(r.Key, []byte("k"))) {
+			if want, ok := acked[r.Offset]; ok && want != string(r.Value) {
 				t.Fatalf("%s: offset %d holds %q, acknowledged %q", reader, r.Offset, r.Value, want)
+			}
+			if i, ok := s3fIndex(string(r.Value)); !ok || string(r.Key) != tierKey(i) {
+				t.Fatalf("%s: offset %d holds key %q for value %q", reader, r.Offset, r.Key, r.Value)
 			}
 			next++
 		})
