@@ -86,11 +86,16 @@ fuzz: fuzz-smoke
 # acknowledgement, read and commit against the log. The seed is logged;
 # replay a fault schedule with make chaos CHAOS_SEED=N. CHAOS_TIMEOUT must
 # exceed CHAOS by 10 minutes.
+# It then runs TestTieringS3Faults (broker/e2e/tiering_s3fault_test.go)
+# with the object store down for S3_OUTAGE in the middle of a replay (20 s
+# in make test).
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
+S3_OUTAGE     ?= 10m
 chaos: build
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of
 # CHAOS_SHORT_FAULTS faults from seed CHAOS_SHORT_SEED (seed 4's fourteen:

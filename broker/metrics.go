@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/tiering"
 )
 
 // Metrics and pprof.
@@ -391,6 +392,12 @@ var (
 		"Segments uploaded and committed since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
 	descUploadedBytes = prometheus.NewDesc("strata_tier_uploaded_bytes_total",
 		"Bytes of the segments uploaded and committed since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descUploadThrottled = prometheus.NewDesc("strata_tier_upload_throttled_total",
+		"Upload steps the object store throttled (S3's 503 SlowDown) since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descUploadBackoff = prometheus.NewDesc("strata_tier_upload_backoff_seconds",
+		"Wait before the next upload attempt chosen after the partition's last failed step (0 when not failing), per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descStoreErrors = prometheus.NewDesc("strata_tier_store_errors_total",
+		"Failed requests to the S3 object store, by operation (put, get, head, list, delete) and code (S3's error code such as SlowDown or InternalError, http_<status>, or timeout, reset, refused, closed, truncated, other), the S3 client's retried attempts included.", []string{"op", "code"}, nil)
 	descCacheJoins = prometheus.NewDesc("strata_tier_cache_inflight_joins_total",
 		"Remote reads that waited for a GET of their chunk already under way (read-ahead or another reader).", nil, nil)
 	descPartCacheReads = prometheus.NewDesc("strata_tier_cache_reads_total",
@@ -420,7 +427,7 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descOffline, descLeaderPartitions,
 		descPendingSegs, descPendingBytes, descPendingAge, descUploadFailing,
-		descLastUpload, descUploadedSegs, descUploadedBytes,
+		descLastUpload, descUploadedSegs, descUploadedBytes, descUploadThrottled, descUploadBackoff, descStoreErrors,
 		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
 		descLogDirOffline, descOfflineLogDirs, descLogDirPartitions, descOfflineReplicas,
 		descGroups, descGroupLag} {
@@ -520,6 +527,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descUploadedSegs, prometheus.CounterValue, float64(l.UploadedSegs), a.topic, idx)
 		ch <- prometheus.MustNewConstMetric(descUploadedBytes, prometheus.CounterValue, float64(l.UploadedBytes), a.topic, idx)
+		ch <- prometheus.MustNewConstMetric(descUploadThrottled, prometheus.CounterValue, float64(l.Throttled), a.topic, idx)
+		gauge(descUploadBackoff, l.Backoff.Seconds(), a.topic, idx)
+	}
+
+	// Object store errors.
+	if s.tier != nil {
+		if ec, ok := s.tier.store.(tiering.ErrorCounter); ok {
+			for _, e := range ec.StoreErrors() {
+				ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(e.Count), e.Op, e.Code)
+			}
+		}
 	}
 
 	// Chunk cache.

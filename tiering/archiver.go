@@ -32,6 +32,11 @@ const (
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultRetryMin        = 500 * time.Millisecond
 	DefaultRetryMax        = 30 * time.Second
+	// ThrottledRetryMin is the least backoff after a step the store
+	// throttled (S3's SlowDown): the first retry of a throttled upload
+	// waits this long (within RetryMax), and longer after each
+	// further failure, as after any failure.
+	ThrottledRetryMin = time.Second
 )
 
 // ArchiverConfig configures the Archiver of one partition.
@@ -64,7 +69,10 @@ type ArchiverConfig struct {
 	// that CanDeleteLocal follows the leader's uploads. 30 s when 0.
 	RefreshInterval time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a failed
-	// upload or commit. 500 ms and 30 s when 0.
+	// upload or commit. 500 ms and 30 s when 0. A step the store
+	// throttled backs off from max(RetryMin, ThrottledRetryMin) instead,
+	// and never for less than the store's Retry-After, even past
+	// RetryMax.
 	RetryMin, RetryMax time.Duration
 
 	// OnLogStartOffset, if set, is called from the archiver's goroutine
@@ -154,8 +162,10 @@ type Archiver struct {
 		numPartitions int32
 		wantLogStart  int64 // a requested remote log start (DeleteRecords), applied by the loop
 
-		retryAt       time.Time // no attempt before this after a failure
-		failures      int       // consecutive failed steps
+		retryAt       time.Time     // no attempt before this after a failure
+		backoff       time.Duration // the wait chosen after the last failure
+		failures      int           // consecutive failed steps
+		throttled     int64         // failed steps the store throttled
 		lastUpload    time.Time
 		lastErr       error
 		lastErrAt     time.Time
@@ -320,7 +330,7 @@ func (a *Archiver) afterStep(err error) time.Duration {
 			a.log.Info("tiering: archiver recovered", "failures", a.mu.failures)
 		}
 		a.mu.failures = 0
-		a.mu.retryAt = time.Time{}
+		a.mu.retryAt, a.mu.backoff = time.Time{}, 0
 		if a.mu.leader && !a.mu.fenced {
 			return a.cfg.PollInterval
 		}
@@ -336,14 +346,27 @@ func (a *Archiver) afterStep(err error) time.Duration {
 		a.mu.failures = 0
 		return a.cfg.RefreshInterval
 	}
+	d := a.backoffLocked(err)
 	if a.mu.failures == 1 || a.mu.failures%20 == 0 {
-		a.log.Warn("tiering: archiver step failed; retrying with backoff", "failures", a.mu.failures, "err", err)
+		a.log.Warn("tiering: archiver step failed; retrying with backoff", "failures", a.mu.failures, "backoff", d, "err", err)
 	}
-	d := a.cfg.RetryMin << min(a.mu.failures-1, 20)
-	d = min(d, a.cfg.RetryMax)
-	d = d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1)) // ±20%
-	a.mu.retryAt = now.Add(d)
+	a.mu.retryAt, a.mu.backoff = now.Add(d), d
 	return d
+}
+
+// backoffLocked is the wait after the step that failed with err, the
+// a.mu.failures-th in a row: exponential from RetryMin (from
+// ThrottledRetryMin when the store throttled) up to RetryMax, ±20%, and
+// at least what the store asked for in Retry-After.
+func (a *Archiver) backoffLocked(err error) time.Duration {
+	base := a.cfg.RetryMin
+	if IsThrottled(err) {
+		a.mu.throttled++
+		base = max(base, ThrottledRetryMin)
+	}
+	d := min(base<<min(a.mu.failures-1, 20), a.cfg.RetryMax)
+	d = d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1)) // ±20%
+	return max(d, RetryAfter(err))
 }
 
 // step does one round of work: load or refresh the manifest; as leader,

@@ -35,6 +35,11 @@ type Lag struct {
 	Failing       bool  // the last step failed (LastError is current)
 	UploadedSegs  int64 // segments uploaded since start
 	UploadedBytes int64
+	// Backoff is the wait before the next attempt that the last failed
+	// step chose (0 when not failing); Throttled counts the failed steps
+	// the store throttled since start (S3's SlowDown).
+	Backoff   time.Duration
+	Throttled int64
 }
 
 // Lag reports the partition's upload state. It stats one local file and
@@ -51,6 +56,8 @@ func (a *Archiver) Lag() Lag {
 		Failing:       a.mu.failures > 0,
 		UploadedSegs:  a.mu.uploadedSegs,
 		UploadedBytes: a.mu.uploadedBytes,
+		Backoff:       a.mu.backoff,
+		Throttled:     a.mu.throttled,
 	}
 	m := a.mu.manifest
 	a.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratastream/strata/segment"
@@ -160,6 +161,8 @@ type RemoteReader struct {
 	// parts holds each partition's demand-read counters
 	// (PartitionKey -> *readCounters), for PartitionReadCounts.
 	parts sync.Map
+	// resumes counts chunk GETs resumed after their body broke.
+	resumes atomic.Int64
 
 	ctx    context.Context // cancelled by Close; bounds background GETs
 	cancel context.CancelFunc
@@ -241,7 +244,8 @@ type ReaderStats struct {
 	ReadAheadDropped int64 // prefetches dropped because the queue was full
 	ReadAheadSkipped int64 // queued prefetches skipped because their reader had got there
 	ReadAheadFailed  int64
-	Streams          int // readers the sequential detector tracks
+	Streams          int   // readers the sequential detector tracks
+	Resumed          int64 // chunk GETs resumed after their body broke part-way
 }
 
 // Stats returns the counters.
@@ -250,7 +254,7 @@ func (r *RemoteReader) Stats() ReaderStats {
 		Cache:     r.cache.stats(),
 		IndexHits: r.indexes.hits.Load(), IndexMisses: r.indexes.misses.Load(),
 		ReadAheadQueued: r.ra.queued.Load(), ReadAheadDropped: r.ra.dropped.Load(), ReadAheadSkipped: r.ra.skipped.Load(),
-		ReadAheadFailed: r.ra.failed.Load(), Streams: r.ra.numStreams(),
+		ReadAheadFailed: r.ra.failed.Load(), Streams: r.ra.numStreams(), Resumed: r.resumes.Load(),
 	}
 }
 
@@ -403,25 +407,50 @@ func scanChunk(f *os.File, ix *remoteIndex, span chunkSpan, from, off int64, max
 }
 
 // chunkLoader returns the loader of chunk k of ix: one ranged GET,
-// checked batch by batch on its way to the file.
+// checked batch by batch on its way to the file. A GET whose body breaks
+// part-way (see resumable) is resumed once, from the end of the last
+// whole batch written, with a GET of the rest: the S3 client retries
+// requests, not bodies, and a replay should not fail on one reset.
 func (r *RemoteReader) chunkLoader(ix *remoteIndex, k int) chunkLoader {
 	span := ix.chunks[k]
 	return func(ctx context.Context, w io.Writer) error {
 		ctx, done := r.getContext(ctx)
 		defer done()
-		rc, err := r.store.Get(ctx, ix.logKey, span.start, span.end-span.start)
-		if err != nil {
-			return err
+		cw := &countingWriter{w: w} // copyValidBatches writes whole batches only
+		for resumed := false; ; resumed = true {
+			from := span.start + cw.n
+			rc, err := r.store.Get(ctx, ix.logKey, from, span.end-from)
+			if err == nil {
+				err = copyValidBatches(cw, rc, span.end-from)
+				if cerr := rc.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err == nil {
+				return nil
+			}
+			if resumed || !resumable(err) || ctx.Err() != nil {
+				return fmt.Errorf("tiering: get %s [%d, %d): %w", ix.logKey, span.start, span.end, err)
+			}
+			r.resumes.Add(1)
 		}
-		err = copyValidBatches(w, rc, span.end-span.start)
-		if cerr := rc.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("tiering: get %s [%d, %d): %w", ix.logKey, span.start, span.end, err)
-		}
-		return nil
 	}
+}
+
+// resumable reports whether a GET failed in a way worth one more try at
+// once: its body broke or came short (reset, closed, truncated) after the
+// store had answered. Failures the S3 client already retried, throttling
+// and timeouts are not.
+func resumable(err error) bool {
+	var se *StoreError
+	if !errors.As(err, &se) || IsThrottled(err) {
+		return false
+	}
+	switch se.Code {
+	case "reset", "closed", "truncated":
+		return se.Op == "get" && se.body
+	}
+	return false
 }
 
 // runGetter returns the opener of ranged GETs of ix's .log object for

@@ -271,10 +271,21 @@ func (c *indexCache) trimLocked() {
 	}
 }
 
-// readObject GETs a whole object.
+// readObject GETs a whole object, once more at once when its body broke
+// part-way (resumable).
 func (r *RemoteReader) readObject(ctx context.Context, key string) ([]byte, error) {
 	ctx, done := r.getContext(ctx)
 	defer done()
+	for retried := false; ; retried = true {
+		b, err := r.readObjectOnce(ctx, key)
+		if err == nil || retried || !resumable(err) || ctx.Err() != nil {
+			return b, err
+		}
+		r.resumes.Add(1)
+	}
+}
+
+func (r *RemoteReader) readObjectOnce(ctx context.Context, key string) ([]byte, error) {
 	rc, err := r.store.Get(ctx, key, 0, -1)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 )
 
 // Errors of the S3 store that name a configuration problem. Each comes
@@ -43,9 +43,11 @@ const (
 	defaultS3MaxBackoff    = 2 * time.Second
 	defaultS3RequestTimout = 30 * time.Second
 	defaultS3DialTimeout   = 5 * time.Second
-	// s3MinThroughput stretches the timeout of a put with its size: a part
-	// may take RequestTimeout plus one second per MiB.
-	s3MinThroughput = 1 << 20
+	// s3MinThroughput stretches the bound on a put with its size: a part
+	// may take RequestTimeout plus one second per 64 KiB, as long as it
+	// never goes RequestTimeout without progress (stallGuard). A slow
+	// link makes uploads slow, not impossible.
+	s3MinThroughput = 64 << 10
 )
 
 // S3Config configures an S3Store. Only Bucket is required.
@@ -83,8 +85,9 @@ type S3Config struct {
 	// MaxBackoff bounds the wait between attempts. 2 s when 0.
 	MaxBackoff time.Duration
 	// RequestTimeout bounds each operation (a put: plus one second per
-	// MiB; a get: until the response starts) and each stall of a
-	// connection. 30 s when 0.
+	// 64 KiB; a get: until the response starts) and each stall of a
+	// connection (a put: RequestTimeout without sending a byte of its
+	// body or starting an attempt). 30 s when 0.
 	RequestTimeout time.Duration
 	// DialTimeout bounds connecting. 5 s when 0.
 	DialTimeout time.Duration
@@ -135,6 +138,7 @@ func (c S3Config) normalized() S3Config {
 type S3Store struct {
 	cfg    S3Config
 	client *s3.Client
+	errs   errorCounts
 }
 
 // NewS3Store builds the client. It does not contact the store: call Check
@@ -174,15 +178,21 @@ func NewS3Store(ctx context.Context, cfg S3Config) (*S3Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tiering: s3: load AWS configuration: %w", err)
 	}
-	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	st := &S3Store{cfg: cfg}
+	st.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = *cfg.PathStyle
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.APIOptions = append(o.APIOptions, st.errs.countAttempts)
 	})
-	return &S3Store{cfg: cfg, client: client}, nil
+	return st, nil
 }
+
+// StoreErrors implements ErrorCounter: the requests to the store that
+// failed, the SDK's retried attempts and failed body reads included.
+func (s *S3Store) StoreErrors() []StoreErrorCount { return s.errs.snapshot() }
 
 // String describes the store for logs.
 func (s *S3Store) String() string {
@@ -234,6 +244,54 @@ func (s *S3Store) putTimeout(size int64) time.Duration {
 	return s.cfg.RequestTimeout + time.Duration(size/s3MinThroughput)*time.Second
 }
 
+// stallGuardKey is the context key of a request's stallGuard.
+type stallGuardKey struct{}
+
+// stallGuard cancels an upload's context, with errRequestTimeout, once it
+// has gone RequestTimeout without progress: without the transport reading
+// a byte of its body, and without an attempt starting or ending (the
+// attempt middleware touches it, so the SDK's backoff between attempts
+// is not a stall unless it exceeds RequestTimeout). Waiting for the
+// answer once the body is sent counts as a stall too, as it does for
+// the transport's ResponseHeaderTimeout.
+type stallGuard struct {
+	d     time.Duration
+	timer *time.Timer
+}
+
+// withStallGuard returns ctx guarded for stalls of d, and its stop.
+func withStallGuard(ctx context.Context, d time.Duration) (context.Context, *stallGuard, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	g := &stallGuard{d: d}
+	g.timer = time.AfterFunc(d, func() { cancel(errRequestTimeout) })
+	return context.WithValue(ctx, stallGuardKey{}, g), g, func() { g.timer.Stop(); cancel(nil) }
+}
+
+// touch records progress.
+func (g *stallGuard) touch() { g.timer.Reset(g.d) }
+
+// touchStallGuard records progress of the request ctx belongs to, if it
+// is guarded.
+func touchStallGuard(ctx context.Context) {
+	if g, ok := ctx.Value(stallGuardKey{}).(*stallGuard); ok {
+		g.touch()
+	}
+}
+
+// guardedBody is an upload body whose reads are progress.
+type guardedBody struct {
+	io.ReadSeeker
+	g *stallGuard
+}
+
+func (b guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadSeeker.Read(p)
+	if n > 0 {
+		b.g.touch()
+	}
+	return n, err
+}
+
 // Put implements ObjectStore.
 func (s *S3Store) Put(ctx context.Context, key string, r io.Reader, size int64, cond PutCondition) (ObjectInfo, error) {
 	if err := checkKey(key); err != nil {
@@ -259,10 +317,12 @@ func (s *S3Store) putSingle(ctx context.Context, key string, src *partSource, si
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.putTimeout(size))
 	defer cancel()
+	ctx, guard, stop := withStallGuard(ctx, s.cfg.RequestTimeout)
+	defer stop()
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(s.cfg.Bucket),
 		Key:           aws.String(s.fullKey(key)),
-		Body:          body,
+		Body:          guardedBody{body, guard},
 		ContentLength: aws.Int64(size),
 	}
 	if cond.IfNoneMatch {
@@ -334,9 +394,11 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, src *partSource,
 			defer func() { <-sem }()
 			uctx, ucancel := context.WithTimeout(pctx, s.putTimeout(n))
 			defer ucancel()
+			uctx, guard, stop := withStallGuard(uctx, s.cfg.RequestTimeout)
+			defer stop()
 			out, err := s.client.UploadPart(uctx, &s3.UploadPartInput{
 				Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full), UploadId: uploadID,
-				PartNumber: aws.Int32(int32(i + 1)), Body: body, ContentLength: aws.Int64(n),
+				PartNumber: aws.Int32(int32(i + 1)), Body: guardedBody{body, guard}, ContentLength: aws.Int64(n),
 			})
 			if err != nil {
 				errOnce.Do(func() { firstErr = s.mapErr(uctx, "put", key, err); pcancel() })
@@ -415,6 +477,13 @@ func (p *partSource) part(off, n int64) (io.ReadSeeker, error) {
 // Get implements ObjectStore. RequestTimeout bounds the wait for the
 // response to start; the body then streams under ctx, and a connection
 // stalled for RequestTimeout fails the read with ErrUnavailable.
+//
+// Every GET asks for a range (bytes=off- for the rest of the object), so
+// that the answer says which bytes it holds: an answer for another range
+// than the one asked, a Content-Length that disagrees with its
+// Content-Range, or a body that ends before its length fails with
+// ErrUnavailable (code "truncated"), never as fewer bytes and a clean
+// end.
 func (s *S3Store) Get(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
@@ -428,56 +497,152 @@ func (s *S3Store) Get(ctx context.Context, key string, off, length int64) (io.Re
 		}
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
-	in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(s.fullKey(key))}
-	if off > 0 || length > 0 {
-		rng := fmt.Sprintf("bytes=%d-", off)
-		if length > 0 {
-			rng += fmt.Sprint(off + length - 1)
-		}
-		in.Range = aws.String(rng)
+	rng := fmt.Sprintf("bytes=%d-", off)
+	if length > 0 {
+		rng += fmt.Sprint(off + length - 1)
 	}
-	gctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(s.cfg.RequestTimeout, cancel)
+	in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(s.fullKey(key)), Range: aws.String(rng)}
+	gctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(s.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
 	out, err := s.client.GetObject(gctx, in)
 	stopped := timer.Stop()
 	if err != nil {
-		cancel()
+		defer cancel(nil)
 		if isInvalidRange(err) {
-			return io.NopCloser(bytes.NewReader(nil)), nil // off is at or past the end
+			return io.NopCloser(bytes.NewReader(nil)), nil // off is at or past the end (or the object is empty)
 		}
-		return nil, s.mapErr(ctx, "get", key, err)
+		return nil, s.mapErr(gctx, "get", key, err)
 	}
 	if !stopped {
-		cancel()
-		_ = out.Body.Close()
-		return nil, fmt.Errorf("%w: get %s: timed out", ErrUnavailable, key)
+		cancel(nil)
+		_ = out.Body.Close() // the answer came too late to be used
+		s.errs.add("get", "timeout")
+		return nil, &StoreError{Op: "get", Code: "timeout", Err: fmt.Errorf("%w: get %s: timed out", ErrUnavailable, key)}
 	}
-	return &s3Body{body: out.Body, cancel: cancel, ctx: ctx, key: key}, nil
+	want, err := answeredLength(out, off, length)
+	if err != nil {
+		cancel(nil)
+		_ = out.Body.Close() // the answer is not used
+		s.errs.add("get", "truncated")
+		return nil, &StoreError{Op: "get", Code: "truncated", Err: fmt.Errorf("%w: get %s %s: %w", ErrUnavailable, key, rng, err), body: true}
+	}
+	return &s3Body{body: out.Body, cancel: cancel, ctx: gctx, key: key, s: s, want: want}, nil
 }
 
-// s3Body is a GetObject body that maps read errors and releases its
-// context on Close.
+// answeredLength checks that a GET's answer holds the range asked for,
+// bytes [off, off+length) (length -1: to the end), or its part up to the
+// end of the object, and returns how many bytes its body must bring (-1
+// when the store did not say).
+func answeredLength(out *s3.GetObjectOutput, off, length int64) (int64, error) {
+	n := int64(-1)
+	if out.ContentLength != nil {
+		n = *out.ContentLength
+	}
+	cr := aws.ToString(out.ContentRange)
+	if cr == "" {
+		// The whole object (HTTP lets a server ignore a range): usable
+		// when the range starts at its beginning.
+		if off != 0 {
+			return 0, fmt.Errorf("%w: asked for bytes from %d, answered the whole object", errTruncatedBody, off)
+		}
+		if length > 0 && n > length {
+			return length, nil // the body is cut to the range
+		}
+		return n, nil
+	}
+	start, end, total, ok := parseContentRange(cr)
+	if !ok {
+		return 0, fmt.Errorf("%w: unreadable Content-Range %q", errTruncatedBody, cr)
+	}
+	wantEnd := total - 1
+	if length > 0 {
+		wantEnd = min(off+length-1, total-1)
+	}
+	if start != off || end != wantEnd || (n >= 0 && n != end-start+1) {
+		return 0, fmt.Errorf("%w: answered %q with %d bytes for bytes %d-%d", errTruncatedBody, cr, n, off, wantEnd)
+	}
+	return end - start + 1, nil
+}
+
+// parseContentRange reads "bytes start-end/total".
+func parseContentRange(cr string) (start, end, total int64, ok bool) {
+	rest, found := strings.CutPrefix(cr, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	span, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	s, e, found := strings.Cut(span, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	start, err1 = strconv.ParseInt(s, 10, 64)
+	end, err2 = strconv.ParseInt(e, 10, 64)
+	total, err3 = strconv.ParseInt(tot, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || start < 0 || end < start || total <= end {
+		return 0, 0, 0, false
+	}
+	return start, end, total, true
+}
+
+// s3Body is a GetObject body that brings exactly the bytes its answer
+// promised, maps read errors, counts them, and releases its context on
+// Close.
 type s3Body struct {
 	body   io.ReadCloser
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	ctx    context.Context
 	key    string
+	s      *S3Store
+	want   int64 // bytes the body must bring, -1 if unknown
+	got    int64
 }
 
 func (b *s3Body) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	if err != nil && err != io.EOF {
-		if cerr := b.ctx.Err(); cerr != nil {
-			return n, cerr
+	if b.want >= 0 {
+		if b.got >= b.want {
+			return 0, io.EOF
 		}
-		return n, fmt.Errorf("%w: read %s: %w", ErrUnavailable, b.key, err)
+		if rest := b.want - b.got; int64(len(p)) > rest {
+			p = p[:rest]
+		}
 	}
-	return n, err
+	n, err := b.body.Read(p)
+	b.got += int64(n)
+	switch {
+	case err == nil:
+		return n, nil
+	case err == io.EOF:
+		if b.want >= 0 && b.got < b.want {
+			return n, b.fail(fmt.Errorf("%w: body ended after %d of %d bytes", errTruncatedBody, b.got, b.want))
+		}
+		return n, io.EOF
+	}
+	if cerr := b.ctx.Err(); cerr != nil {
+		if cerr == context.DeadlineExceeded {
+			b.s.errs.add("get", "timeout")
+		}
+		return n, cerr // the caller's context ended the read
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w: %w", errTruncatedBody, err) // shorter than Content-Length
+	}
+	return n, b.fail(err)
+}
+
+// fail counts a failed read and maps its error.
+func (b *s3Body) fail(err error) error {
+	code := failureCode(b.ctx, err)
+	b.s.errs.add("get", code)
+	return &StoreError{Op: "get", Code: code, Err: fmt.Errorf("%w: read %s: %w", ErrUnavailable, b.key, err), body: true}
 }
 
 func (b *s3Body) Close() error {
 	err := b.body.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }
 
@@ -494,7 +659,11 @@ func (s *S3Store) getWithInfo(ctx context.Context, key string) ([]byte, ObjectIn
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
+	if err == nil && out.ContentLength != nil && int64(len(b)) != *out.ContentLength {
+		err = fmt.Errorf("%w: %d of %d bytes", errTruncatedBody, len(b), *out.ContentLength)
+	}
 	if err != nil {
+		s.errs.observe(ctx, "get", err)
 		return nil, ObjectInfo{}, s.mapErr(ctx, "get", key, err)
 	}
 	return b, ObjectInfo{Key: key, Size: int64(len(b)), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}, nil
@@ -509,7 +678,7 @@ func (s *S3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	defer cancel()
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(s.fullKey(key))})
 	if err != nil {
-		return ObjectInfo{}, s.mapErr(ctx, "stat", key, err)
+		return ObjectInfo{}, s.mapErr(ctx, "head", key, err)
 	}
 	return ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}, nil
 }
@@ -558,89 +727,4 @@ func (s *S3Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return nil
-}
-
-// mapPutErr is mapErr for a put: S3 answers If-Match on a missing object
-// with 404, which for the caller is a failed precondition.
-func (s *S3Store) mapPutErr(ctx context.Context, key string, cond PutCondition, err error) error {
-	err = s.mapErr(ctx, "put", key, err)
-	if cond.IfMatch != "" && IsNotFound(err) {
-		return fmt.Errorf("%w: %w", ErrPreconditionFailed, err)
-	}
-	return err
-}
-
-// isInvalidRange reports a 416 answer to a ranged GET.
-func isInvalidRange(err error) bool {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
-		return true
-	}
-	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange"
-}
-
-// mapErr turns an SDK error into the package's errors. ctx is the context
-// the request ran under: when it is done, a timeout is ErrUnavailable and a
-// cancellation by the caller is returned as such.
-func (s *S3Store) mapErr(ctx context.Context, op, key string, err error) error {
-	if errors.Is(err, context.Canceled) && ctx.Err() == context.Canceled {
-		return fmt.Errorf("tiering: %s %s: %w", op, key, err)
-	}
-	status := 0
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
-	}
-	code := ""
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	wrap := func(kinds ...error) error {
-		if len(kinds) == 0 {
-			return fmt.Errorf("tiering: s3 %s %s: %w", op, key, err)
-		}
-		args := make([]any, 0, len(kinds)+3)
-		format := ""
-		for _, k := range kinds {
-			format += "%w: "
-			args = append(args, k)
-		}
-		return fmt.Errorf(format+"s3 %s %s: %w", append(args, op, key, err)...)
-	}
-	switch {
-	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed ||
-		code == "ConditionalRequestConflict":
-		return wrap(ErrPreconditionFailed)
-	case code == "NoSuchBucket":
-		return wrap(ErrUnavailable, ErrBucketNotFound)
-	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
-		return wrap(ErrNotFound)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
-		code == "ExpiredToken" || code == "InvalidToken" || status == http.StatusForbidden:
-		return wrap(ErrUnavailable, ErrAccessDenied)
-	case status >= 500 || code == "SlowDown" || code == "RequestTimeout" || code == "ServiceUnavailable" ||
-		code == "InternalError" || code == "XMinioServerNotInitialized" || status == http.StatusTooManyRequests:
-		return wrap(ErrUnavailable)
-	case status == 0 && isNoCredentials(err):
-		return wrap(ErrUnavailable, ErrNoCredentials)
-	case status == 0:
-		var pe smithy.InvalidParamsError
-		if errors.As(err, &pe) {
-			return wrap()
-		}
-		// No answer at all: refused, reset, timed out, DNS.
-		return wrap(ErrUnavailable)
-	}
-	return wrap()
-}
-
-// isNoCredentials reports the SDK failing to find credentials.
-func isNoCredentials(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "failed to retrieve credentials") ||
-		strings.Contains(msg, "failed to refresh cached credentials") ||
-		strings.Contains(msg, "no EC2 IMDS role found") ||
-		strings.Contains(msg, "static credentials are empty")
 }
