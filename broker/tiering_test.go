@@ -139,7 +139,7 @@ func TestTieringLocalStoreReplayFromZero(t *testing.T) {
 		t.Fatalf("remote log start %d, want 0", m.LogStartOffset)
 	}
 	// The objects are in the local-directory store.
-	objs := filepath.Join(s.cfg.LogDir, "objects", topic, "0")
+	objs := filepath.Join(s.cfg.LogDir, "objects", filepath.FromSlash(m.Prefix()))
 	if ents, err := os.ReadDir(objs); err != nil || len(ents) < 2 {
 		t.Fatalf("objects in %s: %d, %v", objs, len(ents), err)
 	}
@@ -272,6 +272,7 @@ func TestTieringToggleAndDelete(t *testing.T) {
 	}
 
 	// Deleting the topic deletes its remote data.
+	topicID := s.topic(topic).id.String()
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.TopicNames = []string{topic}
 	rt := kmsg.NewDeleteTopicsRequestTopic()
@@ -283,7 +284,7 @@ func TestTieringToggleAndDelete(t *testing.T) {
 	store := s.tier.store
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		objs, err := store.List(context.Background(), tiering.PartitionPrefix(topic, 0))
+		objs, err := store.List(context.Background(), tiering.PartitionPrefix(topic, topicID, 0))
 		if err == nil && len(objs) == 0 {
 			break
 		}
@@ -307,6 +308,7 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 	produceTiered(t, cla, topic, 0, 1500)
 	waitTiered(t, a, topic)
 	cla.Close()
+	topicID := a.topic(topic).id.String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
@@ -316,7 +318,7 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := tiering.LoadManifest(ctx, store, topic, 0)
+	m, _, err := tiering.LoadManifest(ctx, store, topic, topicID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,9 @@ import (
 
 const (
 	testTopic     = "events"
+	testTopicID   = "0a1b2c3d-0000-4000-8000-00000000e001"
 	testPartition = int32(1)
+	testPrefix    = testTopic + "/" + testTopicID + "/1/"
 	testSegBytes  = 2048 // about a dozen batches per segment
 )
 
@@ -115,7 +117,7 @@ func (tl *testLog) sealedEnd() int64 {
 func newTestArchiver(t *testing.T, tl *testLog, store ObjectStore, tweak func(*ArchiverConfig)) *Archiver {
 	t.Helper()
 	cfg := ArchiverConfig{
-		Store: store, Log: tl.log, Topic: testTopic, TopicID: "tid-events", Partition: testPartition,
+		Store: store, Log: tl.log, Topic: testTopic, TopicID: testTopicID, Partition: testPartition,
 		NumPartitions: 3, Configs: map[string]string{"remote.storage.enable": "true"},
 		Retention:    RemoteRetention{Ms: -1, Bytes: -1},
 		PollInterval: 20 * time.Millisecond, RefreshInterval: 200 * time.Millisecond,
@@ -210,7 +212,7 @@ func checkRemoteMatchesLocal(t *testing.T, tl *testLog, m *Manifest, read object
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := read(t, SegmentKey(testTopic, testPartition, rs, f.suffix)); !bytes.Equal(got, want) {
+			if got := read(t, testSegKey(rs, f.suffix)); !bytes.Equal(got, want) {
 				t.Errorf("segment %d %s: remote object (%d bytes) differs from %s (%d bytes)", rs.BaseOffset, f.suffix, len(got), f.path, len(want))
 			}
 		}
@@ -231,7 +233,7 @@ func checkAllRecords(t *testing.T, tl *testLog, m *Manifest, read objectReader) 
 	t.Helper()
 	var buf []byte
 	for i := range m.Segments {
-		buf = append(buf, read(t, SegmentKey(testTopic, testPartition, &m.Segments[i], SuffixLog))...)
+		buf = append(buf, read(t, testSegKey(&m.Segments[i], SuffixLog))...)
 	}
 	for off := max(m.EndOffset(), tl.log.LogStartOffset()); off < tl.log.LogEndOffset(); {
 		b, err := tl.log.ReadCopy(off, 1<<20, tl.log.LogEndOffset())
@@ -286,7 +288,7 @@ func checkManifest(t *testing.T, m *Manifest, epoch int32) {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if m.Topic != testTopic || m.Partition != testPartition || m.TopicID != "tid-events" || m.NumPartitions != 3 ||
+	if m.Topic != testTopic || m.Partition != testPartition || m.TopicID != testTopicID || m.NumPartitions != 3 ||
 		m.Configs["remote.storage.enable"] != "true" || m.LeaderEpoch != epoch {
 		t.Errorf("manifest header %+v", m)
 	}
@@ -315,7 +317,7 @@ func testArchiverUploads(t *testing.T, store ObjectStore, read objectReader) {
 	checkManifest(t, m, 1)
 	checkRemoteMatchesLocal(t, tl, m, read)
 	// The stored manifest is the archiver's view.
-	stored, _, err := LoadManifest(testCtx(t), store, testTopic, testPartition)
+	stored, _, err := LoadManifest(testCtx(t), store, testTopic, testTopicID, testPartition)
 	if err != nil || stored.EndOffset() != m.EndOffset() {
 		t.Fatalf("stored manifest: %v", err)
 	}
@@ -467,4 +469,9 @@ func (f *faultStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 		return ObjectInfo{}, err
 	}
 	return f.ObjectStore.Stat(ctx, key)
+}
+
+// testSegKey is the key of one of rs's objects in the test partition.
+func testSegKey(rs *RemoteSegment, suffix string) string {
+	return testPrefix + rs.ObjectName() + suffix
 }

@@ -117,7 +117,7 @@ func TestRemoteChunkTable(t *testing.T) {
 	}
 	straddlers := 0
 	for si := range f.m.Segments {
-		ix, err := r.segmentIndex(context.Background(), f.key, &f.m.Segments[si])
+		ix, err := r.segmentIndex(context.Background(), f.m.Prefix(), &f.m.Segments[si])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestRemoteReadMissingObjects(t *testing.T) {
 		t.Fatalf("read of a deleted object: %v, want not found", err)
 	}
 	// Without its .index a segment is read as one chunk, still correctly.
-	if err := f.store.Delete(ctx, f.key.segmentKey(&f.m.Segments[2], SuffixIndex)); err != nil {
+	if err := f.store.Delete(ctx, f.m.SegmentKey(&f.m.Segments[2], SuffixIndex)); err != nil {
 		t.Fatal(err)
 	}
 	for off := f.m.Segments[2].BaseOffset; off < f.m.Segments[2].NextOffset; off++ {
