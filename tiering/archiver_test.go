@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ type testLog struct {
 	gate     *Gate
 	producer *producer.StateManager
 	epoch    int32
+	prefix   string // of the values produce writes; "value" when empty
 
 	mu       sync.Mutex
 	produced map[int64]string // offset -> value of every record appended
@@ -78,7 +80,8 @@ func (tl *testLog) produce(n int) {
 	for range n {
 		tl.mu.Lock()
 		off := tl.log.LogEndOffset()
-		val := fmt.Sprintf("value-%08d-%s", off, bytes.Repeat([]byte{'x'}, 100))
+		prefix := cmp.Or(tl.prefix, "value")
+		val := fmt.Sprintf("%s-%08d-%s", prefix, off, bytes.Repeat([]byte{'x'}, 105-len(prefix)))
 		b, err := segment.BuildBatch(segment.BatchSpec{
 			Idempotent: true, ProducerID: 7, BaseSequence: tl.seq,
 			Records: []segment.Record{{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(val)}},
@@ -212,7 +215,7 @@ func checkRemoteMatchesLocal(t *testing.T, tl *testLog, m *Manifest, read object
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := read(t, testSegKey(rs, f.suffix)); !bytes.Equal(got, want) {
+			if got := read(t, m.SegmentKey(rs, f.suffix)); !bytes.Equal(got, want) {
 				t.Errorf("segment %d %s: remote object (%d bytes) differs from %s (%d bytes)", rs.BaseOffset, f.suffix, len(got), f.path, len(want))
 			}
 		}
@@ -233,7 +236,7 @@ func checkAllRecords(t *testing.T, tl *testLog, m *Manifest, read objectReader) 
 	t.Helper()
 	var buf []byte
 	for i := range m.Segments {
-		buf = append(buf, read(t, testSegKey(&m.Segments[i], SuffixLog))...)
+		buf = append(buf, read(t, m.SegmentKey(&m.Segments[i], SuffixLog))...)
 	}
 	for off := max(m.EndOffset(), tl.log.LogStartOffset()); off < tl.log.LogEndOffset(); {
 		b, err := tl.log.ReadCopy(off, 1<<20, tl.log.LogEndOffset())

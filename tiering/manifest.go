@@ -245,6 +245,9 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 		// (omitempty), so it decodes as nil.
 		m.Configs = nil
 	}
+	if len(m.Dropped) == 0 {
+		m.Dropped = nil // likewise
+	}
 	return m, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -323,6 +324,19 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"version":1,"topic":"t","partition":0,"leader_epoch":0,"log_start_offset":0,"segments":[]}`))
+	withDropped := testManifest(3)
+	withDropped.Dropped = []DroppedSegment{{RemoteSegment: withDropped.Segments[0], DroppedAt: withDropped.UpdatedAt}}
+	withDropped.Segments, withDropped.LogStartOffset = withDropped.Segments[1:], 200
+	if b, err := EncodeManifest(withDropped); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(b)
+	}
+	if b, err := os.ReadFile("testdata/legacy-bucket/events/1/manifest"); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeManifest(b)
 		if err != nil {

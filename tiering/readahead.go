@@ -179,7 +179,7 @@ func (ra *readAhead) plan(part PartitionKey, m *Manifest, i int, ix *remoteIndex
 		// the chunks at its front the cache already holds.
 		last := min((chunk/ra.runChunks+1)*ra.runChunks, numChunks) - 1
 		from := chunk
-		for seg == i && from <= last && ra.r.cache.contains(chunkKey{ix.logKey, from}) {
+		for seg == i && from <= last && ra.r.cache.contains(chunkKey{ix.chunkID, from}) {
 			from++
 		}
 		if from <= last {
@@ -253,5 +253,5 @@ func (r *RemoteReader) prefetch(ctx context.Context, j prefetchJob) error {
 	if first > last {
 		return nil
 	}
-	return r.cache.prefetchRun(ctx, ix.logKey, ix.chunks, first, last, r.runGetter(ix))
+	return r.cache.prefetchRun(ctx, ix.chunkID, ix.chunks, first, last, r.runGetter(ix))
 }

@@ -336,7 +336,7 @@ func TestReadAheadCrossesSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range 2 {
-		if !fetchedChunk(f.store, ix1.logKey, ix1.chunks[k].start) || !r.cache.contains(chunkKey{ix1.logKey, k}) {
+		if !fetchedChunk(f.store, ix1.logKey, ix1.chunks[k].start) || !r.cache.contains(chunkKey{ix1.chunkID, k}) {
 			t.Fatalf("chunk %d of the next segment not prefetched", k)
 		}
 	}

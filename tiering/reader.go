@@ -336,7 +336,7 @@ func (r *RemoteReader) ReadBelow(ctx context.Context, key PartitionKey, m *Manif
 		for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 			span := ix.chunks[k]
 			pos = max(pos, span.start)
-			ref, err := r.cache.acquireFor(ctx, pc, chunkKey{ix.logKey, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
+			ref, err := r.cache.acquireFor(ctx, pc, chunkKey{ix.chunkID, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
 			if err != nil {
 				return RemoteSlice{}, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 			}
@@ -577,7 +577,7 @@ func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key Partit
 	for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 		span := ix.chunks[k]
 		pos = max(pos, span.start)
-		ref, err := r.cache.acquireFor(ctx, r.partCounters(key), chunkKey{ix.logKey, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
+		ref, err := r.cache.acquireFor(ctx, r.partCounters(key), chunkKey{ix.chunkID, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
 		if err != nil {
 			return 0, -1, false, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 		}

@@ -33,7 +33,17 @@ import (
 // since an entry cut at a divergence point parses the same object to fewer
 // entries.
 func indexCacheKey(prefix string, seg *RemoteSegment, suffix string) string {
-	return prefix + seg.ObjectName() + suffix + "@" + strconv.FormatInt(seg.NextOffset, 10)
+	return chunkID(prefix+seg.ObjectName()+suffix, seg.NextOffset)
+}
+
+// chunkID is the chunk cache's name of the chunks of the .log object at
+// logKey for a segment entry ending at next. The chunk table depends on the
+// entry's NextOffset (index entries at or past it are not used), and an
+// entry cut at a divergence point names the same object as the uncut one,
+// so both take part in the name: a chunk name always stands for the same
+// bytes.
+func chunkID(logKey string, next int64) string {
+	return logKey + "@" + strconv.FormatInt(next, 10)
 }
 
 // chunkSpan is one chunk of a remote .log object: bytes [start, end), which
@@ -48,6 +58,7 @@ type chunkSpan struct {
 // chunk table derived from it. It is immutable once built.
 type remoteIndex struct {
 	logKey  string              // store key of the .log object
+	chunkID string              // names its chunks in the chunk cache: logKey and next (chunkID)
 	base    int64               // segment base offset
 	next    int64               // segment NextOffset
 	size    int64               // bytes of the .log object
@@ -76,7 +87,7 @@ func parseOffsetIndex(b []byte, base, next, size int64) segment.OffsetIndex {
 // (a batch larger than a chunk makes one chunk of its own).
 func newRemoteIndex(logKey string, seg *RemoteSegment, raw []byte, chunkBytes int64) *remoteIndex {
 	ix := &remoteIndex{
-		logKey: logKey, base: seg.BaseOffset, next: seg.NextOffset, size: seg.Size,
+		logKey: logKey, chunkID: chunkID(logKey, seg.NextOffset), base: seg.BaseOffset, next: seg.NextOffset, size: seg.Size,
 		entries: parseOffsetIndex(raw, seg.BaseOffset, seg.NextOffset, seg.Size),
 	}
 	start := int64(0)

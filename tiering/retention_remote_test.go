@@ -1,6 +1,7 @@
 package tiering
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,4 +178,71 @@ func TestDeletePartition(t *testing.T) {
 	if err := DeletePartition(testCtx(t), s, testTopic, testTopicID, testPartition); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
+}
+
+// TestDroppedSegmentsReadableForDeleteDelay: segments that remote
+// retention (here DeleteRecords) removes from the manifest keep their
+// objects for the delete delay, measured on the leader's monotonic clock:
+// a reader that resolved the old manifest reads them meanwhile, the
+// sweeper counts them as referenced, and only after the delay are they
+// deleted and their entries gone.
+func TestDroppedSegmentsReadableForDeleteDelay(t *testing.T) {
+	ctx := testCtx(t)
+	s := newTestLocalStore(t)
+	tl := newTestLog(t, testSegBytes)
+	tl.produce(80)
+	clock := newFakeMono()
+	a := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
+		c.Mono = clock.now
+		c.Retention.DeleteDelay = time.Minute
+	})
+	a.BecomeLeader(1)
+	waitUploaded(t, a, tl.sealedEnd())
+	old := a.Manifest()
+	start := old.Segments[3].BaseOffset
+	a.SetLogStartOffset(start)
+	waitFor(t, 10*time.Second, "the remote log start moved", func() bool { return a.Manifest().LogStartOffset == start })
+	waitSteps(t, a, 3)
+	cur := a.Manifest()
+	if len(cur.Dropped) != 3 {
+		t.Fatalf("%d dropped segments listed, want 3", len(cur.Dropped))
+	}
+
+	// A reader with the old manifest reads what was dropped; the new
+	// manifest no longer offers it.
+	r := newTestReader(t, s, ReaderConfig{ReadAheadChunks: -1})
+	key := PartitionKey{Topic: testTopic, Partition: testPartition}
+	for off := int64(0); off < start; {
+		rs, err := r.Read(ctx, key, old, off, 1<<20)
+		if err != nil {
+			t.Fatalf("read of a dropped segment at %d with the old manifest: %v", off, err)
+		}
+		rs.Release()
+		off = rs.NextOffset
+	}
+	if _, err := r.Read(ctx, key, cur, 0, 1<<20); !errors.Is(err, ErrRemoteOffsetOutOfRange) {
+		t.Fatalf("read below the new log start: %v", err)
+	}
+	sweeps := newFakeMono()
+	sw := &Sweeper{Store: s, Grace: time.Second, Mono: sweeps.now}
+	for range 2 {
+		if n, err := sw.SweepAll(ctx); n != 0 || err != nil {
+			t.Fatalf("sweep: %d, %v; dropped segments are referenced", n, err)
+		}
+		sweeps.advance(time.Hour)
+	}
+
+	// After the delay.
+	clock.advance(time.Minute)
+	waitPurged(t, a)
+	for i := range old.Segments[:3] {
+		if _, err := s.Stat(ctx, old.SegmentKey(&old.Segments[i], SuffixLog)); !IsNotFound(err) {
+			t.Errorf("segment %d kept after the delete delay: %v", old.Segments[i].BaseOffset, err)
+		}
+	}
+	r2 := newTestReader(t, s, ReaderConfig{ReadAheadChunks: -1})
+	if _, err := r2.Read(ctx, key, old, 0, 1<<20); !IsNotFound(err) {
+		t.Fatalf("read with the old manifest after the delete delay: %v, want not found", err)
+	}
+	checkAllRecords(t, tl, a.Manifest(), storeReader(s))
 }
