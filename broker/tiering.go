@@ -156,7 +156,7 @@ var tieringSettings = []setting{
 		doc: "How often objects no manifest references are looked for."},
 	{name: "strata.remote.sweep.grace.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultSweepGrace)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.SweepGrace }, unit: time.Millisecond,
-		doc: "Age after which an unreferenced object is deleted."},
+		doc: "How long the sweeper watches an object no manifest references before deleting it, on the broker's monotonic clock (object times and wall clocks play no part); archivers commit an upload only within half of it."},
 	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRetryMax)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
 		doc: "Longest wait between retries of a failed upload."},
