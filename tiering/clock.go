@@ -14,6 +14,13 @@ import "time"
 // decision. Durations measured by two brokers are compared only as
 // lengths, which needs their clocks to run at the same rate, not to agree.
 //
+// The other sound design, comparing object times with the store's own
+// current time (the Date header of a response), was not taken: the
+// local-directory store has no clock of its own (its object times are
+// this machine's wall clock, the one that jumps), the header has a
+// one-second resolution, and it trusts every proxy on the way. Watching an
+// object for the grace period needs nothing from the store.
+//
 // The wall clock stays for what is about wall time: retention.ms against
 // record timestamps (as Kafka) and the times written into manifests for
 // operators.

@@ -20,8 +20,9 @@ type RemoteRetention struct {
 	// manifest stay in the store (file.delete.delay.ms, as for local
 	// segment files), so that a reader that resolved an older manifest
 	// finishes its read. It is measured on the leader's monotonic clock
-	// from when it first saw the segment dropped. 0 deletes them at the
-	// next step.
+	// from when it first saw the segment dropped (a time, not a count of
+	// later manifest versions: a quiet partition writes none, and a busy
+	// one many per second). 0 deletes them at the next step.
 	DeleteDelay time.Duration
 }
 
