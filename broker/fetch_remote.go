@@ -14,7 +14,10 @@ import (
 // A fetch offset below the local log start and at or above the remote log
 // start (the committed manifest's LogStartOffset) is served by the
 // broker's RemoteReader: whole batches of one cached chunk file, which the
-// connection sends with sendfile like a segment range. The chunk stays
+// connection sends with sendfile like a segment range. A remote read stops
+// at the local log start: the local log answers for every offset it
+// holds, so a remote log that diverges from it (an unclean leader
+// election the archiver has not reconciled yet) is never served. The chunk stays
 // pinned in the cache until the response is written (rawBody.release) or
 // dropped (a long-polling fetch that reads again). A remote read blocks
 // only the request that needs it: it runs on the connection's goroutine,
@@ -27,7 +30,7 @@ const remoteFetchTimeout = 30 * time.Second
 // remote log when off is only there, else from the local log. Remote
 // slices are registered in pr for release after the response is sent.
 func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, pr *fetchPartResult) (segment.ReadSlice, error) {
-	if s.tier != nil && off < p.log.LogStartOffset() {
+	if localStart := p.log.LogStartOffset(); s.tier != nil && off < localStart {
 		if m := p.remoteManifest(); m != nil {
 			if off < m.LogStartOffset {
 				return segment.ReadSlice{}, segment.ErrOffsetOutOfRange
@@ -35,7 +38,7 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 			if off < m.EndOffset() {
 				ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
 				start := time.Now()
-				rs, err := s.tier.reader.Read(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, maxBytes)
+				rs, err := s.tier.reader.ReadBelow(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, localStart, maxBytes)
 				cancel()
 				if !errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
 					s.metrics.observeRemoteRead(start, rs.Size, err)

@@ -104,7 +104,7 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 		if s.repl != nil {
 			s.repl.Forget(p.repl)
 		}
-		s.tierDelete(p, t.cfg.remoteStorage)
+		s.tierDelete(p, t.id.String(), t.cfg.remoteStorage)
 		if err := p.log.Delete(); err != nil {
 			// The topic is gone from the metadata: the next start
 			// removes what is left (by topic ID).

@@ -21,7 +21,7 @@ var logSettings = []setting{
 		doc: `How old segments are discarded; only "delete" (retention by time and size) is supported.`},
 	{name: "log.segment.delete.delay.ms", topic: "file.delete.delay.ms", typ: typeLong, def: itoa64(segDefaults.FileDeleteDelayMs), valid: atLeast(0), dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.seg.FileDeleteDelayMs },
-		doc:        "How long a deleted segment's files stay open so in-flight reads finish."},
+		doc:        "How long a deleted segment's files stay open so in-flight reads finish; for tiered topics also how long the objects of segments dropped from the manifest (remote retention, DeleteRecords) stay in the store."},
 	{name: "log.flush.interval.messages", topic: "flush.messages", typ: typeLong, def: itoa64(segDefaults.FlushMessages), valid: atLeast(1), dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.seg.FlushMessages },
 		doc:        "Fsync after this many messages; 1 fsyncs before every produce response."},

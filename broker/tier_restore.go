@@ -74,6 +74,10 @@ func (s *Server) restoreTopic(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if len(rt.OtherIDs) > 0 {
+		s.log.Warn("restore: the store holds other incarnations of the topic name; restoring the newest",
+			"topic", name, "id", rt.TopicID, "other_ids", rt.OtherIDs)
+	}
 	id, err := coord.ParseTopicID(rt.TopicID)
 	if err != nil {
 		return fmt.Errorf("topic id %q in the manifests: %w", rt.TopicID, err)
@@ -172,13 +176,13 @@ func (s *Server) seedLog(ctx context.Context, p *partition, m *tiering.Manifest)
 // restoredStart seeds a newly opened partition of a tiered topic from its
 // manifest in the store if the partition was restored (its directory has
 // an epoch base) and its log is still empty. It blocks on the store.
-func (s *Server) restoredStart(p *partition) {
+func (s *Server) restoredStart(p *partition, topicID string) {
 	if _, err := os.Stat(filepath.Join(p.dir, epochBaseFile)); err != nil || p.log.LogEndOffset() != 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.tier.ctx, time.Minute)
 	defer cancel()
-	m, _, err := tiering.LoadManifest(ctx, s.tier.store, p.topic, p.index)
+	m, _, err := tiering.LoadManifest(ctx, s.tier.store, p.topic, topicID, p.index)
 	if err != nil {
 		if !errors.Is(err, tiering.ErrNotFound) {
 			s.log.Error("restore: manifest not loaded; partition starts empty", "topic", p.topic, "partition", p.index, "err", err)

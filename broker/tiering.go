@@ -36,7 +36,9 @@ import (
 //   - Topic config changes apply at once: retention, remote.storage.enable
 //     on (archiver started) or off (archiver stopped; remote data stays
 //     readable; local retention goes back to the total retention).
-//   - Deleting a topic deletes its remote data too (in the background).
+//   - Deleting a topic deletes its remote data too (in the background),
+//     by topic id: a topic created again under the same name has another
+//     id, so other keys, and its data is never touched.
 //
 // The broker default of remote.storage.enable is
 // remote.log.storage.system.enable, false unless set: tiering costs a
@@ -154,7 +156,7 @@ var tieringSettings = []setting{
 		doc: "How often objects no manifest references are looked for."},
 	{name: "strata.remote.sweep.grace.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultSweepGrace)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.SweepGrace }, unit: time.Millisecond,
-		doc: "Age after which an unreferenced object is deleted."},
+		doc: "How long the sweeper watches an object no manifest references before deleting it, on the broker's monotonic clock (object times and wall clocks play no part); archivers commit an upload only within half of it."},
 	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRetryMax)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
 		doc: "Longest wait between retries of a failed upload."},
@@ -273,7 +275,8 @@ func (s *Server) stopTiering() {
 
 // tierRetention is a topic's retention in tiering's terms.
 func tierRetention(cfg topicConfig) tiering.Retention {
-	return tiering.Retention{Ms: cfg.seg.RetentionMs, Bytes: cfg.seg.RetentionBytes, LocalMs: cfg.localRetentionMs, LocalBytes: cfg.localRetentionBytes}
+	return tiering.Retention{Ms: cfg.seg.RetentionMs, Bytes: cfg.seg.RetentionBytes, LocalMs: cfg.localRetentionMs, LocalBytes: cfg.localRetentionBytes,
+		DeleteDelayMs: cfg.seg.FileDeleteDelayMs}
 }
 
 // newPartTier returns the tiering of a partition about to be opened.
@@ -346,14 +349,14 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 	}
 	if !tiered(p.topic, cfg) {
 		if p.topic != group.Topic {
-			s.loadFrozenManifest(p)
+			s.loadFrozenManifest(p, topicID)
 		}
 		return
 	}
 	if p.tier.archiver() != nil {
 		return
 	}
-	s.restoredStart(p)
+	s.restoredStart(p, topicID)
 	p.tier.mu.Lock()
 	defer p.tier.mu.Unlock()
 	if p.tier.arch != nil {
@@ -410,14 +413,14 @@ func (p *partition) tierStop() {
 // loadFrozenManifest loads, in the background, the manifest of a
 // partition whose topic is not tiered (any more), so that what was
 // offloaded before stays readable.
-func (s *Server) loadFrozenManifest(p *partition) {
+func (s *Server) loadFrozenManifest(p *partition, topicID string) {
 	bt := s.tier
 	bt.wg.Add(1)
 	go func() {
 		defer bt.wg.Done()
 		ctx, cancel := context.WithTimeout(bt.ctx, 30*time.Second)
 		defer cancel()
-		m, _, err := tiering.LoadManifest(ctx, bt.store, p.topic, p.index)
+		m, _, err := tiering.LoadManifest(ctx, bt.store, p.topic, topicID, p.index)
 		if err != nil {
 			if !errors.Is(err, tiering.ErrNotFound) && ctx.Err() == nil {
 				s.log.Warn("tiered storage: loading the manifest of an untiered partition failed", "topic", p.topic, "partition", p.index, "err", err)
@@ -471,8 +474,9 @@ func (s *Server) tierConfigChanged(p *partition, ts *topicState) {
 }
 
 // tierDelete stops the archiver of a deleted topic's partition and
-// deletes the partition's remote data in the background.
-func (s *Server) tierDelete(p *partition, tiered bool) {
+// deletes the partition's remote data, that of the topic id topicID, in
+// the background.
+func (s *Server) tierDelete(p *partition, topicID string, tiered bool) {
 	p.tierStop()
 	if s.tier == nil {
 		return
@@ -485,7 +489,7 @@ func (s *Server) tierDelete(p *partition, tiered bool) {
 		ctx, cancel := context.WithTimeout(bt.ctx, 2*time.Minute)
 		defer cancel()
 		for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-			err := tiering.DeletePartition(ctx, bt.store, p.topic, p.index)
+			err := tiering.DeletePartition(ctx, bt.store, p.topic, topicID, p.index)
 			if err == nil {
 				return
 			}

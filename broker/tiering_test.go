@@ -139,7 +139,7 @@ func TestTieringLocalStoreReplayFromZero(t *testing.T) {
 		t.Fatalf("remote log start %d, want 0", m.LogStartOffset)
 	}
 	// The objects are in the local-directory store.
-	objs := filepath.Join(s.cfg.MetaDir(), "objects", topic, "0")
+	objs := filepath.Join(s.cfg.MetaDir(), "objects", filepath.FromSlash(m.Prefix()))
 	if ents, err := os.ReadDir(objs); err != nil || len(ents) < 2 {
 		t.Fatalf("objects in %s: %d, %v", objs, len(ents), err)
 	}
@@ -272,6 +272,7 @@ func TestTieringToggleAndDelete(t *testing.T) {
 	}
 
 	// Deleting the topic deletes its remote data.
+	topicID := s.topic(topic).id.String()
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.TopicNames = []string{topic}
 	rt := kmsg.NewDeleteTopicsRequestTopic()
@@ -283,7 +284,7 @@ func TestTieringToggleAndDelete(t *testing.T) {
 	store := s.tier.store
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		objs, err := store.List(context.Background(), tiering.PartitionPrefix(topic, 0))
+		objs, err := store.List(context.Background(), tiering.PartitionPrefix(topic, topicID, 0))
 		if err == nil && len(objs) == 0 {
 			break
 		}
@@ -307,6 +308,7 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 	produceTiered(t, cla, topic, 0, 1500)
 	waitTiered(t, a, topic)
 	cla.Close()
+	topicID := a.topic(topic).id.String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
@@ -316,7 +318,7 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := tiering.LoadManifest(ctx, store, topic, 0)
+	m, _, err := tiering.LoadManifest(ctx, store, topic, topicID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,6 +364,97 @@ func TestTieringRestoreIntoFreshBroker(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	consumeTiered(t, b.Addr().String(), topic, int(end)+600)
+}
+
+// copyDir copies the files under src into dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTieringRestoreLegacyBucket restores a topic from a bucket written
+// before the topic id joined the object keys (tiering's
+// testdata/legacy-bucket: topic events, id 0a1b2c3d-…-00000000e001, 3
+// partitions, partition 1 remote [0, 44)): the topic comes back with its
+// id, partition 1 reads from offset 0 out of the legacy layout, and new
+// uploads continue the legacy partition where it is.
+func TestTieringRestoreLegacyBucket(t *testing.T) {
+	const topic, topicID, end = "events", "0a1b2c3d-0000-4000-8000-00000000e001", 44
+	objects := t.TempDir()
+	copyDir(t, filepath.Join("..", "tiering", "testdata", "legacy-bucket"), objects)
+	props := map[string]string{"remote.storage.dir": objects, "strata.remote.restore.topics": topic}
+	for k, v := range tieredProps {
+		props[k] = v
+	}
+	s := startServer(t, props)
+	ts := s.topic(topic)
+	if ts == nil || ts.id.String() != topicID || len(ts.parts) != 3 || !ts.cfg.remoteStorage {
+		t.Fatalf("restored topic: %+v", ts)
+	}
+	p := ts.local(1)
+	if got := p.log.LogEndOffset(); got != end {
+		t.Fatalf("restored log end %d, want the remote end %d", got, end)
+	}
+	cl := newClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {1: kgo.NewOffset().AtStart()}}))
+	ctx := testCtx(t)
+	for next := int64(0); next < end; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records", next, end)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next || !bytes.HasPrefix(r.Value, fmt.Appendf(nil, "value-%08d-", next)) {
+				t.Fatalf("record %d: offset %d value %.20q", next, r.Offset, r.Value)
+			}
+			next++
+		})
+	}
+
+	// New data goes on in the legacy layout.
+	alter(t, cl, topic, map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024"})
+	for i := range 30 {
+		r := &kgo.Record{Topic: topic, Partition: 1, Value: fmt.Appendf(nil, "new-%d-%s", i, bytes.Repeat([]byte{'n'}, 100))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := p.remoteManifest(); m != nil && m.EndOffset() > end {
+			if !m.LegacyKeys || m.Prefix() != tiering.LegacyPartitionPrefix(topic, 1) {
+				t.Fatalf("uploads after restore went to %s (legacy %v)", m.Prefix(), m.LegacyKeys)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no uploads after restore: %+v", p.tier.archiver().Lag())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(objects, topic, topicID)); !os.IsNotExist(err) {
+		t.Fatalf("objects in the new layout for a legacy partition: %v", err)
+	}
 }
 
 // TestMetricsTieringUploadsAndPartitionCache checks the tiering metrics

@@ -44,7 +44,7 @@ type ArchiverConfig struct {
 	Store     ObjectStore
 	Log       PartitionLog
 	Topic     string
-	TopicID   string // recorded in the manifest; a manifest of another id is never overwritten
+	TopicID   string // the topic incarnation (ValidTopicID): it keys the objects and the manifest
 	Partition int32
 
 	// NumPartitions and Configs (the topic's config overrides) are
@@ -57,9 +57,10 @@ type ArchiverConfig struct {
 	Retention RemoteRetention
 
 	// Grace is the sweeper's grace period. The archiver never commits
-	// objects it uploaded longer than Grace/2 ago, so the sweeper cannot
-	// delete an object a manifest is about to reference. DefaultSweepGrace
-	// when 0.
+	// objects whose upload started longer than Grace/2 ago (on Mono), and
+	// gives the commit that deadline, so the sweeper cannot delete an
+	// object a manifest is about to reference (Sweeper).
+	// DefaultSweepGrace when 0.
 	Grace time.Duration
 	// PollInterval is how often a leader looks for sealed segments that
 	// became committed (the high watermark moves without a notice).
@@ -83,7 +84,12 @@ type ArchiverConfig struct {
 	OnLogStartOffset func(offset int64)
 
 	Logger *slog.Logger
-	Now    func() time.Time // the clock, for tests; time.Now when nil
+	// Now is the wall clock (retention.ms, times written into the
+	// manifest, backoff); time.Now when nil.
+	Now func() time.Time
+	// Mono is the monotonic clock of the grace guard and of the delete
+	// delay of dropped segments (clock.go); SystemMono when nil.
+	Mono MonoClock
 }
 
 func (c ArchiverConfig) normalized() ArchiverConfig {
@@ -109,6 +115,7 @@ func (c ArchiverConfig) normalized() ArchiverConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Mono = c.Mono.orSystem()
 	c.Configs = maps.Clone(c.Configs)
 	return c
 }
@@ -143,6 +150,11 @@ type Archiver struct {
 	// steps counts the steps the goroutine has finished (their outcome
 	// recorded), so tests can wait for the loop to have run.
 	steps atomic.Int64
+
+	// dropSeen is when the loop first saw each dropped segment (by object
+	// name), on cfg.Mono: the start of its delete delay. Loop goroutine
+	// only.
+	dropSeen map[string]time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -183,15 +195,18 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 		return nil, errors.New("tiering: archiver: no object store")
 	case cfg.Log == nil:
 		return nil, errors.New("tiering: archiver: no log")
-	case cfg.Topic == "" || cfg.Partition < 0:
+	case !validTopicName(cfg.Topic) || cfg.Partition < 0:
 		return nil, fmt.Errorf("tiering: archiver: bad partition %q/%d", cfg.Topic, cfg.Partition)
+	case !ValidTopicID(cfg.TopicID):
+		return nil, fmt.Errorf("tiering: archiver: %s/%d: bad topic id %q", cfg.Topic, cfg.Partition, cfg.TopicID)
 	}
 	a := &Archiver{
-		cfg:  cfg,
-		log:  cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
-		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
+		wake:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+		dropSeen: map[string]time.Duration{},
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.mu.retention = cfg.Retention
@@ -278,15 +293,16 @@ func (a *Archiver) Manifest() *Manifest {
 }
 
 // CanDeleteLocal reports whether the committed manifest holds all of the
-// local segment's offsets (or the segment lies below the remote log
-// start), so that local retention may delete it. Use it as the
-// segment.WithDeleteVeto of the partition's log (see Gate). It says false
-// while the manifest is unknown.
+// local segment's offsets in the segment's leader-epoch lineage (or the
+// segment lies below the remote log start, in a lineage that can lead
+// there), so that local retention may delete it (lineage.go). Use it as
+// the segment.WithDeleteVeto of the partition's log (see Gate). It says
+// false while the manifest is unknown.
 func (a *Archiver) CanDeleteLocal(si segment.SegmentInfo) bool {
 	a.mu.Lock()
 	m := a.mu.manifest
 	a.mu.Unlock()
-	return m != nil && si.NextOffset <= m.EndOffset()
+	return m != nil && si.NextOffset <= m.EndOffset() && coveredInLineage(m, si)
 }
 
 // run is the archiver's goroutine.
@@ -370,8 +386,9 @@ func (a *Archiver) backoffLocked(err error) time.Duration {
 }
 
 // step does one round of work: load or refresh the manifest; as leader,
-// upload every committed sealed segment not yet remote, then apply remote
-// retention.
+// reconcile the remote log with the leader's lineage, upload every
+// committed sealed segment not yet remote, apply remote retention and
+// delete the objects of segments dropped longer than the delete delay.
 func (a *Archiver) step(ctx context.Context) error {
 	a.mu.Lock()
 	leader, fenced, stale, m := a.mu.leader, a.mu.fenced, a.mu.stale, a.mu.manifest
@@ -383,8 +400,12 @@ func (a *Archiver) step(ctx context.Context) error {
 			return err
 		}
 	}
+	a.noteDropped(a.Manifest())
 	if !leader || fenced {
 		return nil
+	}
+	if err := a.reconcileLineage(ctx); err != nil {
+		return err
 	}
 	for {
 		select {
@@ -400,21 +421,21 @@ func (a *Archiver) step(ctx context.Context) error {
 			break
 		}
 	}
-	return a.applyRetention(ctx)
+	if err := a.applyRetention(ctx); err != nil {
+		return err
+	}
+	return a.purgeDropped(ctx)
 }
 
 // reload reads the stored manifest into the archiver's view. A leader
 // finding a newer epoch there is fenced.
 func (a *Archiver) reload(ctx context.Context) error {
-	m, etag, err := LoadManifest(ctx, a.cfg.Store, a.cfg.Topic, a.cfg.Partition)
+	m, etag, err := LoadManifest(ctx, a.cfg.Store, a.cfg.Topic, a.cfg.TopicID, a.cfg.Partition)
 	if IsNotFound(err) {
 		m, etag, err = NewManifest(a.cfg.Topic, a.cfg.TopicID, a.cfg.Partition), "", nil
 	}
 	if err != nil {
 		return fmt.Errorf("tiering: load manifest of %s/%d: %w", a.cfg.Topic, a.cfg.Partition, err)
-	}
-	if a.cfg.TopicID != "" && m.TopicID != "" && m.TopicID != a.cfg.TopicID {
-		return fmt.Errorf("%w: %s/%d stored %s, partition %s", ErrTopicMismatch, a.cfg.Topic, a.cfg.Partition, m.TopicID, a.cfg.TopicID)
 	}
 	a.mu.Lock()
 	a.mu.manifest, a.mu.etag, a.mu.stale = m, etag, false
@@ -438,9 +459,6 @@ func (a *Archiver) commit(ctx context.Context, next *Manifest) error {
 	next.NumPartitions = a.mu.numPartitions
 	next.Configs = maps.Clone(a.mu.configs)
 	a.mu.Unlock()
-	if next.TopicID == "" {
-		next.TopicID = a.cfg.TopicID
-	}
 	next.UpdatedAt = a.cfg.Now().UTC()
 	newETag, err := CommitManifest(ctx, a.cfg.Store, next, etag)
 	a.mu.Lock()

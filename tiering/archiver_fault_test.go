@@ -18,9 +18,9 @@ import (
 // committedManifest reads the manifest from the bucket, past the proxy.
 func committedManifest(t *testing.T, direct ObjectStore) *Manifest {
 	t.Helper()
-	m, _, err := LoadManifest(testCtx(t), direct, testTopic, testPartition)
+	m, _, err := LoadManifest(testCtx(t), direct, testTopic, testTopicID, testPartition)
 	if IsNotFound(err) {
-		return NewManifest(testTopic, "tid-events", testPartition)
+		return NewManifest(testTopic, testTopicID, testPartition)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +34,12 @@ func checkManifestObjects(t *testing.T, direct ObjectStore, m *Manifest) {
 	t.Helper()
 	for i := range m.Segments {
 		rs := &m.Segments[i]
-		for _, k := range SegmentKeys(testTopic, testPartition, rs) {
+		for _, k := range m.SegmentKeys(rs) {
 			info, err := direct.Stat(testCtx(t), k)
 			if err != nil {
 				t.Fatalf("manifest segment [%d, %d): %s: %v", rs.BaseOffset, rs.NextOffset, k, err)
 			}
-			if k == SegmentKey(testTopic, testPartition, rs, SuffixLog) && info.Size != rs.Size {
+			if k == m.SegmentKey(rs, SuffixLog) && info.Size != rs.Size {
 				t.Fatalf("manifest segment [%d, %d): %s has %d bytes, the manifest says %d", rs.BaseOffset, rs.NextOffset, k, info.Size, rs.Size)
 			}
 		}

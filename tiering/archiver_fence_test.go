@@ -87,7 +87,7 @@ func TestArchiverLeaderChange(t *testing.T) {
 	if l := a.Lag(); !errors.Is(l.LastError, ErrFenced) {
 		t.Fatalf("old leader lag %+v", l)
 	}
-	cur, _, err := LoadManifest(testCtx(t), s, testTopic, testPartition)
+	cur, _, err := LoadManifest(testCtx(t), s, testTopic, testTopicID, testPartition)
 	if err != nil || cur.LeaderEpoch != 2 || cur.EndOffset() != m.EndOffset() {
 		t.Fatalf("manifest after the late write: %v, %v", cur, err)
 	}
@@ -110,9 +110,9 @@ func isLocalSegmentBase(tl *testLog, base int64) bool {
 // time index ends with the segment's largest timestamp.
 func checkSliceIndexes(t *testing.T, s ObjectStore, rs *RemoteSegment) {
 	t.Helper()
-	log := mustGet(t, s, SegmentKey(testTopic, testPartition, rs, SuffixLog), 0, -1)
-	idx := mustGet(t, s, SegmentKey(testTopic, testPartition, rs, SuffixIndex), 0, -1)
-	tidx := mustGet(t, s, SegmentKey(testTopic, testPartition, rs, SuffixTimeIndex), 0, -1)
+	log := mustGet(t, s, testSegKey(rs, SuffixLog), 0, -1)
+	idx := mustGet(t, s, testSegKey(rs, SuffixIndex), 0, -1)
+	tidx := mustGet(t, s, testSegKey(rs, SuffixTimeIndex), 0, -1)
 	if int64(len(log)) != rs.Size {
 		t.Fatalf("slice %d: %d bytes, manifest says %d", rs.BaseOffset, len(log), rs.Size)
 	}

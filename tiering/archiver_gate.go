@@ -1,7 +1,9 @@
 package tiering
 
 import (
+	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -76,6 +78,9 @@ type Retention struct {
 	Bytes      int64 // retention.bytes; -1 unlimited
 	LocalMs    int64 // local.retention.ms; -2 means Ms (Kafka's default)
 	LocalBytes int64 // local.retention.bytes; -2 means Bytes
+	// DeleteDelayMs is file.delete.delay.ms: how long objects dropped from
+	// the manifest stay readable (RemoteRetention.DeleteDelay).
+	DeleteDelayMs int64
 }
 
 // Local returns the limits of the local log of a tiered partition: -2 is
@@ -96,7 +101,10 @@ func localLimit(local, total int64) int64 {
 }
 
 // Remote returns the total retention the archiver applies.
-func (r Retention) Remote() RemoteRetention { return RemoteRetention{Ms: r.Ms, Bytes: r.Bytes} }
+func (r Retention) Remote() RemoteRetention {
+	delay := time.Duration(min(max(r.DeleteDelayMs, 0), int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+	return RemoteRetention{Ms: r.Ms, Bytes: r.Bytes, DeleteDelay: delay}
+}
 
 // LocalConfig returns cfg with the retention the local segment.Log of the
 // partition enforces: the local limits when tiered, the total ones when

@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,7 +19,9 @@ import (
 
 const (
 	testTopic     = "events"
+	testTopicID   = "0a1b2c3d-0000-4000-8000-00000000e001"
 	testPartition = int32(1)
+	testPrefix    = testTopic + "/" + testTopicID + "/1/"
 	testSegBytes  = 2048 // about a dozen batches per segment
 )
 
@@ -30,6 +33,7 @@ type testLog struct {
 	gate     *Gate
 	producer *producer.StateManager
 	epoch    int32
+	prefix   string // of the values produce writes; "value" when empty
 
 	mu       sync.Mutex
 	produced map[int64]string // offset -> value of every record appended
@@ -76,7 +80,8 @@ func (tl *testLog) produce(n int) {
 	for range n {
 		tl.mu.Lock()
 		off := tl.log.LogEndOffset()
-		val := fmt.Sprintf("value-%08d-%s", off, bytes.Repeat([]byte{'x'}, 100))
+		prefix := cmp.Or(tl.prefix, "value")
+		val := fmt.Sprintf("%s-%08d-%s", prefix, off, bytes.Repeat([]byte{'x'}, 105-len(prefix)))
 		b, err := segment.BuildBatch(segment.BatchSpec{
 			Idempotent: true, ProducerID: 7, BaseSequence: tl.seq,
 			Records: []segment.Record{{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(val)}},
@@ -115,7 +120,7 @@ func (tl *testLog) sealedEnd() int64 {
 func newTestArchiver(t *testing.T, tl *testLog, store ObjectStore, tweak func(*ArchiverConfig)) *Archiver {
 	t.Helper()
 	cfg := ArchiverConfig{
-		Store: store, Log: tl.log, Topic: testTopic, TopicID: "tid-events", Partition: testPartition,
+		Store: store, Log: tl.log, Topic: testTopic, TopicID: testTopicID, Partition: testPartition,
 		NumPartitions: 3, Configs: map[string]string{"remote.storage.enable": "true"},
 		Retention:    RemoteRetention{Ms: -1, Bytes: -1},
 		PollInterval: 20 * time.Millisecond, RefreshInterval: 200 * time.Millisecond,
@@ -210,7 +215,7 @@ func checkRemoteMatchesLocal(t *testing.T, tl *testLog, m *Manifest, read object
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := read(t, SegmentKey(testTopic, testPartition, rs, f.suffix)); !bytes.Equal(got, want) {
+			if got := read(t, m.SegmentKey(rs, f.suffix)); !bytes.Equal(got, want) {
 				t.Errorf("segment %d %s: remote object (%d bytes) differs from %s (%d bytes)", rs.BaseOffset, f.suffix, len(got), f.path, len(want))
 			}
 		}
@@ -231,7 +236,7 @@ func checkAllRecords(t *testing.T, tl *testLog, m *Manifest, read objectReader) 
 	t.Helper()
 	var buf []byte
 	for i := range m.Segments {
-		buf = append(buf, read(t, SegmentKey(testTopic, testPartition, &m.Segments[i], SuffixLog))...)
+		buf = append(buf, read(t, m.SegmentKey(&m.Segments[i], SuffixLog))...)
 	}
 	for off := max(m.EndOffset(), tl.log.LogStartOffset()); off < tl.log.LogEndOffset(); {
 		b, err := tl.log.ReadCopy(off, 1<<20, tl.log.LogEndOffset())
@@ -286,7 +291,7 @@ func checkManifest(t *testing.T, m *Manifest, epoch int32) {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if m.Topic != testTopic || m.Partition != testPartition || m.TopicID != "tid-events" || m.NumPartitions != 3 ||
+	if m.Topic != testTopic || m.Partition != testPartition || m.TopicID != testTopicID || m.NumPartitions != 3 ||
 		m.Configs["remote.storage.enable"] != "true" || m.LeaderEpoch != epoch {
 		t.Errorf("manifest header %+v", m)
 	}
@@ -315,7 +320,7 @@ func testArchiverUploads(t *testing.T, store ObjectStore, read objectReader) {
 	checkManifest(t, m, 1)
 	checkRemoteMatchesLocal(t, tl, m, read)
 	// The stored manifest is the archiver's view.
-	stored, _, err := LoadManifest(testCtx(t), store, testTopic, testPartition)
+	stored, _, err := LoadManifest(testCtx(t), store, testTopic, testTopicID, testPartition)
 	if err != nil || stored.EndOffset() != m.EndOffset() {
 		t.Fatalf("stored manifest: %v", err)
 	}
@@ -467,4 +472,9 @@ func (f *faultStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 		return ObjectInfo{}, err
 	}
 	return f.ObjectStore.Stat(ctx, key)
+}
+
+// testSegKey is the key of one of rs's objects in the test partition.
+func testSegKey(rs *RemoteSegment, suffix string) string {
+	return testPrefix + rs.ObjectName() + suffix
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/stratastream/strata/segment"
 )
 
-// ErrDiverged: the leader's local log has no batch boundary at the remote
-// end offset, so it cannot continue the remote log (its log diverged from
-// the one uploaded, as after an unclean leader election).
+// ErrDiverged: the leader's local log cannot continue the remote log: it
+// has no batch boundary at the remote end offset, or it diverges from the
+// remote log with no common history to repair it from (lineage.go).
 var ErrDiverged = errors.New("tiering: local log does not continue the remote log")
 
 // uploadNext uploads the next segment the remote log lacks, if one is
@@ -35,7 +35,7 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 	}
 	end := m.EndOffset()
 	next := m.Clone()
-	var dropped []RemoteSegment
+	dropped := false
 	from := info.BaseOffset
 	switch {
 	case len(m.Segments) == 0:
@@ -50,23 +50,31 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 		// older than deleted data, so below the partition's log start.
 		a.log.Warn("tiering: gap between the remote log and the local log; dropping the older remote segments",
 			"remoteEnd", end, "localBase", info.BaseOffset, "segments", len(m.Segments))
-		dropped = next.Segments
+		a.drop(next, next.Segments)
 		next.Segments = nil
 		next.LogStartOffset = info.BaseOffset
+		dropped = true
 	}
 
-	started := a.cfg.Now()
-	rs, err := a.uploadObjects(ctx, info, from, epoch)
+	// The commit must land within half the sweep grace of the upload's
+	// start (Sweeper): measured on the monotonic clock, and given to the
+	// commit as its deadline.
+	started := a.cfg.Mono()
+	rs, err := a.uploadObjects(ctx, next, info, from, epoch)
 	if err != nil {
 		return false, err
 	}
-	if age := a.cfg.Now().Sub(started); age > a.cfg.Grace/2 {
+	left := a.cfg.Grace/2 - (a.cfg.Mono() - started)
+	if left <= 0 {
 		// The sweeper may take these objects for orphans any time now.
 		return false, fmt.Errorf("tiering: upload of %s/%d at %d took %v, over half the sweep grace; uploading again",
-			a.cfg.Topic, a.cfg.Partition, from, age)
+			a.cfg.Topic, a.cfg.Partition, from, a.cfg.Grace/2-left)
 	}
 	next.Segments = append(next.Segments, rs)
-	if err := a.commit(ctx, next); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, left)
+	err = a.commit(cctx, next)
+	cancel()
+	if err != nil {
 		return false, fmt.Errorf("tiering: commit manifest of %s/%d with segment %d: %w", a.cfg.Topic, a.cfg.Partition, from, err)
 	}
 	a.mu.Lock()
@@ -75,8 +83,7 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 	a.mu.uploadedBytes += rs.Size
 	a.mu.Unlock()
 	a.log.Info("tiering: upload committed", "base", rs.BaseOffset, "next", rs.NextOffset, "bytes", rs.Size, "id", rs.ID)
-	if len(dropped) > 0 {
-		a.deleteObjects(ctx, dropped)
+	if dropped {
 		a.logStartMoved(next.LogStartOffset)
 	}
 	return true, nil
@@ -99,8 +106,8 @@ func nextToUpload(segs []segment.SegmentInfo, hw, remoteEnd int64) (segment.Segm
 
 // uploadObjects puts the objects of the local segment info from offset
 // from on (from is info.BaseOffset unless a slice is uploaded), under a
-// fresh id, and returns the manifest entry for them.
-func (a *Archiver) uploadObjects(ctx context.Context, info segment.SegmentInfo, from int64, epoch int32) (RemoteSegment, error) {
+// fresh id in m's layout, and returns the manifest entry for them.
+func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.SegmentInfo, from int64, epoch int32) (RemoteSegment, error) {
 	f, err := os.Open(info.LogPath)
 	if err != nil {
 		return RemoteSegment{}, fmt.Errorf("tiering: upload: %w", err) // deleted under us: the next step re-plans
@@ -140,7 +147,7 @@ func (a *Archiver) uploadObjects(ctx context.Context, info segment.SegmentInfo, 
 	rs.HasSnapshot = snapshot != nil
 
 	put := func(suffix string, r io.Reader, size int64) error {
-		key := SegmentKey(a.cfg.Topic, a.cfg.Partition, &rs, suffix)
+		key := m.SegmentKey(&rs, suffix)
 		if _, err := a.cfg.Store.Put(ctx, key, r, size, PutCondition{}); err != nil {
 			return fmt.Errorf("tiering: upload %s: %w", key, err)
 		}
@@ -201,18 +208,6 @@ func newObjectID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
-}
-
-// deleteObjects deletes the objects of segments no longer in the manifest.
-// Failures are logged: the sweeper removes what is left.
-func (a *Archiver) deleteObjects(ctx context.Context, segs []RemoteSegment) {
-	var keys []string
-	for i := range segs {
-		keys = append(keys, SegmentKeys(a.cfg.Topic, a.cfg.Partition, &segs[i])...)
-	}
-	if err := deleteKeys(ctx, a.cfg.Store, keys); err != nil {
-		a.log.Warn("tiering: deleting objects of dropped segments; the sweeper will retry", "err", err)
-	}
 }
 
 // logStartMoved tells the broker about a new remote log start.

@@ -5,17 +5,33 @@
 // # Object layout
 //
 // Every key below is relative to the store's prefix (S3Config.Prefix, or
-// the LocalStore's directory):
+// the LocalStore's directory). A partition's objects live under a prefix
+// that names the topic incarnation by its topic id (layout.go):
 //
-//	<topic>/<partition>/manifest                            the partition's manifest (JSON)
-//	<topic>/<partition>/<base>-<epoch>-<id>.log             a segment's record batches, verbatim
-//	<topic>/<partition>/<base>-<epoch>-<id>.index           its offset index (segment's format)
-//	<topic>/<partition>/<base>-<epoch>-<id>.timeindex       its time index (segment's format)
-//	<topic>/<partition>/<base>-<epoch>-<id>.snapshot        producer state at its NextOffset (optional)
+//	<topic>/<topic id>/<partition>/manifest                            the partition's manifest (JSON)
+//	<topic>/<topic id>/<partition>/<base>-<epoch>-<id>.log             a segment's record batches, verbatim
+//	<topic>/<topic id>/<partition>/<base>-<epoch>-<id>.index           its offset index (segment's format)
+//	<topic>/<topic id>/<partition>/<base>-<epoch>-<id>.timeindex       its time index (segment's format)
+//	<topic>/<topic id>/<partition>/<base>-<epoch>-<id>.snapshot        producer state at its NextOffset (optional)
 //
-// <base> is the segment's base offset in 20 digits, <epoch> the leader
-// epoch of the uploader and <id> a random token: a retried or concurrent
-// upload writes new objects and never overwrites one a manifest references.
+// <topic id> is 8-4-4-4-12 lowercase hex digits, <base> the segment's base
+// offset in 20 digits, <epoch> the leader epoch of the uploader and <id> a
+// random token: a retried or concurrent upload writes new objects and never
+// overwrites one a manifest references, and a topic deleted and created
+// again under its name (another topic id) never shares a key with its
+// predecessor, so neither the predecessor's late deletion nor its late
+// archiver can reach the new topic's data.
+//
+// Buckets written before the topic id joined the keys hold the legacy
+// layout, <topic>/<partition>/manifest and <topic>/<partition>/<base>-….
+// They are read as they are (dual read, no migration): the manifest of such
+// a partition says so (legacy_keys), and the partition keeps its layout for
+// the rest of its topic's life. LoadManifest takes a legacy manifest only
+// for the topic id it records; DeletePartition deletes a legacy directory
+// only with that topic; restore lists both layouts. Why not migrate: moving
+// a partition copies every object (GET and PUT; ObjectStore has no copy)
+// and cannot be one atomic step, and two manifests of one partition are
+// what the layout exists to prevent.
 //
 // # Manifest
 //
@@ -23,17 +39,22 @@
 // what of a partition is remote. It is JSON, one object, never edited in
 // place:
 //
-//	{"version":1, "topic":"t", "topic_id":"…", "partition":0,
+//	{"version":2, "topic":"t", "topic_id":"…", "partition":0,
 //	 "leader_epoch":7, "log_start_offset":120,
 //	 "segments":[{"base_offset":100,"next_offset":250,"size":1048576,
 //	              "max_timestamp":…, "epoch":7, "id":"9f…",
 //	              "leader_epochs":[{"Epoch":7,"StartOffset":100}],
 //	              "has_snapshot":true, "uploaded_at":"…"}, …],
+//	 "dropped":[{…a segment…, "dropped_at":"…"}, …],
 //	 "configs":{…}, "num_partitions":3, "updated_at":"…"}
 //
-// DecodeManifest refuses an unknown version and validates what it reads:
-// segments sorted, each non-empty, contiguous (a segment's NextOffset is the
-// next one's BaseOffset), no overlap, the log start inside the remote range.
+// with "legacy_keys":true in a manifest of the legacy layout. Version 1
+// (no legacy_keys, no dropped; always the legacy layout) is still read and
+// is written back as version 2. DecodeManifest refuses an unknown version
+// or field and validates what it reads: segments sorted, each non-empty,
+// contiguous (a segment's NextOffset is the next one's BaseOffset), no
+// overlap, the log start inside the remote range, a topic id in the
+// topic-id layout, no dropped segment sharing objects with a live one.
 //
 // CommitManifest replaces it with a read-check-conditional-put: it reads the
 // stored manifest, refuses with ErrFenced a writer whose LeaderEpoch is
@@ -51,18 +72,28 @@
 // the partition directory holds one, and then it commits the manifest with
 // the segment and its leader-epoch entries. Only then is the segment
 // "uploaded": CanDeleteLocal, the segment.WithDeleteVeto of the local log,
-// says true for it. A crash between the objects and the commit leaves
-// objects no manifest references; the Sweeper deletes them once they are
-// older than its grace period. When the store is unreachable the archiver
-// retries with backoff; appends never wait for it, and nothing unuploaded is
-// deleted locally meanwhile.
+// says true for it, if the manifest holds it in the segment's own
+// leader-epoch lineage (lineage.go). A crash between the objects and the
+// commit leaves objects no manifest references; the Sweeper deletes them
+// once it has watched them unreferenced for its grace period. The archiver
+// commits objects only within half the grace of starting their upload, on
+// the monotonic clock (clock.go). When the store is unreachable the
+// archiver retries with backoff; appends never wait for it, and nothing
+// unuploaded is deleted locally meanwhile.
 //
 // Replicas roll segments at different offsets, so a new leader's local
 // segment may begin below the remote end. The archiver then uploads the
 // part of it from the remote end on, with indexes rebuilt for that slice.
 //
+// After an unclean leader election the new leader's log and the remote
+// log part at some offset; the leader cuts the remote log there and
+// continues it with its own data, and remote reads never pass the local
+// log start (lineage.go, RemoteReader.ReadBelow).
+//
 // Remote retention (retention.ms, retention.bytes over local and remote)
-// commits a manifest without the expired segments first and deletes their
-// objects after; a crash in between leaves orphans for the sweeper, never a
-// manifest entry without its objects.
+// commits a manifest without the expired segments, moved to its dropped
+// list; the leader deletes their objects once it has seen them dropped for
+// the delete delay (file.delete.delay.ms), so a reader that resolved the
+// older manifest finishes its read, and then commits a manifest without
+// them. No live entry ever points at a missing object.
 package tiering

@@ -100,7 +100,8 @@ func buildFixture(t testing.TB, o fixtureOpts) *remoteFixture {
 		t.Fatal(err)
 	}
 	f := &remoteFixture{store: newMemStore(), key: PartitionKey{Topic: "events", Partition: 2}}
-	f.m = &Manifest{Version: 1, Topic: f.key.Topic, Partition: f.key.Partition, LeaderEpoch: 3}
+	f.m = NewManifest(f.key.Topic, testTopicID, f.key.Partition)
+	f.m.LeaderEpoch = 3
 	for _, si := range l.Segments() {
 		if si.Size == 0 {
 			continue
@@ -110,9 +111,9 @@ func buildFixture(t testing.TB, o fixtureOpts) *remoteFixture {
 			MaxTimestamp: si.MaxTimestamp, Epoch: 3, ID: "abc", LeaderEpochs: si.LeaderEpochs,
 		}
 		logBytes := mustRead(t, si.LogPath)
-		f.store.put(f.key.segmentKey(&rs, SuffixLog), logBytes)
-		f.store.put(f.key.segmentKey(&rs, SuffixIndex), mustRead(t, si.IndexPath))
-		f.store.put(f.key.segmentKey(&rs, SuffixTimeIndex), mustRead(t, si.TimeIndexPath))
+		f.store.put(f.m.SegmentKey(&rs, SuffixLog), logBytes)
+		f.store.put(f.m.SegmentKey(&rs, SuffixIndex), mustRead(t, si.IndexPath))
+		f.store.put(f.m.SegmentKey(&rs, SuffixTimeIndex), mustRead(t, si.TimeIndexPath))
 		segIdx := len(f.m.Segments)
 		f.m.Segments = append(f.m.Segments, rs)
 		f.logs = append(f.logs, logBytes)
@@ -161,7 +162,7 @@ func (f *remoteFixture) allLogBytes() []byte {
 }
 
 func (f *remoteFixture) logKey(seg int) string {
-	return f.key.segmentKey(&f.m.Segments[seg], SuffixLog)
+	return f.m.SegmentKey(&f.m.Segments[seg], SuffixLog)
 }
 
 // newTestReader opens a RemoteReader over store with a cache in a temp

@@ -9,17 +9,22 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/stratastream/strata/segment"
 )
 
-// ManifestVersion is the manifest format this package writes and the only
-// one it reads. A change to the JSON layout (even an added field) takes a
-// new version: DecodeManifest refuses fields it does not know, so an older
-// broker never drops them by rewriting a newer manifest.
-const ManifestVersion = 1
+// ManifestVersion is the manifest format this package writes. A change to
+// the JSON layout (even an added field) takes a new version: DecodeManifest
+// refuses fields it does not know, so an older broker never drops them by
+// rewriting a newer manifest.
+//
+// Version 2 added legacy_keys and dropped; a version 1 manifest (always in
+// the legacy key layout) still decodes, as a version 2 one with LegacyKeys
+// set, and is written back as version 2.
+const ManifestVersion = 2
+
+// manifestVersionLegacy is the first format, read but no longer written.
+const manifestVersionLegacy = 1
 
 // Errors of the manifest logic.
 var (
@@ -44,38 +49,8 @@ const (
 // manifestName is the last component of a manifest's key.
 const manifestName = "manifest"
 
-// PartitionPrefix is the key prefix of everything of one partition,
-// "<topic>/<partition>/".
-func PartitionPrefix(topic string, partition int32) string {
-	return topic + "/" + strconv.Itoa(int(partition)) + "/"
-}
-
-// ManifestKey is the key of a partition's manifest.
-func ManifestKey(topic string, partition int32) string {
-	return PartitionPrefix(topic, partition) + manifestName
-}
-
-// SegmentKey is the key of one of a remote segment's objects; suffix is one
-// of the Suffix constants.
-func SegmentKey(topic string, partition int32, s *RemoteSegment, suffix string) string {
-	return PartitionPrefix(topic, partition) + s.ObjectName() + suffix
-}
-
-// SegmentKeys lists the keys of all of a remote segment's objects.
-func SegmentKeys(topic string, partition int32, s *RemoteSegment) []string {
-	keys := []string{
-		SegmentKey(topic, partition, s, SuffixLog),
-		SegmentKey(topic, partition, s, SuffixIndex),
-		SegmentKey(topic, partition, s, SuffixTimeIndex),
-	}
-	if s.HasSnapshot {
-		keys = append(keys, SegmentKey(topic, partition, s, SuffixSnapshot))
-	}
-	return keys
-}
-
 // NewManifest returns the empty manifest of a partition, as a partition
-// with nothing remote has.
+// with nothing remote has, in the layout keyed by topic id.
 func NewManifest(topic, topicID string, partition int32) *Manifest {
 	return &Manifest{Version: ManifestVersion, Topic: topic, TopicID: topicID, Partition: partition}
 }
@@ -86,6 +61,10 @@ func (m *Manifest) Clone() *Manifest {
 	c.Segments = slices.Clone(m.Segments)
 	for i := range c.Segments {
 		c.Segments[i].LeaderEpochs = slices.Clone(c.Segments[i].LeaderEpochs)
+	}
+	c.Dropped = slices.Clone(m.Dropped)
+	for i := range c.Dropped {
+		c.Dropped[i].LeaderEpochs = slices.Clone(c.Dropped[i].LeaderEpochs)
 	}
 	c.Configs = maps.Clone(m.Configs)
 	return &c
@@ -125,10 +104,12 @@ func (m *Manifest) LeaderEpochEntries() []segment.EpochEntry {
 }
 
 // Validate checks the manifest's invariants: the version, the partition
-// identity, segments sorted, non-empty, contiguous and not overlapping,
-// each with a sane size, epoch, id and leader-epoch entries inside it, and
-// the log start inside the first segment (or at the end of an empty
-// manifest). The error wraps ErrBadManifest.
+// identity (a valid topic id unless LegacyKeys), segments sorted,
+// non-empty, contiguous and not overlapping, each with a sane size, epoch,
+// id and leader-epoch entries inside it, the log start inside the first
+// segment (or at the end of an empty manifest), and dropped segments that
+// share no object with a live one or with each other. The error wraps
+// ErrBadManifest.
 func (m *Manifest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s/%d: %s", ErrBadManifest, m.Topic, m.Partition, fmt.Sprintf(format, args...))
@@ -136,10 +117,12 @@ func (m *Manifest) Validate() error {
 	switch {
 	case m.Version != ManifestVersion:
 		return bad("version %d, want %d", m.Version, ManifestVersion)
-	case m.Topic == "" || strings.ContainsAny(m.Topic, "/\x00"):
+	case !validTopicName(m.Topic):
 		return bad("topic %q", m.Topic)
 	case m.Partition < 0:
 		return bad("partition %d", m.Partition)
+	case !ValidTopicID(m.TopicID) && (!m.LegacyKeys || m.TopicID != ""):
+		return bad("topic id %q", m.TopicID)
 	case m.LeaderEpoch < 0:
 		return bad("leader epoch %d", m.LeaderEpoch)
 	case m.LogStartOffset < 0:
@@ -147,33 +130,54 @@ func (m *Manifest) Validate() error {
 	case m.NumPartitions < 0:
 		return bad("num partitions %d", m.NumPartitions)
 	}
+	names := make(map[string]bool, len(m.Segments)+len(m.Dropped))
 	for i := range m.Segments {
 		s := &m.Segments[i]
-		switch {
-		case s.BaseOffset < 0 || s.NextOffset <= s.BaseOffset:
-			return bad("segment %d: offsets [%d, %d)", i, s.BaseOffset, s.NextOffset)
-		case i > 0 && s.BaseOffset != m.Segments[i-1].NextOffset:
+		if i > 0 && s.BaseOffset != m.Segments[i-1].NextOffset {
 			return bad("segment %d at %d does not follow the previous one, which ends at %d", i, s.BaseOffset, m.Segments[i-1].NextOffset)
-		case s.Size <= 0:
-			return bad("segment %d at %d: size %d", i, s.BaseOffset, s.Size)
-		case s.Epoch < 0 || s.Epoch > m.LeaderEpoch:
-			return bad("segment %d at %d: uploader epoch %d, manifest epoch %d", i, s.BaseOffset, s.Epoch, m.LeaderEpoch)
-		case !validObjectID(s.ID):
-			return bad("segment %d at %d: id %q", i, s.BaseOffset, s.ID)
-		case s.MaxTimestamp < -1:
-			return bad("segment %d at %d: max timestamp %d", i, s.BaseOffset, s.MaxTimestamp)
 		}
-		for j, e := range s.LeaderEpochs {
-			if e.Epoch < 0 || e.StartOffset < s.BaseOffset || e.StartOffset >= s.NextOffset ||
-				(j > 0 && (e.Epoch <= s.LeaderEpochs[j-1].Epoch || e.StartOffset <= s.LeaderEpochs[j-1].StartOffset)) {
-				return bad("segment %d at %d: leader epoch entry %d %+v", i, s.BaseOffset, j, e)
-			}
+		if err := m.validateSegment(s); err != nil {
+			return bad("segment %d at %d: %v", i, s.BaseOffset, err)
 		}
+		names[s.ObjectName()] = true
 	}
 	if len(m.Segments) > 0 {
 		first := m.Segments[0]
 		if m.LogStartOffset < first.BaseOffset || m.LogStartOffset >= first.NextOffset {
 			return bad("log start offset %d outside the first segment [%d, %d)", m.LogStartOffset, first.BaseOffset, first.NextOffset)
+		}
+	}
+	for i := range m.Dropped {
+		d := &m.Dropped[i].RemoteSegment
+		if err := m.validateSegment(d); err != nil {
+			return bad("dropped segment %d at %d: %v", i, d.BaseOffset, err)
+		}
+		if names[d.ObjectName()] {
+			return bad("dropped segment %d: objects %s are also those of another segment", i, d.ObjectName())
+		}
+		names[d.ObjectName()] = true
+	}
+	return nil
+}
+
+// validateSegment checks one segment entry on its own.
+func (m *Manifest) validateSegment(s *RemoteSegment) error {
+	switch {
+	case s.BaseOffset < 0 || s.NextOffset <= s.BaseOffset:
+		return fmt.Errorf("offsets [%d, %d)", s.BaseOffset, s.NextOffset)
+	case s.Size <= 0:
+		return fmt.Errorf("size %d", s.Size)
+	case s.Epoch < 0 || s.Epoch > m.LeaderEpoch:
+		return fmt.Errorf("uploader epoch %d, manifest epoch %d", s.Epoch, m.LeaderEpoch)
+	case !validObjectID(s.ID):
+		return fmt.Errorf("id %q", s.ID)
+	case s.MaxTimestamp < -1:
+		return fmt.Errorf("max timestamp %d", s.MaxTimestamp)
+	}
+	for j, e := range s.LeaderEpochs {
+		if e.Epoch < 0 || e.StartOffset < s.BaseOffset || e.StartOffset >= s.NextOffset ||
+			(j > 0 && (e.Epoch <= s.LeaderEpochs[j-1].Epoch || e.StartOffset <= s.LeaderEpochs[j-1].StartOffset)) {
+			return fmt.Errorf("leader epoch entry %d %+v", j, e)
 		}
 	}
 	return nil
@@ -205,8 +209,9 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// DecodeManifest parses and validates a manifest. An unknown version or
-// field, trailing data, or a broken invariant fail with ErrBadManifest.
+// DecodeManifest parses and validates a manifest of either version. An
+// unknown version or field, trailing data, or a broken invariant fail with
+// ErrBadManifest.
 func DecodeManifest(b []byte) (*Manifest, error) {
 	var probe struct {
 		Version int `json:"version"`
@@ -214,7 +219,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	if probe.Version != ManifestVersion {
+	if probe.Version != ManifestVersion && probe.Version != manifestVersionLegacy {
 		return nil, fmt.Errorf("%w: unsupported version %d", ErrBadManifest, probe.Version)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -226,6 +231,12 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the manifest", ErrBadManifest)
 	}
+	if m.Version == manifestVersionLegacy {
+		if m.LegacyKeys || m.Dropped != nil {
+			return nil, fmt.Errorf("%w: version 1 with fields of version 2", ErrBadManifest)
+		}
+		m.Version, m.LegacyKeys = ManifestVersion, true
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,16 +245,42 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 		// (omitempty), so it decodes as nil.
 		m.Configs = nil
 	}
+	if len(m.Dropped) == 0 {
+		m.Dropped = nil // likewise
+	}
 	return m, nil
 }
 
-// LoadManifest reads and validates a partition's manifest and returns it
-// with its ETag, the version token CommitManifest wants. It fails with
-// ErrNotFound when the partition has no manifest, ErrBadManifest when the
-// stored one is invalid (or names another partition), ErrUnavailable when
-// the store cannot be reached.
-func LoadManifest(ctx context.Context, store ObjectStore, topic string, partition int32) (*Manifest, string, error) {
-	key := ManifestKey(topic, partition)
+// LoadManifest reads and validates the manifest of a partition of the
+// topic incarnation topicID and returns it with its ETag, the version token
+// CommitManifest wants. It looks under the topic id first, then in the
+// legacy layout, where it takes a manifest only if it records topicID (one
+// of a predecessor with the same name is not this partition's). It fails
+// with ErrNotFound when the partition has no manifest, ErrBadManifest when
+// the stored one is invalid (or names another partition), ErrUnavailable
+// when the store cannot be reached.
+func LoadManifest(ctx context.Context, store ObjectStore, topic, topicID string, partition int32) (*Manifest, string, error) {
+	if !validTopicName(topic) || !ValidTopicID(topicID) || partition < 0 {
+		return nil, "", fmt.Errorf("tiering: load manifest: invalid partition %q (id %q) %d", topic, topicID, partition)
+	}
+	m, etag, err := loadManifestAt(ctx, store, objectKey{topic: topic, topicID: topicID, partition: partition, name: manifestName})
+	if !IsNotFound(err) {
+		return m, etag, err
+	}
+	m, etag, err = loadManifestAt(ctx, store, objectKey{topic: topic, partition: partition, name: manifestName})
+	if err != nil {
+		return nil, "", err
+	}
+	if m.TopicID != topicID {
+		return nil, "", fmt.Errorf("%w: %s belongs to topic id %q, not %s", ErrNotFound, LegacyManifestKey(topic, partition), m.TopicID, topicID)
+	}
+	return m, etag, nil
+}
+
+// loadManifestAt reads the manifest stored at k and checks that it is the
+// one of k's partition, in k's layout.
+func loadManifestAt(ctx context.Context, store ObjectStore, k objectKey) (*Manifest, string, error) {
+	key := k.manifestKey()
 	b, etag, err := readConsistent(ctx, store, key)
 	if err != nil {
 		return nil, "", err
@@ -252,13 +289,14 @@ func LoadManifest(ctx context.Context, store ObjectStore, topic string, partitio
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", key, err)
 	}
-	if m.Topic != topic || m.Partition != partition {
-		return nil, "", fmt.Errorf("%w: %s holds the manifest of %s/%d", ErrBadManifest, key, m.Topic, m.Partition)
+	if m.Topic != k.topic || m.Partition != k.partition || m.LegacyKeys != k.legacy() || (!k.legacy() && m.TopicID != k.topicID) {
+		return nil, "", fmt.Errorf("%w: %s holds the manifest of %s/%d (topic id %q, legacy layout %v)",
+			ErrBadManifest, key, m.Topic, m.Partition, m.TopicID, m.LegacyKeys)
 	}
 	return m, etag, nil
 }
 
-// CommitManifest replaces the stored manifest of m's partition with m and
+// CommitManifest replaces the manifest stored at m.Key() with m and
 // returns the new ETag. prevETag is the ETag of the manifest m was derived
 // from ("" when the writer saw none). It reads the stored manifest first
 // and fails with
@@ -278,7 +316,7 @@ func CommitManifest(ctx context.Context, store ObjectStore, m *Manifest, prevETa
 	if err != nil {
 		return "", err
 	}
-	cur, curETag, err := LoadManifest(ctx, store, m.Topic, m.Partition)
+	cur, curETag, err := loadManifestAt(ctx, store, m.objectKey())
 	if err != nil && !IsNotFound(err) {
 		return "", err
 	}
@@ -297,11 +335,10 @@ func CommitManifest(ctx context.Context, store ObjectStore, m *Manifest, prevETa
 		}
 		cond.IfMatch = curETag
 	}
-	key := ManifestKey(m.Topic, m.Partition)
-	info, err := store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), cond)
+	info, err := store.Put(ctx, m.Key(), bytes.NewReader(data), int64(len(data)), cond)
 	if errors.Is(err, ErrPreconditionFailed) {
 		// Someone wrote in between; say whether it was a newer leader.
-		if cur, _, lerr := LoadManifest(ctx, store, m.Topic, m.Partition); lerr == nil {
+		if cur, _, lerr := loadManifestAt(ctx, store, m.objectKey()); lerr == nil {
 			if ferr := checkSupersedes(m, cur); ferr != nil {
 				return "", ferr
 			}

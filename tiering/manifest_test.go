@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,10 +14,13 @@ import (
 	"github.com/stratastream/strata/segment"
 )
 
+// testOrdersID is the topic id of testManifest's topic.
+const testOrdersID = "0a1b2c3d-0000-4000-8000-0000000000b1"
+
 // testManifest returns a valid manifest of n contiguous segments of 100
 // offsets from base 100, written at epoch 3.
 func testManifest(n int) *Manifest {
-	m := NewManifest("orders", "tid-1", 2)
+	m := NewManifest("orders", testOrdersID, 2)
 	m.LeaderEpoch = 3
 	m.LogStartOffset = 100
 	for i := range n {
@@ -61,7 +65,22 @@ func TestManifestValidate(t *testing.T) {
 		{func(m *Manifest) {}, true, ""},
 		{func(m *Manifest) { m.Segments = nil; m.LogStartOffset = 777 }, true, ""},
 		{func(m *Manifest) { m.LogStartOffset = 150 }, true, ""},
-		{func(m *Manifest) { m.Version = 2 }, false, "version"},
+		{func(m *Manifest) { m.Version = 1 }, false, "version"},
+		{func(m *Manifest) { m.Version = 3 }, false, "version"},
+		{func(m *Manifest) { m.TopicID = "" }, false, "topic id"},
+		{func(m *Manifest) { m.TopicID = "tid-1" }, false, "topic id"},
+		{func(m *Manifest) { m.TopicID = strings.ToUpper(testOrdersID) }, false, "topic id"},
+		{func(m *Manifest) { m.LegacyKeys, m.TopicID = true, "" }, true, ""},
+		{func(m *Manifest) {
+			m.Dropped = []DroppedSegment{{RemoteSegment: m.Segments[0]}}
+			m.Segments[0].ID = "other"
+		}, true, ""},
+		{func(m *Manifest) { m.Dropped = []DroppedSegment{{RemoteSegment: m.Segments[1]}} }, false, "also those of"},
+		{func(m *Manifest) {
+			m.Dropped = []DroppedSegment{{RemoteSegment: m.Segments[1]}, {RemoteSegment: m.Segments[1]}}
+			m.Segments[1].ID = "other"
+		}, false, "also those of"},
+		{func(m *Manifest) { m.Dropped = []DroppedSegment{{RemoteSegment: m.Segments[1]}}; m.Dropped[0].ID = "" }, false, "dropped segment 0"},
 		{func(m *Manifest) { m.Topic = "" }, false, "topic"},
 		{func(m *Manifest) { m.Topic = "a/b" }, false, "topic"},
 		{func(m *Manifest) { m.Partition = -1 }, false, "partition"},
@@ -105,10 +124,12 @@ func TestDecodeManifestRefuses(t *testing.T) {
 	for i, b := range [][]byte{
 		nil,
 		[]byte("{"),
-		[]byte(`{"version":2,"topic":"x"}`),
-		bytes.Replace(good, []byte(`"version":1`), []byte(`"version":1,"extra":true`), 1), // unknown field
-		append(bytes.TrimSpace(good), []byte(` {}`)...),                                   // trailing data
-		bytes.Replace(good, []byte(`"next_offset":200`), []byte(`"next_offset":100`), 1),  // empty segment
+		[]byte(`{"version":3,"topic":"x"}`),
+		[]byte(`{"version":2,"topic":"x"}`), // no topic id
+		bytes.Replace(good, []byte(`"version":2`), []byte(`"version":2,"extra":true`), 1),       // unknown field
+		bytes.Replace(good, []byte(`"version":2`), []byte(`"version":1,"legacy_keys":true`), 1), // a v2 field in v1
+		append(bytes.TrimSpace(good), []byte(` {}`)...),                                         // trailing data
+		bytes.Replace(good, []byte(`"next_offset":200`), []byte(`"next_offset":100`), 1),        // empty segment
 	} {
 		if _, err := DecodeManifest(b); !errors.Is(err, ErrBadManifest) {
 			t.Errorf("#%d: got %v, want ErrBadManifest", i, err)
@@ -141,7 +162,7 @@ func newTestLocalStore(t *testing.T) *LocalStore {
 func TestCommitManifest(t *testing.T) {
 	ctx := context.Background()
 	s := newTestLocalStore(t)
-	if _, _, err := LoadManifest(ctx, s, "orders", 2); !IsNotFound(err) {
+	if _, _, err := LoadManifest(ctx, s, "orders", testOrdersID, 2); !IsNotFound(err) {
 		t.Fatalf("load before any commit: %v", err)
 	}
 	m := testManifest(1)
@@ -153,7 +174,7 @@ func TestCommitManifest(t *testing.T) {
 	if _, err := CommitManifest(ctx, s, m, ""); !errors.Is(err, ErrPreconditionFailed) {
 		t.Fatalf("second create: %v", err)
 	}
-	got, getag, err := LoadManifest(ctx, s, "orders", 2)
+	got, getag, err := LoadManifest(ctx, s, "orders", testOrdersID, 2)
 	if err != nil || getag != etag || !reflect.DeepEqual(got, m) {
 		t.Fatalf("load: %v etag %s/%s", err, getag, etag)
 	}
@@ -179,11 +200,31 @@ func TestCommitManifest(t *testing.T) {
 	if _, err := CommitManifest(ctx, s, old, etag3); !errors.Is(err, ErrFenced) {
 		t.Fatalf("lower epoch: %v, want fenced", err)
 	}
-	// Another incarnation of the topic is refused.
+	// Another incarnation of the topic writes under its own key and
+	// never meets this one.
 	other := testManifest(2)
-	other.LeaderEpoch, other.TopicID = 9, "tid-2"
-	if _, err := CommitManifest(ctx, s, other, etag3); !errors.Is(err, ErrTopicMismatch) {
+	other.LeaderEpoch, other.TopicID = 9, "0a1b2c3d-0000-4000-8000-0000000000b2"
+	if _, err := CommitManifest(ctx, s, other, etag3); !errors.Is(err, ErrPreconditionFailed) {
+		t.Fatalf("other topic id, with this one's etag: %v, want a precondition failure", err)
+	}
+	if _, err := CommitManifest(ctx, s, other, ""); err != nil {
 		t.Fatalf("other topic id: %v", err)
+	}
+	if got, _, err := LoadManifest(ctx, s, "orders", other.TopicID, 2); err != nil || got.LeaderEpoch != 9 {
+		t.Fatalf("other incarnation's manifest: %+v, %v", got, err)
+	}
+	// In the legacy layout two incarnations share the key: the other
+	// one's manifest is refused.
+	legacy := testManifest(1)
+	legacy.LegacyKeys = true
+	letag, err := CommitManifest(ctx, s, legacy, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacyOther := testManifest(1)
+	legacyOther.LegacyKeys, legacyOther.TopicID = true, other.TopicID
+	if _, err := CommitManifest(ctx, s, legacyOther, letag); !errors.Is(err, ErrTopicMismatch) {
+		t.Fatalf("legacy manifest of another topic id: %v, want ErrTopicMismatch", err)
 	}
 	// Invalid manifests are never written.
 	bad := testManifest(2)
@@ -192,7 +233,7 @@ func TestCommitManifest(t *testing.T) {
 	if _, err := CommitManifest(ctx, s, bad, etag3); !errors.Is(err, ErrBadManifest) {
 		t.Fatalf("invalid: %v", err)
 	}
-	if _, cur, _ := LoadManifest(ctx, s, "orders", 2); cur != etag3 {
+	if _, cur, _ := LoadManifest(ctx, s, "orders", testOrdersID, 2); cur != etag3 {
 		t.Fatal("manifest changed by refused commits")
 	}
 	// A manifest stored under the wrong key is refused on load.
@@ -200,8 +241,8 @@ func TestCommitManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPut(t, s, ManifestKey("orders", 3), data, PutCondition{})
-	if _, _, err := LoadManifest(ctx, s, "orders", 3); !errors.Is(err, ErrBadManifest) {
+	mustPut(t, s, ManifestKey("orders", testOrdersID, 3), data, PutCondition{})
+	if _, _, err := LoadManifest(ctx, s, "orders", testOrdersID, 3); !errors.Is(err, ErrBadManifest) {
 		t.Fatalf("misplaced manifest: %v", err)
 	}
 }
@@ -218,7 +259,7 @@ func TestCommitManifestRace(t *testing.T) {
 	writer := func(epoch int32, rounds int) {
 		for range rounds {
 			for {
-				m, etag, err := LoadManifest(ctx, s, "orders", 2)
+				m, etag, err := LoadManifest(ctx, s, "orders", testOrdersID, 2)
 				if err != nil {
 					t.Error(err)
 					return
@@ -254,7 +295,7 @@ func TestCommitManifestRace(t *testing.T) {
 		wg.Go(func() { writer(4, 20) })
 	}
 	wg.Wait()
-	m, _, err := LoadManifest(ctx, s, "orders", 2)
+	m, _, err := LoadManifest(ctx, s, "orders", testOrdersID, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +324,19 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"version":1,"topic":"t","partition":0,"leader_epoch":0,"log_start_offset":0,"segments":[]}`))
+	withDropped := testManifest(3)
+	withDropped.Dropped = []DroppedSegment{{RemoteSegment: withDropped.Segments[0], DroppedAt: withDropped.UpdatedAt}}
+	withDropped.Segments, withDropped.LogStartOffset = withDropped.Segments[1:], 200
+	if b, err := EncodeManifest(withDropped); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(b)
+	}
+	if b, err := os.ReadFile("testdata/legacy-bucket/events/1/manifest"); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeManifest(b)
 		if err != nil {

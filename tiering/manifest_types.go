@@ -8,16 +8,22 @@ import (
 )
 
 // RemoteSegment is one sealed segment held in the bucket, as the manifest
-// records it. Its objects are
+// records it. Its objects are, under the manifest's Prefix,
 //
-//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.log
-//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.index
-//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.timeindex
-//	<prefix>/<topic>/<partition>/<BaseOffset>-<Epoch>-<ID>.snapshot (producer state at NextOffset, optional)
+//	<BaseOffset>-<Epoch>-<ID>.log
+//	<BaseOffset>-<Epoch>-<ID>.index
+//	<BaseOffset>-<Epoch>-<ID>.timeindex
+//	<BaseOffset>-<Epoch>-<ID>.snapshot (producer state at NextOffset, optional)
 //
 // where Epoch is the leader epoch of the uploading leader and ID a random
 // token, so a retried or concurrent upload never overwrites an object a
 // manifest already references.
+//
+// The entry may claim less than its .log object holds: after an unclean
+// leader election the segment holding the divergence point is cut there
+// (NextOffset lowered, LeaderEpochs clamped, HasSnapshot cleared, Size
+// still the object's), and readers never return a batch at or beyond
+// NextOffset.
 type RemoteSegment struct {
 	BaseOffset   int64                `json:"base_offset"`
 	NextOffset   int64                `json:"next_offset"` // offset after the segment's last record
@@ -35,15 +41,31 @@ func (s RemoteSegment) ObjectName() string {
 	return fmt.Sprintf("%020d-%d-%s", s.BaseOffset, s.Epoch, s.ID)
 }
 
+// DroppedSegment is a segment that left the remote log (remote retention,
+// DeleteRecords, a gap, a diverged lineage superseded) but whose objects
+// are still in the store: readers that resolved an older manifest may be
+// reading them. The leader deletes them once it has seen them dropped for
+// the delete delay (RemoteRetention.DeleteDelay), then commits a manifest
+// without them; until then the sweeper counts them as referenced.
+type DroppedSegment struct {
+	RemoteSegment
+	DroppedAt time.Time `json:"dropped_at"` // wall clock of the dropping writer, for operators only
+}
+
 // Manifest is the source of truth for what of one partition is remote.
-// It is stored at <prefix>/<topic>/<partition>/manifest and replaced only
-// with a conditional put. Segments are sorted by BaseOffset, contiguous
-// (each NextOffset is the next BaseOffset) and never overlap.
+// It is stored at Key() (<topic>/<topic id>/<partition>/manifest, or the
+// legacy <topic>/<partition>/manifest) and replaced only with a
+// conditional put. Segments are sorted by BaseOffset, contiguous (each
+// NextOffset is the next BaseOffset) and never overlap.
 type Manifest struct {
-	Version   int    `json:"version"` // format version, currently 1
+	Version   int    `json:"version"` // format version, ManifestVersion
 	Topic     string `json:"topic"`
 	TopicID   string `json:"topic_id"`
 	Partition int32  `json:"partition"`
+	// LegacyKeys: the partition's objects and manifest are in the legacy
+	// layout, without the topic id in their keys (layout.go). Version 1
+	// manifests are decoded with it set.
+	LegacyKeys bool `json:"legacy_keys,omitempty"`
 	// LeaderEpoch is the leader epoch of the broker that wrote this
 	// manifest. A writer whose epoch is lower must not replace it.
 	LeaderEpoch int32 `json:"leader_epoch"`
@@ -52,6 +74,9 @@ type Manifest struct {
 	// first segment.
 	LogStartOffset int64           `json:"log_start_offset"`
 	Segments       []RemoteSegment `json:"segments"`
+	// Dropped are segments out of the remote log whose objects are not
+	// deleted yet (DroppedSegment). Readers never use them.
+	Dropped []DroppedSegment `json:"dropped,omitempty"`
 	// Configs are the topic's config overrides at the time of writing,
 	// so a restore can recreate the topic.
 	Configs       map[string]string `json:"configs,omitempty"`

@@ -75,6 +75,7 @@ type stream struct {
 // segment's real chunk table, which the job finds out).
 type prefetchJob struct {
 	part        PartitionKey
+	prefix      string // the partition's key prefix (Manifest.Prefix)
 	seg         RemoteSegment
 	chunk, last int
 	reader      *atomic.Pointer[chunkPos] // the stream's position: chunks it has passed are skipped
@@ -168,7 +169,7 @@ func (ra *readAhead) plan(part PartitionKey, m *Manifest, i int, ix *remoteIndex
 				return
 			}
 			seg, chunk = seg+1, 0
-			numChunks = ra.r.chunkCount(part, &m.Segments[seg])
+			numChunks = ra.r.chunkCount(m.Prefix(), &m.Segments[seg])
 		}
 		base := m.Segments[seg].BaseOffset
 		if !s.ahead.less(chunkPos{base, chunk}) {
@@ -178,12 +179,12 @@ func (ra *readAhead) plan(part PartitionKey, m *Manifest, i int, ix *remoteIndex
 		// the chunks at its front the cache already holds.
 		last := min((chunk/ra.runChunks+1)*ra.runChunks, numChunks) - 1
 		from := chunk
-		for seg == i && from <= last && ra.r.cache.contains(chunkKey{ix.logKey, from}) {
+		for seg == i && from <= last && ra.r.cache.contains(chunkKey{ix.chunkID, from}) {
 			from++
 		}
 		if from <= last {
 			select {
-			case ra.jobs <- prefetchJob{part: part, seg: m.Segments[seg], chunk: from, last: last, reader: s.at}:
+			case ra.jobs <- prefetchJob{part: part, prefix: m.Prefix(), seg: m.Segments[seg], chunk: from, last: last, reader: s.at}:
 				ra.queued.Add(1)
 			default:
 				ra.dropped.Add(1)
@@ -223,8 +224,8 @@ func (ra *readAhead) numStreams() int {
 
 // chunkCount returns the number of chunks of seg: exact when its index is
 // cached, else an upper bound.
-func (r *RemoteReader) chunkCount(part PartitionKey, seg *RemoteSegment) int {
-	if v, ok := r.indexes.peek(part.segmentKey(seg, SuffixIndex)); ok {
+func (r *RemoteReader) chunkCount(prefix string, seg *RemoteSegment) int {
+	if v, ok := r.indexes.peek(indexCacheKey(prefix, seg, SuffixIndex)); ok {
 		return len(v.(*remoteIndex).chunks)
 	}
 	return int(max((seg.Size+r.cfg.ChunkBytes-1)/r.cfg.ChunkBytes, 1))
@@ -244,7 +245,7 @@ func (r *RemoteReader) prefetch(ctx context.Context, j prefetchJob) error {
 			first = max(first, at.chunk+1)
 		}
 	}
-	ix, err := r.segmentIndex(ctx, j.part, &j.seg)
+	ix, err := r.segmentIndex(ctx, j.prefix, &j.seg)
 	if err != nil {
 		return err
 	}
@@ -252,5 +253,5 @@ func (r *RemoteReader) prefetch(ctx context.Context, j prefetchJob) error {
 	if first > last {
 		return nil
 	}
-	return r.cache.prefetchRun(ctx, ix.logKey, ix.chunks, first, last, r.runGetter(ix))
+	return r.cache.prefetchRun(ctx, ix.chunkID, ix.chunks, first, last, r.runGetter(ix))
 }

@@ -50,7 +50,7 @@ func TestReadAheadPrefetchesAhead(t *testing.T) {
 	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: ahead, ReadAheadRunChunks: 1, ReadAheadWorkers: ahead})
 	ctx := context.Background()
 	seg := &f.m.Segments[0]
-	ix, err := r.segmentIndex(ctx, f.key, seg)
+	ix, err := r.segmentIndex(ctx, f.m.Prefix(), seg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestReadAheadPrefetchesAhead(t *testing.T) {
 	}
 	chunks, gets := 0, 0
 	for i := range f.m.Segments {
-		ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[i])
+		ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestReadAheadFetchesRuns(t *testing.T) {
 	const ahead, run = 2, 3
 	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, CacheBytes: 1 << 20, ReadAheadChunks: ahead, ReadAheadRunChunks: run, ReadAheadWorkers: 2})
 	ctx := context.Background()
-	ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[0])
+	ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestReadAheadFetchesRuns(t *testing.T) {
 	// chunks, aligned to groups.
 	replay(t, r, f, rs.NextOffset, 1<<20)
 	for i := range f.m.Segments {
-		ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[i])
+		ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestReadAheadRunFailure(t *testing.T) {
 	// go through.
 	var longest int64
 	for i := range f.m.Segments {
-		ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[i])
+		ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestReadAheadRunFailure(t *testing.T) {
 	// A replay from the log start: its read of chunk 0 queues the next
 	// groups of segment 0, one job each, for the one worker; the first
 	// job whose run is longer than a chunk waits in the store.
-	ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[0])
+	ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestReadAheadCrossesSegments(t *testing.T) {
 	f := buildFixture(t, defaultFixtureOpts())
 	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 4 << 10, ReadAheadChunks: 2, ReadAheadRunChunks: 1})
 	ctx := context.Background()
-	ix, err := r.segmentIndex(ctx, f.key, &f.m.Segments[0])
+	ix, err := r.segmentIndex(ctx, f.m.Prefix(), &f.m.Segments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,12 +331,12 @@ func TestReadAheadCrossesSegments(t *testing.T) {
 	if n := f.store.getCount(next.ObjectName() + SuffixIndex); n != 1 {
 		t.Fatalf("the next segment's index fetched %d times, want once", n)
 	}
-	ix1, err := r.segmentIndex(ctx, f.key, next)
+	ix1, err := r.segmentIndex(ctx, f.m.Prefix(), next)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k := range 2 {
-		if !fetchedChunk(f.store, ix1.logKey, ix1.chunks[k].start) || !r.cache.contains(chunkKey{ix1.logKey, k}) {
+		if !fetchedChunk(f.store, ix1.logKey, ix1.chunks[k].start) || !r.cache.contains(chunkKey{ix1.chunkID, k}) {
 			t.Fatalf("chunk %d of the next segment not prefetched", k)
 		}
 	}
@@ -388,7 +388,7 @@ func TestRemoteReadNotBlockedBySlowGets(t *testing.T) {
 	// sequentially (one batch from each chunk's start).
 	segs := f.m.Segments[1:7]
 	for i := range segs {
-		ix, err := r.segmentIndex(ctx, f.key, &segs[i])
+		ix, err := r.segmentIndex(ctx, f.m.Prefix(), &segs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,6 +401,20 @@ func TestRemoteReadNotBlockedBySlowGets(t *testing.T) {
 	if q := r.Stats().ReadAheadQueued; q != 0 {
 		t.Fatalf("warming queued %d prefetches", q)
 	}
+	// Other partitions whose first segment holds the same bytes.
+	const others = 10
+	otherManifests := make([]*Manifest, others)
+	for p := range others {
+		om := f.m.Clone()
+		om.Topic, om.Partition = "other", int32(p)
+		for _, suffix := range []string{SuffixLog, SuffixIndex, SuffixTimeIndex} {
+			f.store.mu.Lock()
+			b := f.store.objects[f.m.SegmentKey(&f.m.Segments[0], suffix)]
+			f.store.mu.Unlock()
+			f.store.put(om.SegmentKey(&om.Segments[0], suffix), b)
+		}
+		otherManifests[p] = om
+	}
 	release := f.store.hold()
 	defer release()
 	// Demand readers of other partitions, stuck on their GETs.
@@ -408,12 +422,11 @@ func TestRemoteReadNotBlockedBySlowGets(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	const others = 10
 	for p := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rs, err := r.Read(stuckCtx, PartitionKey{Topic: "other", Partition: int32(p)}, f.m, 7, 1<<20)
+			rs, err := r.Read(stuckCtx, PartitionKey{Topic: "other", Partition: int32(p)}, otherManifests[p], 7, 1<<20)
 			if err == nil {
 				rs.Release()
 			}

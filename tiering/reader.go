@@ -299,22 +299,40 @@ func (r *RemoteReader) ForgetPartition(key PartitionKey) { r.parts.Delete(key) }
 // empty slice with NextOffset m.EndOffset(). On success the caller must
 // Release the slice.
 func (r *RemoteReader) Read(ctx context.Context, key PartitionKey, m *Manifest, offset int64, maxBytes int) (RemoteSlice, error) {
-	if m == nil || offset < m.LogStartOffset || offset >= m.EndOffset() {
+	var end int64
+	if m != nil {
+		end = m.EndOffset()
+	}
+	return r.ReadBelow(ctx, key, m, offset, end, maxBytes)
+}
+
+// ReadBelow is Read that returns no batch whose base offset is at or
+// above end (nor, as Read, at or above its segment's NextOffset): the
+// broker passes its local log start, so that the local log answers for
+// every offset it holds and a remote log that diverges there (an unclean
+// leader election not yet reconciled, lineage.go) is never served. When
+// no batch below end follows offset the slice is empty with NextOffset
+// end. An offset at or above end is ErrRemoteOffsetOutOfRange.
+func (r *RemoteReader) ReadBelow(ctx context.Context, key PartitionKey, m *Manifest, offset, end int64, maxBytes int) (RemoteSlice, error) {
+	if m == nil || offset < m.LogStartOffset || offset >= m.EndOffset() || offset >= end {
 		return RemoteSlice{}, r.outOfRange(key, m, offset)
 	}
+	end = min(end, m.EndOffset())
 	i := m.SegmentFor(offset)
 	if i < 0 {
 		return RemoteSlice{}, r.outOfRange(key, m, offset)
 	}
+	prefix := m.Prefix()
 	pc := r.partCounters(key)
 	st, continued := r.ra.take(key, offset)
 	correlated := continued
 	if offset == m.LogStartOffset {
 		continued = true // a replay from the earliest offset starts here
 	}
-	for off := offset; i < len(m.Segments); i, off = i+1, m.Segments[i].NextOffset {
+	for off := offset; i < len(m.Segments) && off < end; i, off = i+1, m.Segments[i].NextOffset {
 		seg := &m.Segments[i]
-		ix, err := r.segmentIndex(ctx, key, seg)
+		limit := min(end, seg.NextOffset)
+		ix, err := r.segmentIndex(ctx, prefix, seg)
 		if err != nil {
 			return RemoteSlice{}, err
 		}
@@ -322,15 +340,18 @@ func (r *RemoteReader) Read(ctx context.Context, key PartitionKey, m *Manifest, 
 		for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 			span := ix.chunks[k]
 			pos = max(pos, span.start)
-			ref, err := r.cache.acquireFor(ctx, pc, chunkKey{ix.logKey, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
+			ref, err := r.cache.acquireFor(ctx, pc, chunkKey{ix.chunkID, k}, span.end-span.start, correlated, r.chunkLoader(ix, k))
 			if err != nil {
 				return RemoteSlice{}, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 			}
-			rs, found, err := scanChunk(ref.file(), ix, span, pos, off, maxBytes)
+			rs, found, atLimit, err := scanChunk(ref.file(), ix, span, pos, off, limit, maxBytes)
 			if err != nil || !found {
 				ref.release()
 				if err != nil {
 					return RemoteSlice{}, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
+				}
+				if atLimit {
+					break
 				}
 				continue
 			}
@@ -343,7 +364,6 @@ func (r *RemoteReader) Read(ctx context.Context, key PartitionKey, m *Manifest, 
 			return rs, nil
 		}
 	}
-	end := m.EndOffset()
 	return RemoteSlice{FirstOffset: end, NextOffset: end}, nil
 }
 
@@ -357,20 +377,24 @@ func (r *RemoteReader) outOfRange(key PartitionKey, m *Manifest, offset int64) e
 
 // scanChunk finds, in the chunk span of ix held in f, the first batch at or
 // after object position from whose last offset is >= off, and returns it
-// with the batches after it that fit in maxBytes and the chunk. found is
-// false when no batch of the chunk qualifies.
-func scanChunk(f *os.File, ix *remoteIndex, span chunkSpan, from, off int64, maxBytes int) (RemoteSlice, bool, error) {
+// with the batches after it that fit in maxBytes and the chunk. Batches
+// whose base offset is at or above limit are never returned. found is
+// false when no batch of the chunk qualifies; atLimit says that a batch at
+// or above limit ended the search.
+func scanChunk(f *os.File, ix *remoteIndex, span chunkSpan, from, off, limit int64, maxBytes int) (rs RemoteSlice, found, atLimit bool, err error) {
 	hr := newChunkHeaderReader(f, span)
 	defer hr.release()
 	pos := from
 	var h segment.Header
 	for {
 		if pos >= span.end {
-			return RemoteSlice{}, false, nil
+			return RemoteSlice{}, false, false, nil
 		}
-		var err error
 		if h, err = hr.at(pos); err != nil {
-			return RemoteSlice{}, false, err
+			return RemoteSlice{}, false, false, err
+		}
+		if h.BaseOffset >= limit {
+			return RemoteSlice{}, false, true, nil
 		}
 		if h.LastOffset() >= off {
 			break
@@ -379,20 +403,21 @@ func scanChunk(f *os.File, ix *remoteIndex, span chunkSpan, from, off int64, max
 	}
 	end := pos + int64(h.Size())
 	next := h.NextOffset()
-	limit := span.end
+	byteLimit := span.end
 	if mb := int64(max(maxBytes, 0)); mb < span.end-pos {
-		limit = pos + mb
+		byteLimit = pos + mb
 	}
-	if end < limit {
+	if end < byteLimit {
 		// Jump over the batches that certainly fit: those before the
-		// last indexed batch at or below the limit.
-		q := max(end, ix.floorByPosition(limit))
+		// last indexed batch at or below the byte limit, and below the
+		// offset limit.
+		q := max(end, min(ix.floorByPosition(byteLimit), ix.floorByOffset(limit)))
 		for q < span.end {
 			h2, err := hr.at(q)
 			if err != nil {
-				return RemoteSlice{}, false, err
+				return RemoteSlice{}, false, false, err
 			}
-			if q+int64(h2.Size()) > limit {
+			if q+int64(h2.Size()) > byteLimit || h2.BaseOffset >= limit {
 				next = h2.BaseOffset
 				break
 			}
@@ -403,7 +428,7 @@ func scanChunk(f *os.File, ix *remoteIndex, span chunkSpan, from, off int64, max
 	if end == span.end {
 		next = span.next
 	}
-	return RemoteSlice{File: f, Pos: pos - span.start, Size: end - pos, FirstOffset: h.BaseOffset, NextOffset: next}, true, nil
+	return RemoteSlice{File: f, Pos: pos - span.start, Size: end - pos, FirstOffset: h.BaseOffset, NextOffset: next}, true, false, nil
 }
 
 // chunkLoader returns the loader of chunk k of ix: one ranged GET,
@@ -556,7 +581,7 @@ func (r *RemoteReader) OffsetForTimestamp(ctx context.Context, key PartitionKey,
 		if seg.NextOffset <= m.LogStartOffset || seg.MaxTimestamp < ts {
 			continue
 		}
-		off, t, ok, err := r.segmentOffsetForTimestamp(ctx, key, seg, max(m.LogStartOffset, seg.BaseOffset), ts)
+		off, t, ok, err := r.segmentOffsetForTimestamp(ctx, key, m.Prefix(), seg, max(m.LogStartOffset, seg.BaseOffset), ts)
 		if err != nil || ok {
 			return off, t, ok, err
 		}
@@ -565,15 +590,15 @@ func (r *RemoteReader) OffsetForTimestamp(ctx context.Context, key PartitionKey,
 }
 
 // segmentOffsetForTimestamp searches one segment from offset start.
-func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key PartitionKey, seg *RemoteSegment, start, ts int64) (int64, int64, bool, error) {
-	ti, err := r.segmentTimeIndex(ctx, key, seg)
+func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key PartitionKey, prefix string, seg *RemoteSegment, start, ts int64) (int64, int64, bool, error) {
+	ti, err := r.segmentTimeIndex(ctx, prefix, seg)
 	if err != nil {
 		return 0, -1, false, err
 	}
 	if rel, ok := ti.floorBefore(ts); ok {
 		start = max(start, seg.BaseOffset+int64(rel))
 	}
-	ix, err := r.segmentIndex(ctx, key, seg)
+	ix, err := r.segmentIndex(ctx, prefix, seg)
 	if err != nil {
 		return 0, -1, false, err
 	}
@@ -581,11 +606,11 @@ func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key Partit
 	for k := ix.chunkFor(pos); k < len(ix.chunks); k++ {
 		span := ix.chunks[k]
 		pos = max(pos, span.start)
-		ref, err := r.cache.acquireFor(ctx, r.partCounters(key), chunkKey{ix.logKey, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
+		ref, err := r.cache.acquireFor(ctx, r.partCounters(key), chunkKey{ix.chunkID, k}, span.end-span.start, true /* correlated: a lookup does not promote */, r.chunkLoader(ix, k))
 		if err != nil {
 			return 0, -1, false, fmt.Errorf("tiering: read %s chunk %d: %w", ix.logKey, k, err)
 		}
-		off, t, ok, err := chunkOffsetForTimestamp(ref.file(), span, pos, start, ts)
+		off, t, ok, err := chunkOffsetForTimestamp(ref.file(), span, pos, start, seg.NextOffset, ts)
 		ref.release()
 		if err != nil {
 			return 0, -1, false, fmt.Errorf("tiering: offset for timestamp in %s chunk %d: %w", ix.logKey, k, err)
@@ -598,15 +623,18 @@ func (r *RemoteReader) segmentOffsetForTimestamp(ctx context.Context, key Partit
 }
 
 // chunkOffsetForTimestamp scans the batches of one chunk from object
-// position from for the first record at or after offset start with a
-// timestamp >= ts.
-func chunkOffsetForTimestamp(f *os.File, span chunkSpan, from, start, ts int64) (int64, int64, bool, error) {
+// position from for the first record at or after offset start, below the
+// segment's next offset, with a timestamp >= ts.
+func chunkOffsetForTimestamp(f *os.File, span chunkSpan, from, start, next, ts int64) (int64, int64, bool, error) {
 	hr := newChunkHeaderReader(f, span)
 	defer hr.release()
 	for pos := from; pos < span.end; {
 		h, err := hr.at(pos)
 		if err != nil {
 			return 0, -1, false, err
+		}
+		if h.BaseOffset >= next {
+			break
 		}
 		batchPos := pos
 		pos += int64(h.Size())
@@ -630,6 +658,9 @@ func chunkOffsetForTimestamp(f *os.File, span chunkSpan, from, start, ts int64) 
 				return 0, -1, false, err
 			}
 			if !ok {
+				break
+			}
+			if rec.Offset >= next {
 				break
 			}
 			if rec.Offset >= start && rec.Timestamp >= ts {

@@ -147,7 +147,7 @@ func rawParallelGet(b *testing.B, store ObjectStore, f *remoteFixture, chunk int
 	for i := range f.m.Segments {
 		s := &f.m.Segments[i]
 		for off := int64(0); off < s.Size; off += chunk {
-			work <- rng{f.key.segmentKey(s, SuffixLog), off, min(chunk, s.Size-off)}
+			work <- rng{f.m.SegmentKey(s, SuffixLog), off, min(chunk, s.Size-off)}
 		}
 	}
 	close(work)

@@ -38,7 +38,7 @@ func checkCachedChunks(t *testing.T, r *RemoteReader, f *remoteFixture) int {
 	t.Helper()
 	segOf := map[string]int{}
 	for i := range f.m.Segments {
-		segOf[f.logKey(i)] = i
+		segOf[chunkID(f.logKey(i), f.m.Segments[i].NextOffset)] = i
 	}
 	type ready struct {
 		key  chunkKey
@@ -58,7 +58,7 @@ func checkCachedChunks(t *testing.T, r *RemoteReader, f *remoteFixture) int {
 		if !ok {
 			t.Fatalf("cached chunk of unknown object %s", c.key.object)
 		}
-		v, ok := r.indexes.peek(f.key.segmentKey(&f.m.Segments[seg], SuffixIndex))
+		v, ok := r.indexes.peek(indexCacheKey(f.m.Prefix(), &f.m.Segments[seg], SuffixIndex))
 		if !ok {
 			continue // its index was evicted; the chunk is checked by size only
 		}
@@ -83,13 +83,12 @@ func checkCachedIndexes(t *testing.T, r *RemoteReader, f *remoteFixture) {
 	t.Helper()
 	for i := range f.m.Segments {
 		seg := &f.m.Segments[i]
-		key := f.key.segmentKey(seg, SuffixIndex)
-		v, ok := r.indexes.peek(key)
+		v, ok := r.indexes.peek(indexCacheKey(f.m.Prefix(), seg, SuffixIndex))
 		if !ok {
 			continue
 		}
 		f.store.mu.Lock()
-		raw := f.store.objects[key]
+		raw := f.store.objects[f.m.SegmentKey(seg, SuffixIndex)]
 		f.store.mu.Unlock()
 		want := parseOffsetIndex(raw, seg.BaseOffset, seg.NextOffset, seg.Size).Len()
 		if got := v.(*remoteIndex).numEntries(); got != want {
@@ -286,7 +285,7 @@ func TestRemoteReaderResumesBrokenBody(t *testing.T) {
 
 	// A body that always breaks: two GETs, then a retriable error.
 	r := newTestReader(t, fs.store, ReaderConfig{ChunkBytes: 16 << 10, ReadAheadChunks: -1})
-	if _, err := r.segmentIndex(context.Background(), f.key, &f.m.Segments[0]); err != nil {
+	if _, err := r.segmentIndex(context.Background(), f.m.Prefix(), &f.m.Segments[0]); err != nil {
 		t.Fatal(err)
 	}
 	fs.set(t, s3fault.Rule{Fault: s3fault.Reset, Ops: gets, Key: SuffixLog, After: 3000})

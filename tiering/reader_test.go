@@ -117,7 +117,7 @@ func TestRemoteChunkTable(t *testing.T) {
 	}
 	straddlers := 0
 	for si := range f.m.Segments {
-		ix, err := r.segmentIndex(context.Background(), f.key, &f.m.Segments[si])
+		ix, err := r.segmentIndex(context.Background(), f.m.Prefix(), &f.m.Segments[si])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestRemoteReadMissingObjects(t *testing.T) {
 		t.Fatalf("read of a deleted object: %v, want not found", err)
 	}
 	// Without its .index a segment is read as one chunk, still correctly.
-	if err := f.store.Delete(ctx, f.key.segmentKey(&f.m.Segments[2], SuffixIndex)); err != nil {
+	if err := f.store.Delete(ctx, f.m.SegmentKey(&f.m.Segments[2], SuffixIndex)); err != nil {
 		t.Fatal(err)
 	}
 	for off := f.m.Segments[2].BaseOffset; off < f.m.Segments[2].NextOffset; off++ {
@@ -478,5 +478,100 @@ func TestRemoteReadLocalStore(t *testing.T) {
 	r := newTestReader(t, local, ReaderConfig{ChunkBytes: 8 << 10, CacheBytes: 64 << 10})
 	if got := replay(t, r, f, f.m.LogStartOffset, 5000); !bytes.Equal(got, f.allLogBytes()) {
 		t.Fatal("replay through the local store differs from the source")
+	}
+}
+
+// batchesBelow is every fixture batch whose base offset is below end,
+// from offset from on, concatenated.
+func (f *remoteFixture) batchesBelow(from, end int64) []byte {
+	var out []byte
+	for _, b := range f.batches {
+		if b.last >= from && b.base < end {
+			out = append(out, f.logs[b.seg][b.pos:b.pos+b.size]...)
+		}
+	}
+	return out
+}
+
+// replayBelow reads m with ReadBelow from offset from up to end and
+// returns the bytes, failing on any batch at or past end.
+func replayBelow(t *testing.T, r *RemoteReader, f *remoteFixture, m *Manifest, from, end int64, maxBytes int) []byte {
+	t.Helper()
+	var out []byte
+	for off := from; off < end; {
+		rs, err := r.ReadBelow(context.Background(), f.key, m, off, end, maxBytes)
+		if err != nil {
+			t.Fatalf("read below %d at %d: %v", end, off, err)
+		}
+		b, err := rs.Copy()
+		rs.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := segment.SplitBatches(b, func(h segment.Header, _ []byte) error {
+			if h.BaseOffset >= end {
+				return fmt.Errorf("read below %d at %d returned the batch at %d", end, off, h.BaseOffset)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if rs.NextOffset <= off {
+			t.Fatalf("read below %d at %d: next offset %d does not advance", end, off, rs.NextOffset)
+		}
+		out = append(out, b...)
+		off = rs.NextOffset
+	}
+	return out
+}
+
+// TestRemoteReadBelow: reads bounded by an offset (the broker's local log
+// start) return every batch below it and none at or past it, at any
+// bound, batch boundary or not, with read-ahead and a large maxBytes that
+// would reach further.
+func TestRemoteReadBelow(t *testing.T) {
+	f := buildFixture(t, defaultFixtureOpts())
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 8 << 10})
+	ends := []int64{f.batches[1].base, f.batches[len(f.batches)/2].base, f.batches[len(f.batches)/2].base + 1, f.m.EndOffset() - 1}
+	for _, end := range ends {
+		for _, from := range []int64{0, end - 1} {
+			got := replayBelow(t, r, f, f.m, from, end, 1<<20)
+			if want := f.batchesBelow(from, end); !bytes.Equal(got, want) {
+				t.Fatalf("below %d from %d: %d bytes, want %d", end, from, len(got), len(want))
+			}
+		}
+	}
+	if _, err := r.ReadBelow(context.Background(), f.key, f.m, 10, 10, 1<<20); !errors.Is(err, ErrRemoteOffsetOutOfRange) {
+		t.Fatalf("read at the bound: %v", err)
+	}
+}
+
+// TestRemoteReadCutSegment: a manifest entry cut at a batch boundary inside
+// its object (as after an unclean election) is read up to its NextOffset
+// and never beyond, also after the reader cached the object's index for
+// the uncut entry.
+func TestRemoteReadCutSegment(t *testing.T) {
+	f := buildFixture(t, defaultFixtureOpts())
+	r := newTestReader(t, f.store, ReaderConfig{ChunkBytes: 8 << 10})
+	// A batch boundary in the middle of segment 1.
+	var d int64
+	for _, b := range f.batches {
+		if b.seg == 1 && b.pos > f.m.Segments[1].Size/2 {
+			d = b.base
+			break
+		}
+	}
+	replay(t, r, f, 0, 1<<20) // caches the uncut indexes
+	cut := f.m.Clone()
+	cutAt(cut, d)
+	if err := cut.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := replayBelow(t, r, f, cut, 0, cut.EndOffset(), 1<<20)
+	if want := f.batchesBelow(0, d); !bytes.Equal(got, want) {
+		t.Fatalf("cut at %d: %d bytes, want %d", d, len(got), len(want))
+	}
+	if _, _, ok, err := r.OffsetForTimestamp(context.Background(), f.key, cut, f.records[len(f.records)-1].ts); err != nil || ok {
+		t.Fatalf("a timestamp only past the cut found: %v, %v", ok, err)
 	}
 }

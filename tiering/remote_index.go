@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -27,9 +28,22 @@ import (
 // about ChunkBytes whose boundaries are batch starts taken from the index
 // (see chunkSpan), so no batch ever straddles two chunks.
 
-// segmentKey is the store key of one of a remote segment's objects.
-func (k PartitionKey) segmentKey(s *RemoteSegment, suffix string) string {
-	return SegmentKey(k.Topic, k.Partition, s, suffix)
+// indexCacheKey names a parsed index object of seg (under the partition
+// prefix) in the index cache: its store key and the segment's NextOffset,
+// since an entry cut at a divergence point parses the same object to fewer
+// entries.
+func indexCacheKey(prefix string, seg *RemoteSegment, suffix string) string {
+	return chunkID(prefix+seg.ObjectName()+suffix, seg.NextOffset)
+}
+
+// chunkID is the chunk cache's name of the chunks of the .log object at
+// logKey for a segment entry ending at next. The chunk table depends on the
+// entry's NextOffset (index entries at or past it are not used), and an
+// entry cut at a divergence point names the same object as the uncut one,
+// so both take part in the name: a chunk name always stands for the same
+// bytes.
+func chunkID(logKey string, next int64) string {
+	return logKey + "@" + strconv.FormatInt(next, 10)
 }
 
 // chunkSpan is one chunk of a remote .log object: bytes [start, end), which
@@ -44,6 +58,7 @@ type chunkSpan struct {
 // chunk table derived from it. It is immutable once built.
 type remoteIndex struct {
 	logKey  string              // store key of the .log object
+	chunkID string              // names its chunks in the chunk cache: logKey and next (chunkID)
 	base    int64               // segment base offset
 	next    int64               // segment NextOffset
 	size    int64               // bytes of the .log object
@@ -72,7 +87,7 @@ func parseOffsetIndex(b []byte, base, next, size int64) segment.OffsetIndex {
 // (a batch larger than a chunk makes one chunk of its own).
 func newRemoteIndex(logKey string, seg *RemoteSegment, raw []byte, chunkBytes int64) *remoteIndex {
 	ix := &remoteIndex{
-		logKey: logKey, base: seg.BaseOffset, next: seg.NextOffset, size: seg.Size,
+		logKey: logKey, chunkID: chunkID(logKey, seg.NextOffset), base: seg.BaseOffset, next: seg.NextOffset, size: seg.Size,
 		entries: parseOffsetIndex(raw, seg.BaseOffset, seg.NextOffset, seg.Size),
 	}
 	start := int64(0)
@@ -300,11 +315,12 @@ func (r *RemoteReader) readObjectOnce(ctx context.Context, key string) ([]byte, 
 	return b, nil
 }
 
-// segmentIndex returns the offset index and chunk table of seg.
-func (r *RemoteReader) segmentIndex(ctx context.Context, key PartitionKey, seg *RemoteSegment) (*remoteIndex, error) {
-	idxKey := key.segmentKey(seg, SuffixIndex)
+// segmentIndex returns the offset index and chunk table of seg, a
+// segment under the partition prefix.
+func (r *RemoteReader) segmentIndex(ctx context.Context, prefix string, seg *RemoteSegment) (*remoteIndex, error) {
+	idxKey := prefix + seg.ObjectName() + SuffixIndex
 	s := *seg
-	v, err := r.indexes.get(ctx, idxKey, func(ctx context.Context) (any, int64, error) {
+	v, err := r.indexes.get(ctx, indexCacheKey(prefix, seg, SuffixIndex), func(ctx context.Context) (any, int64, error) {
 		raw, err := r.readObject(ctx, idxKey)
 		if IsNotFound(err) {
 			// Without an index the segment is one chunk: correct, but
@@ -315,7 +331,7 @@ func (r *RemoteReader) segmentIndex(ctx context.Context, key PartitionKey, seg *
 		if err != nil {
 			return nil, 0, err
 		}
-		ix := newRemoteIndex(key.segmentKey(&s, SuffixLog), &s, raw, r.cfg.ChunkBytes)
+		ix := newRemoteIndex(prefix+s.ObjectName()+SuffixLog, &s, raw, r.cfg.ChunkBytes)
 		return ix, ix.memSize(), nil
 	})
 	if err != nil {
@@ -326,10 +342,10 @@ func (r *RemoteReader) segmentIndex(ctx context.Context, key PartitionKey, seg *
 
 // segmentTimeIndex returns the time index of seg; a missing object gives
 // an empty index (the search then scans from the segment start).
-func (r *RemoteReader) segmentTimeIndex(ctx context.Context, key PartitionKey, seg *RemoteSegment) (*remoteTimeIndex, error) {
-	tiKey := key.segmentKey(seg, SuffixTimeIndex)
+func (r *RemoteReader) segmentTimeIndex(ctx context.Context, prefix string, seg *RemoteSegment) (*remoteTimeIndex, error) {
+	tiKey := prefix + seg.ObjectName() + SuffixTimeIndex
 	base, next := seg.BaseOffset, seg.NextOffset
-	v, err := r.indexes.get(ctx, tiKey, func(ctx context.Context) (any, int64, error) {
+	v, err := r.indexes.get(ctx, indexCacheKey(prefix, seg, SuffixTimeIndex), func(ctx context.Context) (any, int64, error) {
 		raw, err := r.readObject(ctx, tiKey)
 		if IsNotFound(err) {
 			raw, err = nil, nil

@@ -19,6 +19,10 @@ type RemoteTopic struct {
 	// ordered by partition. A partition without a manifest had nothing
 	// remote; it is recreated empty.
 	Partitions []RemotePartition
+	// OtherIDs are the topic ids of other incarnations of the name in the
+	// store (a topic deleted and created again whose remote data was not
+	// deleted), which LoadRemoteTopic did not pick.
+	OtherIDs []string
 }
 
 // RemotePartition is one partition's manifest, as LoadManifest returned it.
@@ -29,7 +33,8 @@ type RemotePartition struct {
 }
 
 // ListRemoteTopics returns the names of the topics with at least one
-// partition manifest in the store, sorted. It lists the whole store.
+// partition manifest in the store, in either key layout, sorted. It lists
+// the whole store.
 func ListRemoteTopics(ctx context.Context, store ObjectStore) ([]string, error) {
 	objs, err := store.List(ctx, "")
 	if err != nil {
@@ -37,65 +42,96 @@ func ListRemoteTopics(ctx context.Context, store ObjectStore) ([]string, error) 
 	}
 	var names []string
 	for _, o := range objs {
-		topic, _, name, ok := splitObjectKey(o.Key)
-		if ok && name == manifestName && (len(names) == 0 || names[len(names)-1] != topic) {
-			names = append(names, topic)
+		if k, ok := parseObjectKey(o.Key); ok && k.name == manifestName {
+			names = append(names, k.topic)
 		}
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
 }
 
-// LoadRemoteTopic reads every partition manifest of topic. progress, if
-// not nil, is called after each manifest with the count read and the
-// total. It fails with ErrNotFound when the topic has no manifest, and
-// with ErrBadManifest when its manifests disagree on the topic id.
+// LoadRemoteTopic reads every partition manifest of topic, in both key
+// layouts. The manifests are grouped by the topic id they record (one
+// incarnation of the name each); the incarnation written last (the newest
+// UpdatedAt of its manifests) is returned, the others' ids in OtherIDs.
+// Of a partition with a manifest in both layouts (only an older broker
+// writing beside a newer one makes that), the one keyed by topic id is
+// taken, as LoadManifest does. progress, if not nil, is called after each
+// manifest with the count read and the total. It fails with ErrNotFound
+// when the topic has no manifest.
 func LoadRemoteTopic(ctx context.Context, store ObjectStore, topic string, progress func(done, total int)) (*RemoteTopic, error) {
-	if topic == "" || strings.Contains(topic, "/") {
+	if !validTopicName(topic) {
 		return nil, fmt.Errorf("tiering: invalid topic name %q", topic)
 	}
 	objs, err := store.List(ctx, topic+"/")
 	if err != nil {
 		return nil, fmt.Errorf("tiering: list remote topic %s: %w", topic, err)
 	}
-	var parts []int32
+	var keys []objectKey
 	for _, o := range objs {
-		if t, p, name, ok := splitObjectKey(o.Key); ok && t == topic && name == manifestName {
-			parts = append(parts, p)
+		if k, ok := parseObjectKey(o.Key); ok && k.topic == topic && k.name == manifestName {
+			keys = append(keys, k)
 		}
 	}
-	if len(parts) == 0 {
+	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no manifest of topic %s in the store", ErrNotFound, topic)
 	}
-	slices.Sort(parts)
-	rt := &RemoteTopic{Name: topic}
-	var newest *Manifest
-	for i, p := range parts {
-		m, etag, err := LoadManifest(ctx, store, topic, p)
+	type incarnation struct {
+		parts  map[int32]RemotePartition
+		newest *Manifest
+	}
+	incs := map[string]*incarnation{}
+	for i, k := range keys {
+		m, etag, err := loadManifestAt(ctx, store, k)
 		if IsNotFound(err) {
 			continue // deleted since the listing
 		}
 		if err != nil {
 			return nil, err
 		}
-		if rt.TopicID == "" {
-			rt.TopicID = m.TopicID
-		} else if m.TopicID != "" && m.TopicID != rt.TopicID {
-			return nil, fmt.Errorf("%w: topic %s: partition %d has topic id %s, others %s", ErrBadManifest, topic, p, m.TopicID, rt.TopicID)
+		inc := incs[m.TopicID]
+		if inc == nil {
+			inc = &incarnation{parts: map[int32]RemotePartition{}}
+			incs[m.TopicID] = inc
 		}
-		if newest == nil || m.UpdatedAt.After(newest.UpdatedAt) {
-			newest = m
+		if have, ok := inc.parts[k.partition]; !ok || (have.Manifest.LegacyKeys && !m.LegacyKeys) {
+			inc.parts[k.partition] = RemotePartition{Partition: k.partition, Manifest: m, ETag: etag}
 		}
-		rt.Partitions = append(rt.Partitions, RemotePartition{Partition: p, Manifest: m, ETag: etag})
+		if inc.newest == nil || m.UpdatedAt.After(inc.newest.UpdatedAt) {
+			inc.newest = m
+		}
 		if progress != nil {
-			progress(i+1, len(parts))
+			progress(i+1, len(keys))
 		}
 	}
-	if newest == nil {
+	var ids []string
+	for id := range incs {
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no manifest of topic %s in the store", ErrNotFound, topic)
 	}
-	rt.Configs = newest.Configs
-	rt.NumPartitions = max(newest.NumPartitions, rt.Partitions[len(rt.Partitions)-1].Partition+1)
+	// The newest incarnation; one without a topic id (not restorable) only
+	// when there is no other; ties by id, so the choice is stable.
+	slices.SortFunc(ids, func(a, b string) int {
+		if (a == "") != (b == "") {
+			if a == "" {
+				return 1
+			}
+			return -1
+		}
+		if c := incs[b].newest.UpdatedAt.Compare(incs[a].newest.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	inc := incs[ids[0]]
+	rt := &RemoteTopic{Name: topic, TopicID: ids[0], Configs: inc.newest.Configs, OtherIDs: ids[1:]}
+	for _, rp := range inc.parts {
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	slices.SortFunc(rt.Partitions, func(a, b RemotePartition) int { return int(a.Partition - b.Partition) })
+	rt.NumPartitions = max(inc.newest.NumPartitions, rt.Partitions[len(rt.Partitions)-1].Partition+1)
 	return rt, nil
 }
 
@@ -112,7 +148,7 @@ func FetchProducerSnapshot(ctx context.Context, store ObjectStore, m *Manifest) 
 	if !last.HasSnapshot {
 		return 0, nil, false, nil
 	}
-	key := SegmentKey(m.Topic, m.Partition, last, SuffixSnapshot)
+	key := m.SegmentKey(last, SuffixSnapshot)
 	rc, err := store.Get(ctx, key, 0, -1)
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("tiering: producer snapshot %s: %w", key, err)

@@ -33,7 +33,7 @@ func TestRestoreListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt.Name != testTopic || rt.TopicID != "tid-events" || rt.NumPartitions != 3 || rt.Configs["remote.storage.enable"] != "true" ||
+	if rt.Name != testTopic || rt.TopicID != testTopicID || rt.NumPartitions != 3 || rt.Configs["remote.storage.enable"] != "true" ||
 		len(rt.Partitions) != 1 || rt.Partitions[0].Partition != testPartition || calls != 1 {
 		t.Fatalf("remote topic %+v", rt)
 	}

@@ -1,6 +1,7 @@
 package tiering
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,13 @@ func TestExpiredSegments(t *testing.T) {
 	}
 }
 
+// waitPurged waits until a's manifest lists no dropped segment: their
+// objects are deleted.
+func waitPurged(t *testing.T, a *Archiver) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the objects of dropped segments deleted", func() bool { return len(a.Manifest().Dropped) == 0 })
+}
+
 // TestRemoteRetention: total retention drops the oldest remote segments
 // (manifest first, objects after) and moves the remote log start; a
 // requested log start (DeleteRecords) does the same; uploads go on.
@@ -51,19 +59,20 @@ func TestRemoteRetention(t *testing.T) {
 	waitFor(t, 10*time.Second, "retention by size", func() bool {
 		return a.Manifest().LogStartOffset > 0 && reported.Load() == a.Manifest().LogStartOffset
 	})
+	waitPurged(t, a)
 	m := a.Manifest()
 	dropped := len(full.Segments) - len(m.Segments)
 	if dropped < 3 || m.LogStartOffset != full.Segments[dropped].BaseOffset || reported.Load() != m.LogStartOffset {
 		t.Fatalf("dropped %d segments, log start %d, reported %d", dropped, m.LogStartOffset, reported.Load())
 	}
 	for i := range full.Segments[:dropped] {
-		for _, k := range SegmentKeys(testTopic, testPartition, &full.Segments[i]) {
+		for _, k := range segmentKeys(testPrefix, &full.Segments[i]) {
 			if _, err := s.Stat(testCtx(t), k); !IsNotFound(err) {
 				t.Errorf("object %s of a dropped segment: %v", k, err)
 			}
 		}
 	}
-	stored, _, err := LoadManifest(testCtx(t), s, testTopic, testPartition)
+	stored, _, err := LoadManifest(testCtx(t), s, testTopic, testTopicID, testPartition)
 	if err != nil || stored.LogStartOffset != m.LogStartOffset {
 		t.Fatalf("stored manifest: %v", err)
 	}
@@ -114,7 +123,7 @@ func TestTieringToggle(t *testing.T) {
 	}
 	tl.gate.Detach(a)
 	tl.gate.SetTiered(false)
-	stored, _, err := LoadManifest(testCtx(t), s, testTopic, testPartition)
+	stored, _, err := LoadManifest(testCtx(t), s, testTopic, testTopicID, testPartition)
 	if err != nil || stored.EndOffset() != before.EndOffset() {
 		t.Fatalf("remote data after disabling: %v", err)
 	}
@@ -134,12 +143,13 @@ func TestTieringToggle(t *testing.T) {
 	b := newTestArchiver(t, tl, s, nil)
 	b.BecomeLeader(1)
 	waitUploaded(t, b, tl.sealedEnd())
+	waitPurged(t, b)
 	m := b.Manifest()
 	if m.LogStartOffset != localStart || m.Segments[0].BaseOffset != localStart {
 		t.Fatalf("remote log restarts at %d (first segment %d of %d), want %d; before: end %d", m.LogStartOffset, m.Segments[0].BaseOffset, len(m.Segments), localStart, before.EndOffset())
 	}
 	for i := range before.Segments {
-		if _, err := s.Stat(testCtx(t), SegmentKey(testTopic, testPartition, &before.Segments[i], SuffixLog)); !IsNotFound(err) {
+		if _, err := s.Stat(testCtx(t), testSegKey(&before.Segments[i], SuffixLog)); !IsNotFound(err) {
 			t.Errorf("segment %d below the gap kept: %v", before.Segments[i].BaseOffset, err)
 		}
 	}
@@ -156,16 +166,83 @@ func TestDeletePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, s, "events/10/manifest", []byte("another partition"), PutCondition{})
-	if err := DeletePartition(testCtx(t), s, testTopic, testPartition); err != nil {
+	if err := DeletePartition(testCtx(t), s, testTopic, testTopicID, testPartition); err != nil {
 		t.Fatal(err)
 	}
-	if objs, _ := s.List(testCtx(t), PartitionPrefix(testTopic, testPartition)); len(objs) != 0 {
+	if objs, _ := s.List(testCtx(t), testPrefix); len(objs) != 0 {
 		t.Fatalf("%d objects left", len(objs))
 	}
 	if _, err := s.Stat(testCtx(t), "events/10/manifest"); err != nil {
 		t.Fatalf("another partition's data: %v", err)
 	}
-	if err := DeletePartition(testCtx(t), s, testTopic, testPartition); err != nil {
+	if err := DeletePartition(testCtx(t), s, testTopic, testTopicID, testPartition); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
+}
+
+// TestDroppedSegmentsReadableForDeleteDelay: segments that remote
+// retention (here DeleteRecords) removes from the manifest keep their
+// objects for the delete delay, measured on the leader's monotonic clock:
+// a reader that resolved the old manifest reads them meanwhile, the
+// sweeper counts them as referenced, and only after the delay are they
+// deleted and their entries gone.
+func TestDroppedSegmentsReadableForDeleteDelay(t *testing.T) {
+	ctx := testCtx(t)
+	s := newTestLocalStore(t)
+	tl := newTestLog(t, testSegBytes)
+	tl.produce(80)
+	clock := newFakeMono()
+	a := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
+		c.Mono = clock.now
+		c.Retention.DeleteDelay = time.Minute
+	})
+	a.BecomeLeader(1)
+	waitUploaded(t, a, tl.sealedEnd())
+	old := a.Manifest()
+	start := old.Segments[3].BaseOffset
+	a.SetLogStartOffset(start)
+	waitFor(t, 10*time.Second, "the remote log start moved", func() bool { return a.Manifest().LogStartOffset == start })
+	waitSteps(t, a, 3)
+	cur := a.Manifest()
+	if len(cur.Dropped) != 3 {
+		t.Fatalf("%d dropped segments listed, want 3", len(cur.Dropped))
+	}
+
+	// A reader with the old manifest reads what was dropped; the new
+	// manifest no longer offers it.
+	r := newTestReader(t, s, ReaderConfig{ReadAheadChunks: -1})
+	key := PartitionKey{Topic: testTopic, Partition: testPartition}
+	for off := int64(0); off < start; {
+		rs, err := r.Read(ctx, key, old, off, 1<<20)
+		if err != nil {
+			t.Fatalf("read of a dropped segment at %d with the old manifest: %v", off, err)
+		}
+		rs.Release()
+		off = rs.NextOffset
+	}
+	if _, err := r.Read(ctx, key, cur, 0, 1<<20); !errors.Is(err, ErrRemoteOffsetOutOfRange) {
+		t.Fatalf("read below the new log start: %v", err)
+	}
+	sweeps := newFakeMono()
+	sw := &Sweeper{Store: s, Grace: time.Second, Mono: sweeps.now}
+	for range 2 {
+		if n, err := sw.SweepAll(ctx); n != 0 || err != nil {
+			t.Fatalf("sweep: %d, %v; dropped segments are referenced", n, err)
+		}
+		sweeps.advance(time.Hour)
+	}
+
+	// After the delay.
+	clock.advance(time.Minute)
+	waitPurged(t, a)
+	for i := range old.Segments[:3] {
+		if _, err := s.Stat(ctx, old.SegmentKey(&old.Segments[i], SuffixLog)); !IsNotFound(err) {
+			t.Errorf("segment %d kept after the delete delay: %v", old.Segments[i].BaseOffset, err)
+		}
+	}
+	r2 := newTestReader(t, s, ReaderConfig{ReadAheadChunks: -1})
+	if _, err := r2.Read(ctx, key, old, 0, 1<<20); !IsNotFound(err) {
+		t.Fatalf("read with the old manifest after the delete delay: %v, want not found", err)
+	}
+	checkAllRecords(t, tl, a.Manifest(), storeReader(s))
 }

@@ -5,26 +5,54 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 )
 
-// Sweeper deletes segment objects no manifest references once they are
-// older than Grace: what an upload interrupted by a crash, a lost commit
-// race or a failed delete left behind.
+// Sweeper deletes segment objects no manifest references once it has
+// watched them unreferenced for Grace: what an upload interrupted by a
+// crash, a lost commit race or a failed delete left behind.
 //
-// It lists a partition's objects before it reads the manifest, and the
-// archiver never commits objects older than Grace/2, so an object the
-// sweeper finds unreferenced and old cannot become referenced later. Only
-// names of the segment layout (<20 digits>-<epoch>-<id>.<suffix>) are
-// touched; other objects under the prefix are left alone. Running
-// sweepers on several brokers at once is safe.
+// An object's age is how long this sweeper has seen it unreferenced, on
+// its monotonic clock (Mono), across sweeps: the first sweep that finds
+// it unreferenced notes the time, a later one deletes it once Grace has
+// passed since, and a sweep that finds it referenced (or gone) forgets
+// it. The store's object times (LastModified, the store's clock) and the
+// broker's wall clock play no part (clock.go), so a wall clock stepped by
+// hours deletes nothing early. A restarted sweeper starts watching again,
+// which only delays deletion.
+//
+// Why nothing a manifest will reference is deleted: the sweeper lists a
+// partition's objects before it reads the manifest, so an object it
+// deletes was unreferenced by a manifest read at least Grace after the
+// object was first listed, hence after its upload started. The archiver
+// commits objects only within Grace/2 of starting their upload (and gives
+// the commit that deadline), so a commit referencing the object would
+// have landed before that manifest read. Dropped segments
+// (Manifest.Dropped) count as referenced: their deletion is the
+// archiver's, after the delete delay. Only names of the segment layout
+// (<20 digits>-<epoch>-<id>.<suffix>) under a partition prefix of either
+// key layout are touched; other objects are left alone. Running sweepers
+// on several brokers at once is safe: each one's own watching satisfies
+// the argument.
 type Sweeper struct {
 	Store  ObjectStore
-	Grace  time.Duration    // DefaultSweepGrace when 0
-	Logger *slog.Logger     // slog.Default() when nil
-	Now    func() time.Time // time.Now when nil
+	Grace  time.Duration // DefaultSweepGrace when 0
+	Logger *slog.Logger  // slog.Default() when nil
+	Mono   MonoClock     // SystemMono when nil
+
+	mu struct {
+		sync.Mutex
+		// seen holds the unreferenced objects being watched, by key.
+		seen map[string]seenObject
+	}
+}
+
+// seenObject is when the sweeper first found an object unreferenced, and
+// the version it found (an object rewritten under its key starts over).
+type seenObject struct {
+	etag string
+	at   time.Duration // on the sweeper's monotonic clock
 }
 
 func (s *Sweeper) grace() time.Duration {
@@ -32,13 +60,6 @@ func (s *Sweeper) grace() time.Duration {
 		return DefaultSweepGrace
 	}
 	return s.Grace
-}
-
-func (s *Sweeper) now() time.Time {
-	if s.Now == nil {
-		return time.Now()
-	}
-	return s.Now()
 }
 
 func (s *Sweeper) logger() *slog.Logger {
@@ -50,33 +71,34 @@ func (s *Sweeper) logger() *slog.Logger {
 
 // SweepAll sweeps every partition in the store and returns how many
 // objects it deleted. A partition that fails does not stop the others;
-// the errors are joined.
+// the errors are joined. Calls must not overlap.
 func (s *Sweeper) SweepAll(ctx context.Context) (int, error) {
 	objs, err := s.Store.List(ctx, "")
 	if err != nil {
 		return 0, fmt.Errorf("tiering: sweep: %w", err)
 	}
-	type part struct {
-		topic     string
-		partition int32
-	}
-	groups := map[part][]ObjectInfo{}
-	var order []part
+	groups := map[string][]ObjectInfo{}
+	keys := map[string]objectKey{}
+	var order []string
+	listed := make(map[string]bool, len(objs))
 	for _, o := range objs {
-		topic, partition, _, ok := splitObjectKey(o.Key)
+		k, ok := parseObjectKey(o.Key)
 		if !ok {
 			continue
 		}
-		p := part{topic, partition}
+		listed[o.Key] = true
+		p := k.prefix()
 		if _, seen := groups[p]; !seen {
 			order = append(order, p)
+			keys[p] = k
 		}
 		groups[p] = append(groups[p], o)
 	}
+	s.forgetUnlisted(listed)
 	total := 0
 	var errs []error
 	for _, p := range order {
-		n, err := s.sweep(ctx, p.topic, p.partition, groups[p])
+		n, err := s.sweep(ctx, keys[p], groups[p])
 		total += n
 		if err != nil {
 			errs = append(errs, err)
@@ -86,6 +108,17 @@ func (s *Sweeper) SweepAll(ctx context.Context) (int, error) {
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// forgetUnlisted stops watching objects that are gone.
+func (s *Sweeper) forgetUnlisted(listed map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.mu.seen {
+		if !listed[k] {
+			delete(s.mu.seen, k)
+		}
+	}
 }
 
 // Run sweeps the whole store every interval until ctx is done.
@@ -107,79 +140,65 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// sweep deletes the old, unreferenced segment objects among objs, the
-// partition's objects listed before this call.
-func (s *Sweeper) sweep(ctx context.Context, topic string, partition int32, objs []ObjectInfo) (int, error) {
+// sweep deletes the unreferenced segment objects among objs, the objects
+// under k's partition prefix listed before this call, that it has watched
+// for the grace period.
+func (s *Sweeper) sweep(ctx context.Context, k objectKey, objs []ObjectInfo) (int, error) {
 	referenced := map[string]bool{}
-	m, _, err := LoadManifest(ctx, s.Store, topic, partition)
+	m, _, err := loadManifestAt(ctx, s.Store, k)
 	switch {
 	case err == nil:
 		for i := range m.Segments {
-			for _, k := range SegmentKeys(topic, partition, &m.Segments[i]) {
-				referenced[k] = true
+			for _, key := range m.SegmentKeys(&m.Segments[i]) {
+				referenced[key] = true
+			}
+		}
+		for i := range m.Dropped {
+			for _, key := range m.SegmentKeys(&m.Dropped[i].RemoteSegment) {
+				referenced[key] = true
 			}
 		}
 	case IsNotFound(err):
 		// No manifest: nothing is referenced (a partition deleted halfway,
-		// or one whose first commit never happened).
+		// or one whose first commit has not happened yet).
 	default:
-		return 0, fmt.Errorf("tiering: sweep %s/%d: %w", topic, partition, err)
+		return 0, fmt.Errorf("tiering: sweep %s: %w", k.prefix(), err)
 	}
-	cutoff := s.now().Add(-s.grace())
+	now := s.Mono.orSystem()()
+	grace := s.grace()
 	var doomed []string
-	for _, o := range objs {
-		if _, _, name, ok := splitObjectKey(o.Key); !ok || !isSegmentObjectName(name) {
-			continue
-		}
-		if referenced[o.Key] || !o.ModTime.Before(cutoff) {
-			continue
-		}
-		doomed = append(doomed, o.Key)
+	s.mu.Lock()
+	if s.mu.seen == nil {
+		s.mu.seen = map[string]seenObject{}
 	}
+	for _, o := range objs {
+		ok, _ := parseObjectKey(o.Key)
+		if !isSegmentObjectName(ok.name) {
+			continue
+		}
+		if referenced[o.Key] {
+			delete(s.mu.seen, o.Key)
+			continue
+		}
+		first, watched := s.mu.seen[o.Key]
+		if !watched || first.etag != o.ETag {
+			s.mu.seen[o.Key] = seenObject{etag: o.ETag, at: now}
+			continue
+		}
+		if now-first.at >= grace {
+			doomed = append(doomed, o.Key)
+		}
+	}
+	s.mu.Unlock()
 	if len(doomed) == 0 {
 		return 0, nil
 	}
 	err = deleteKeys(ctx, s.Store, doomed)
 	if err != nil {
-		err = fmt.Errorf("tiering: sweep %s/%d: %w", topic, partition, err)
+		err = fmt.Errorf("tiering: sweep %s: %w", k.prefix(), err)
 	}
-	s.logger().Info("tiering: deleted unreferenced objects", "topic", topic, "partition", partition, "count", len(doomed))
+	// The entries of deleted objects go with the next listing; one whose
+	// delete failed stays due.
+	s.logger().Info("tiering: deleted unreferenced objects", "prefix", k.prefix(), "count", len(doomed))
 	return len(doomed), err
-}
-
-// splitObjectKey splits "<topic>/<partition>/<name>".
-func splitObjectKey(key string) (topic string, partition int32, name string, ok bool) {
-	parts := strings.Split(key, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
-		return "", 0, "", false
-	}
-	p, err := strconv.ParseInt(parts[1], 10, 32)
-	if err != nil || p < 0 || strconv.FormatInt(p, 10) != parts[1] {
-		return "", 0, "", false
-	}
-	return parts[0], int32(p), parts[2], true
-}
-
-// isSegmentObjectName reports whether name is a segment object's name:
-// <20 digits>-<epoch>-<id><suffix>.
-func isSegmentObjectName(name string) bool {
-	var suffix string
-	for _, s := range []string{SuffixLog, SuffixIndex, SuffixTimeIndex, SuffixSnapshot} {
-		if strings.HasSuffix(name, s) {
-			suffix = s
-			break
-		}
-	}
-	if suffix == "" {
-		return false
-	}
-	f := strings.Split(strings.TrimSuffix(name, suffix), "-")
-	if len(f) != 3 || len(f[0]) != 20 || !validObjectID(f[2]) {
-		return false
-	}
-	if _, err := strconv.ParseUint(f[0], 10, 63); err != nil {
-		return false
-	}
-	_, err := strconv.ParseUint(f[1], 10, 31)
-	return err == nil
 }

@@ -1,12 +1,16 @@
 package tiering
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/tiering/miniotest"
 )
 
 // TestSweeperAfterCrashMidUpload: an archiver uploads segment objects but
@@ -35,7 +39,7 @@ func TestSweeperAfterCrashMidUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl.gate.Detach(crashed)
-	if _, _, err := LoadManifest(testCtx(t), base, testTopic, testPartition); !IsNotFound(err) {
+	if _, _, err := LoadManifest(testCtx(t), base, testTopic, testTopicID, testPartition); !IsNotFound(err) {
 		t.Fatalf("a manifest was committed: %v", err)
 	}
 	orphans, err := base.List(testCtx(t), "")
@@ -43,7 +47,7 @@ func TestSweeperAfterCrashMidUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Foreign objects and an orphan of a partition without a manifest.
-	mustPut(t, base, PartitionPrefix(testTopic, testPartition)+"README", []byte("keep me"), PutCondition{})
+	mustPut(t, base, testPrefix+"README", []byte("keep me"), PutCondition{})
 	mustPut(t, base, "events/7/00000000000000000000-1-deadbeef.log", []byte("orphan"), PutCondition{})
 	mustPut(t, base, "events/7/notes.txt", []byte("keep me too"), PutCondition{})
 
@@ -52,11 +56,14 @@ func TestSweeperAfterCrashMidUpload(t *testing.T) {
 	waitUploaded(t, restarted, tl.sealedEnd())
 	m := restarted.Manifest()
 
-	sw := &Sweeper{Store: base, Grace: time.Hour}
-	if n, err := sw.SweepAll(testCtx(t)); err != nil || n != 0 {
-		t.Fatalf("sweep within the grace period deleted %d: %v", n, err)
+	clock := newFakeMono()
+	sw := &Sweeper{Store: base, Grace: time.Hour, Mono: clock.now}
+	for range 2 { // first sight, then within the grace period
+		if n, err := sw.SweepAll(testCtx(t)); err != nil || n != 0 {
+			t.Fatalf("sweep within the grace period deleted %d: %v", n, err)
+		}
+		clock.advance(50 * time.Minute)
 	}
-	sw.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	n, err := sw.SweepAll(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +77,13 @@ func TestSweeperAfterCrashMidUpload(t *testing.T) {
 		}
 	}
 	for i := range m.Segments {
-		for _, k := range SegmentKeys(testTopic, testPartition, &m.Segments[i]) {
+		for _, k := range segmentKeys(testPrefix, &m.Segments[i]) {
 			if _, err := base.Stat(testCtx(t), k); err != nil {
 				t.Errorf("referenced %s: %v", k, err)
 			}
 		}
 	}
-	for _, k := range []string{PartitionPrefix(testTopic, testPartition) + "README", "events/7/notes.txt", ManifestKey(testTopic, testPartition)} {
+	for _, k := range []string{testPrefix + "README", "events/7/notes.txt", ManifestKey(testTopic, testTopicID, testPartition)} {
 		if _, err := base.Stat(testCtx(t), k); err != nil {
 			t.Errorf("%s: %v", k, err)
 		}
@@ -84,17 +91,28 @@ func TestSweeperAfterCrashMidUpload(t *testing.T) {
 	checkAllRecords(t, tl, m, storeReader(base))
 }
 
-// TestArchiverNeverCommitsOldObjects: objects uploaded longer than half
-// the sweep grace ago are not committed (the sweeper may be deleting them).
+// fakeMono is a monotonic clock a test moves by hand.
+type fakeMono struct{ t atomic.Int64 }
+
+func newFakeMono() *fakeMono { return &fakeMono{} }
+
+func (c *fakeMono) now() time.Duration      { return time.Duration(c.t.Load()) }
+func (c *fakeMono) advance(d time.Duration) { c.t.Add(int64(d)) }
+
+// TestArchiverNeverCommitsOldObjects: objects whose upload started longer
+// than half the sweep grace ago by the monotonic clock are not committed
+// (the sweeper may be deleting them), even though the wall clock, jumping
+// back an hour at every reading, says no time passed at all.
 func TestArchiverNeverCommitsOldObjects(t *testing.T) {
 	s := newTestLocalStore(t)
 	tl := newTestLog(t, testSegBytes)
 	tl.produce(30)
-	var clock time.Time
-	var ticks atomic.Int64 // a minute passes at every reading
+	var wallTicks, monoTicks atomic.Int64
+	start := time.Now()
 	a := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
 		c.Grace = time.Minute
-		c.Now = func() time.Time { return clock.Add(time.Duration(ticks.Add(1)) * time.Minute) }
+		c.Now = func() time.Time { return start.Add(-time.Duration(wallTicks.Add(1)) * time.Hour) }
+		c.Mono = func() time.Duration { return time.Duration(monoTicks.Add(1)) * time.Minute } // a minute per reading
 	})
 	a.BecomeLeader(1)
 	refused := func() bool {
@@ -106,12 +124,138 @@ func TestArchiverNeverCommitsOldObjects(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadManifest(testCtx(t), s, testTopic, testPartition); !IsNotFound(err) {
+	if _, _, err := LoadManifest(testCtx(t), s, testTopic, testTopicID, testPartition); !IsNotFound(err) {
 		t.Fatalf("committed: %v", err)
 	}
 	if !refused() {
 		t.Fatalf("last error %v", a.Lag().LastError)
 	}
+}
+
+// TestArchiverCommitsWhileWallClockJumps: a wall clock stepped by ten
+// hours forward and back between readings changes nothing the archiver
+// decides about the grace: every sealed segment is committed.
+func TestArchiverCommitsWhileWallClockJumps(t *testing.T) {
+	s := newTestLocalStore(t)
+	tl := newTestLog(t, testSegBytes)
+	tl.produce(40)
+	var readings atomic.Int64
+	a := newTestArchiver(t, tl, s, func(c *ArchiverConfig) {
+		c.Grace = time.Minute
+		c.Now = func() time.Time {
+			if readings.Add(1)%2 == 0 {
+				return time.Now().Add(10 * time.Hour)
+			}
+			return time.Now().Add(-10 * time.Hour)
+		}
+	})
+	a.BecomeLeader(1)
+	waitUploaded(t, a, tl.sealedEnd())
+	checkAllRecords(t, tl, a.Manifest(), storeReader(s))
+}
+
+// skewStore reports object times shifted by skew, as a store whose clock
+// differs from the broker's (or a broker whose clock was stepped) does.
+type skewStore struct {
+	ObjectStore
+	skew time.Duration
+}
+
+func (s skewStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	objs, err := s.ObjectStore.List(ctx, prefix)
+	for i := range objs {
+		objs[i].ModTime = objs[i].ModTime.Add(s.skew)
+	}
+	return objs, err
+}
+
+func (s skewStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	o, err := s.ObjectStore.Stat(ctx, key)
+	o.ModTime = o.ModTime.Add(s.skew)
+	return o, err
+}
+
+func TestSweeperIgnoresStoreClockLocal(t *testing.T) {
+	for _, skew := range []time.Duration{-10 * time.Hour, 10 * time.Hour} {
+		t.Run(fmt.Sprint(skew), func(t *testing.T) {
+			testSweeperIgnoresStoreClock(t, skewStore{newTestLocalStore(t), skew})
+		})
+	}
+}
+
+func TestSweeperIgnoresStoreClockMinIO(t *testing.T) {
+	m := miniotest.Start(t)
+	for _, skew := range []time.Duration{-10 * time.Hour, 10 * time.Hour} {
+		t.Run(fmt.Sprint(skew), func(t *testing.T) {
+			s, _ := newS3Store(t, m, nil)
+			testSweeperIgnoresStoreClock(t, skewStore{s, skew})
+		})
+	}
+}
+
+// testSweeperIgnoresStoreClock: with object times hours off the broker's
+// clock either way, the sweeper deletes nothing at first sight, keeps an
+// upload in flight that commits within the grace period, keeps referenced
+// and dropped segments, and deletes an orphan only once it has watched it
+// unreferenced for the grace period on its monotonic clock.
+func testSweeperIgnoresStoreClock(t *testing.T, store ObjectStore) {
+	ctx := testCtx(t)
+	seg := func(base int64, id string) RemoteSegment {
+		return RemoteSegment{BaseOffset: base, NextOffset: base + 10, Size: 3, MaxTimestamp: -1, Epoch: 1, ID: id,
+			LeaderEpochs: []segment.EpochEntry{{Epoch: 1, StartOffset: base}}}
+	}
+	m := NewManifest(testTopic, testTopicID, testPartition)
+	m.LeaderEpoch = 1
+	live, dropped, inflight, orphan := seg(0, "live"), seg(10, "dropped"), seg(10, "inflight"), seg(10, "orphan")
+	m.Segments = []RemoteSegment{live}
+	m.Dropped = []DroppedSegment{{RemoteSegment: dropped, DroppedAt: time.Now()}}
+	for _, s := range []RemoteSegment{live, dropped, inflight, orphan} {
+		for _, k := range m.SegmentKeys(&s) {
+			mustPut(t, store, k, []byte("abc"), PutCondition{})
+		}
+	}
+	etag, err := CommitManifest(ctx, store, m, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(s RemoteSegment) bool {
+		for _, k := range m.SegmentKeys(&s) {
+			if _, err := store.Stat(ctx, k); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	clock := newFakeMono()
+	sw := &Sweeper{Store: store, Grace: time.Hour, Mono: clock.now}
+	sweep := func(want int) {
+		t.Helper()
+		if n, err := sw.SweepAll(ctx); err != nil || n != want {
+			t.Fatalf("at %v: swept %d (%v), want %d", clock.now(), n, err, want)
+		}
+	}
+	sweep(0)
+	clock.advance(20 * time.Minute)
+	// The upload in flight commits, within half the grace of its start.
+	next := m.Clone()
+	next.Segments = append(next.Segments, inflight)
+	if _, err := CommitManifest(ctx, store, next, etag); err != nil {
+		t.Fatal(err)
+	}
+	sweep(0)
+	clock.advance(39 * time.Minute)
+	sweep(0) // 59 minutes watched
+	clock.advance(time.Minute)
+	sweep(len(m.SegmentKeys(&orphan)))
+	for name, s := range map[string]RemoteSegment{"live": live, "dropped": dropped, "committed in flight": inflight} {
+		if !exists(s) {
+			t.Errorf("%s segment deleted", name)
+		}
+	}
+	if exists(orphan) {
+		t.Error("orphan kept after the grace period")
+	}
+	sweep(0)
 }
 
 func TestSegmentObjectNames(t *testing.T) {
@@ -134,11 +278,5 @@ func TestSegmentObjectNames(t *testing.T) {
 		if got := isSegmentObjectName(tc.name); got != tc.ok {
 			t.Errorf("#%d: %q: got %v, want %v", i, tc.name, got, tc.ok)
 		}
-	}
-	if _, _, _, ok := splitObjectKey("t/01/x"); ok {
-		t.Error("partition 01 accepted")
-	}
-	if topic, p, name, ok := splitObjectKey("t/12/x"); !ok || topic != "t" || p != 12 || name != "x" {
-		t.Error("t/12/x not split")
 	}
 }

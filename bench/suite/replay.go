@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
@@ -355,7 +356,7 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		rep.RemoteSegs += len(m.Segments)
 		rep.Records += m.EndOffset() - m.LogStartOffset
 		for i := range m.Segments {
-			keys = append(keys, objRef{key: tiering.SegmentKey(replayTopic, m.Partition, &m.Segments[i], tiering.SuffixLog), size: m.Segments[i].Size})
+			keys = append(keys, objRef{key: m.SegmentKey(&m.Segments[i], tiering.SuffixLog), size: m.Segments[i].Size})
 		}
 	}
 	logf("  after %.1fs: %d segments, %d bytes remote, %d bytes of local .log files", rep.TierWaitS, rep.RemoteSegs, rep.RemoteBytes, local)
@@ -630,6 +631,11 @@ func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDi
 	if err != nil {
 		return nil, 0, "", err
 	}
+	md, err := adm.Metadata(ctx, replayTopic)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	topicID := coord.TopicID(md.Topics[replayTopic].ID).String()
 	var sum int64
 	for _, v := range latest {
 		sum += v
@@ -639,7 +645,7 @@ func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDi
 	}
 	var whys []string
 	for p := range int32(replayPartitions) {
-		obj, err := mc.GetObject(ctx, replayBucket, tiering.ManifestKey(replayTopic, p), minio.GetObjectOptions{})
+		obj, err := mc.GetObject(ctx, replayBucket, tiering.ManifestKey(replayTopic, topicID, p), minio.GetObjectOptions{})
 		var b []byte
 		if err == nil {
 			b, err = io.ReadAll(obj)

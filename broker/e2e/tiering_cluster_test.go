@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -109,7 +110,7 @@ func TestTieringClusterMinIO(t *testing.T) {
 	stopMeta := epochs.watch(c)
 	defer stopMeta()
 
-	watch := newTcmManifestWatch(mc, bucket)
+	watch := newTcmManifestWatch(mc, bucket, coord.TopicID(md.Topics[tcmTopic].ID).String())
 	stopWatch := watch.run()
 	defer stopWatch()
 
@@ -726,17 +727,18 @@ func tcmMetadata(c *Cluster) (kadm.Metadata, error) {
 // goes down, and the older version's segments are a prefix of the newer
 // one's (no retention in this test, so nothing may leave the head).
 type tcmManifestWatch struct {
-	mc     *minio.Client
-	bucket string
-	mu     sync.Mutex
-	last   [tcmPartitions]*tiering.Manifest
-	seen   [tcmPartitions]int
-	probs  []string
-	errs   int
+	mc      *minio.Client
+	bucket  string
+	topicID string
+	mu      sync.Mutex
+	last    [tcmPartitions]*tiering.Manifest
+	seen    [tcmPartitions]int
+	probs   []string
+	errs    int
 }
 
-func newTcmManifestWatch(mc *minio.Client, bucket string) *tcmManifestWatch {
-	return &tcmManifestWatch{mc: mc, bucket: bucket}
+func newTcmManifestWatch(mc *minio.Client, bucket, topicID string) *tcmManifestWatch {
+	return &tcmManifestWatch{mc: mc, bucket: bucket, topicID: topicID}
 }
 
 func (w *tcmManifestWatch) run() func() {
@@ -761,7 +763,7 @@ func (w *tcmManifestWatch) run() func() {
 func (w *tcmManifestWatch) poll(p int32) *tiering.Manifest {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := tcmLoadManifest(ctx, w.mc, w.bucket, p)
+	m, err := tcmLoadManifest(ctx, w.mc, w.bucket, w.topicID, p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -825,8 +827,8 @@ func (w *tcmManifestWatch) versions(p int32) int {
 
 // tcmLoadManifest reads a partition's manifest with minio-go; nil when
 // there is none yet.
-func tcmLoadManifest(ctx context.Context, mc *minio.Client, bucket string, p int32) (*tiering.Manifest, error) {
-	obj, err := mc.GetObject(ctx, bucket, tiering.ManifestKey(tcmTopic, p), minio.GetObjectOptions{})
+func tcmLoadManifest(ctx context.Context, mc *minio.Client, bucket, topicID string, p int32) (*tiering.Manifest, error) {
+	obj, err := mc.GetObject(ctx, bucket, tiering.ManifestKey(tcmTopic, topicID, p), minio.GetObjectOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -889,15 +891,15 @@ func tcmCheckBucket(t *testing.T, mc *minio.Client, bucket string, p int32, m *t
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	have := map[string]bool{}
-	for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: tiering.PartitionPrefix(tcmTopic, p), Recursive: true}) {
+	for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: m.Prefix(), Recursive: true}) {
 		if o.Err != nil {
 			t.Fatalf("list bucket: %v", o.Err)
 		}
 		have[o.Key] = true
 	}
-	delete(have, tiering.ManifestKey(tcmTopic, p))
+	delete(have, m.Key())
 	for i := range m.Segments {
-		for _, k := range tiering.SegmentKeys(tcmTopic, p, &m.Segments[i]) {
+		for _, k := range m.SegmentKeys(&m.Segments[i]) {
 			if !have[k] {
 				t.Errorf("partition %d: segment %d..%d: object %s missing from the bucket", p, m.Segments[i].BaseOffset, m.Segments[i].NextOffset, k)
 			}
@@ -938,16 +940,16 @@ func tcmLateObjects(t *testing.T, mc *minio.Client, bucket string, m *tiering.Ma
 	defer cancel()
 	ref := map[string]bool{}
 	for i := range m.Segments {
-		for _, k := range tiering.SegmentKeys(tcmTopic, 0, &m.Segments[i]) {
+		for _, k := range m.SegmentKeys(&m.Segments[i]) {
 			ref[k] = true
 		}
 	}
 	var out []string
-	for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: tiering.PartitionPrefix(tcmTopic, 0), Recursive: true}) {
+	for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: m.Prefix(), Recursive: true}) {
 		if o.Err != nil {
 			t.Fatalf("list bucket: %v", o.Err)
 		}
-		name := strings.TrimPrefix(o.Key, tiering.PartitionPrefix(tcmTopic, 0))
+		name := strings.TrimPrefix(o.Key, m.Prefix())
 		f := strings.SplitN(name, "-", 3)
 		if len(f) == 3 && f[1] == strconv.Itoa(int(epoch)) && !ref[o.Key] && !o.LastModified.Before(since.Add(-time.Second)) {
 			out = append(out, name)

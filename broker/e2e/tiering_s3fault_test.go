@@ -145,13 +145,13 @@ func (p *s3fProducer) ackedCount() int {
 // the end of the manifest in the bucket: local data deleted before it was
 // committed remotely. The local log is listed first: the manifest only
 // grows, so a later read of it covers every deletion already done.
-func checkLocalBehindManifest(t *testing.T, b *Broker, srv *miniotest.Server, bucket string) {
+func checkLocalBehindManifest(t *testing.T, b *Broker, srv *miniotest.Server, bucket, topicID string) {
 	t.Helper()
 	segs := localSegments(t, b)
 	if len(segs) == 0 || segs[0] == 0 {
 		return
 	}
-	m := readManifest(t, srv.Client(), bucket)
+	m := readManifest(t, srv.Client(), bucket, topicID)
 	if m == nil || segs[0] > m.EndOffset() {
 		end := int64(-1)
 		if m != nil {
@@ -300,12 +300,12 @@ func TestTieringS3Faults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createTieredTopic(t, admin)
+	topicID := createTieredTopic(t, admin)
 	admin.Close()
 	hist := history.New()
 	prod := startS3fProducer(t, b.Addr, hist)
 	waitFor(t, tierWait(), "the first segments uploaded", func() bool {
-		m := readManifest(t, srv.Client(), bucket)
+		m := readManifest(t, srv.Client(), bucket, topicID)
 		return m != nil && len(m.Segments) >= 2
 	})
 
@@ -333,11 +333,11 @@ func TestTieringS3Faults(t *testing.T) {
 		ackedBefore := prod.ackedCount()
 		phaseEnd := time.Now().Add(ph.dur)
 		for time.Now().Before(phaseEnd) {
-			checkLocalBehindManifest(t, b, srv, bucket)
+			checkLocalBehindManifest(t, b, srv, bucket, topicID)
 			time.Sleep(200 * time.Millisecond)
 		}
 		waitFor(t, tierWait(), "acknowledged produces during "+ph.name, func() bool { return prod.ackedCount() > ackedBefore+100 })
-		checkLocalBehindManifest(t, b, srv, bucket)
+		checkLocalBehindManifest(t, b, srv, bucket, topicID)
 		t.Logf("upload phase %s: %d records acknowledged during it; proxy %v", ph.name, prod.ackedCount()-ackedBefore, proxy.Counts())
 		proxy.Clear()
 	}
@@ -350,8 +350,8 @@ func TestTieringS3Faults(t *testing.T) {
 		}
 	}
 	waitFor(t, tierWait(), "uploads caught up", func() bool {
-		checkLocalBehindManifest(t, b, srv, bucket)
-		m := readManifest(t, srv.Client(), bucket)
+		checkLocalBehindManifest(t, b, srv, bucket, topicID)
+		m := readManifest(t, srv.Client(), bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && len(segs) > 0 && segs[0] > 0 && m.EndOffset() >= segs[len(segs)-1]
 	})
@@ -364,7 +364,7 @@ func TestTieringS3Faults(t *testing.T) {
 		acked[k] = v
 	}
 	prod.mu.Unlock()
-	target := readManifest(t, srv.Client(), bucket).EndOffset()
+	target := readManifest(t, srv.Client(), bucket, topicID).EndOffset()
 	gets := []s3fault.Op{s3fault.OpGetObject}
 	if err := proxy.Set(
 		s3fault.Rule{Fault: s3fault.Reset, Ops: gets, Fraction: 0.1, After: 3000},
@@ -390,7 +390,7 @@ func TestTieringS3Faults(t *testing.T) {
 	var reachedAtOutage int64
 	s3fReplay(t, b.Addr, "replay across the outage", target, hist, acked, outage+3*time.Minute, func(next int64) {
 		if !down.IsZero() && up.IsZero() {
-			checkLocalBehindManifest(t, b, srv, bucket) // the producer goes on; nothing may leave unuploaded
+			checkLocalBehindManifest(t, b, srv, bucket, topicID) // the producer goes on; nothing may leave unuploaded
 		}
 		switch {
 		case down.IsZero() && next >= target/2:
@@ -421,11 +421,11 @@ func TestTieringS3Faults(t *testing.T) {
 	// what was acknowledged.
 	prod.halt()
 	waitFor(t, tierWait(), "every sealed segment uploaded", func() bool {
-		m := readManifest(t, srv.Client(), bucket)
+		m := readManifest(t, srv.Client(), bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && len(segs) > 0 && m.EndOffset() >= segs[len(segs)-1]
 	})
-	m := readManifest(t, srv.Client(), bucket)
+	m := readManifest(t, srv.Client(), bucket, topicID)
 	checkBucketAgrees(t, srv.Client(), bucket, m)
 	end := b.logEnd(t)
 	final := s3fFinalLog(t, b.Addr, end)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -60,9 +61,16 @@ func tierProduce(t *testing.T, cl *kgo.Client, from, to int, pause time.Duration
 
 // readManifest reads the partition's manifest from the bucket with
 // minio-go, an S3 client independent of the broker's.
-func readManifest(t *testing.T, mc *minio.Client, bucket string) *tiering.Manifest {
+func readManifest(t *testing.T, mc *minio.Client, bucket, topicID string) *tiering.Manifest {
 	t.Helper()
-	obj, err := mc.GetObject(tierCtx(t), bucket, tiering.ManifestKey(tierTopic, 0), minio.GetObjectOptions{})
+	return readManifestOf(t, mc, bucket, tierTopic, topicID, 0)
+}
+
+// readManifestOf reads the manifest of partition p of the topic
+// incarnation topicID with minio-go; nil when there is none.
+func readManifestOf(t *testing.T, mc *minio.Client, bucket, topic, topicID string, p int32) *tiering.Manifest {
+	t.Helper()
+	obj, err := mc.GetObject(tierCtx(t), bucket, tiering.ManifestKey(topic, topicID, p), minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatalf("get manifest: %v", err)
 	}
@@ -119,14 +127,14 @@ func partitionSegments(t *testing.T, b *Broker, topic string, p int32) []int64 {
 func checkBucketAgrees(t *testing.T, mc *minio.Client, bucket string, m *tiering.Manifest) {
 	t.Helper()
 	have := map[string]bool{}
-	for o := range mc.ListObjects(tierCtx(t), bucket, minio.ListObjectsOptions{Prefix: tiering.PartitionPrefix(tierTopic, 0), Recursive: true}) {
+	for o := range mc.ListObjects(tierCtx(t), bucket, minio.ListObjectsOptions{Prefix: m.Prefix(), Recursive: true}) {
 		if o.Err != nil {
 			t.Fatalf("list bucket: %v", o.Err)
 		}
 		have[o.Key] = true
 	}
 	for i := range m.Segments {
-		for _, k := range tiering.SegmentKeys(tierTopic, 0, &m.Segments[i]) {
+		for _, k := range m.SegmentKeys(&m.Segments[i]) {
 			if !have[k] {
 				t.Errorf("manifest segment %d..%d: object %s missing from the bucket", m.Segments[i].BaseOffset, m.Segments[i].NextOffset, k)
 			}
@@ -210,7 +218,7 @@ func TestTieringMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	createTieredTopic(t, cl)
+	topicID := createTieredTopic(t, cl)
 
 	// 1. Tiny segments, tiny local retention: segments leave local disk
 	// only after upload; replay from 0 crosses the remote-to-local
@@ -218,14 +226,14 @@ func TestTieringMinIO(t *testing.T) {
 	tierProduce(t, cl, 0, 1000, 0)
 	var m *tiering.Manifest
 	waitFor(t, tierWait(), "segments uploaded and deleted locally", func() bool {
-		m = readManifest(t, mc, bucket)
+		m = readManifest(t, mc, bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && len(m.Segments) > 0 && len(segs) > 0 && segs[0] > 0
 	})
 	if segs := localSegments(t, b); segs[0] > m.EndOffset() {
 		// The manifest only grows: local data older than its end was
 		// uploaded before it left.
-		if m2 := readManifest(t, mc, bucket); segs[0] > m2.EndOffset() {
+		if m2 := readManifest(t, mc, bucket, topicID); segs[0] > m2.EndOffset() {
 			t.Fatalf("local log starts at %d, above the remote end %d", segs[0], m2.EndOffset())
 		}
 	}
@@ -248,7 +256,7 @@ func TestTieringMinIO(t *testing.T) {
 	// goes on, nothing local is deleted that the manifest lacks, uploads
 	// catch up afterwards.
 	waitFor(t, tierWait(), "every sealed segment uploaded", func() bool {
-		m = readManifest(t, mc, bucket)
+		m = readManifest(t, mc, bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && len(segs) > 0 && m.EndOffset() >= segs[len(segs)-1]
 	})
@@ -271,7 +279,7 @@ func TestTieringMinIO(t *testing.T) {
 	t.Logf("outage: produced up to %d; remote end frozen at %d; local segments from %d", next, frozen, localSegments(t, b)[0])
 	srv.Restart(t)
 	waitFor(t, tierWait(), "uploads caught up after the outage", func() bool {
-		m = readManifest(t, mc, bucket)
+		m = readManifest(t, mc, bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && m.EndOffset() > frozen && len(segs) > 0 && segs[0] > frozen && m.EndOffset() >= segs[len(segs)-1]
 	})
@@ -283,7 +291,7 @@ func TestTieringMinIO(t *testing.T) {
 	// agree and every record is readable.
 	killAt := next + 600
 	tierProduce(t, cl, next, killAt, 0)
-	if mk := readManifest(t, mc, bucket); mk != nil {
+	if mk := readManifest(t, mc, bucket, topicID); mk != nil {
 		t.Logf("killing the broker at %d produced, remote end %d", killAt, mk.EndOffset())
 	}
 	b.Kill(t)
@@ -297,7 +305,7 @@ func TestTieringMinIO(t *testing.T) {
 	total := killAt + 400
 	tierProduce(t, cl, killAt, total, 0)
 	waitFor(t, tierWait(), "uploads caught up after the restart", func() bool {
-		m = readManifest(t, mc, bucket)
+		m = readManifest(t, mc, bucket, topicID)
 		segs := localSegments(t, b)
 		return m != nil && len(segs) > 0 && m.EndOffset() >= segs[len(segs)-1]
 	})
@@ -314,7 +322,7 @@ func TestTieringMinIO(t *testing.T) {
 	// offset 0, producers continue after the remote end.
 	cl.Close()
 	b.Stop(t)
-	remoteEnd := readManifest(t, mc, bucket).EndOffset()
+	remoteEnd := readManifest(t, mc, bucket, topicID).EndOffset()
 	status := runCmd(t, 30*time.Second, "", strataBin, append([]string{"tier", "status"}, store...)...)
 	if !strings.Contains(status, tierTopic) || !strings.Contains(status, strconv.FormatInt(remoteEnd, 10)) {
 		t.Fatalf("strata tier status lacks the partition or its remote end %d:\n%s", remoteEnd, status)
@@ -382,8 +390,9 @@ func tierStatusRow(t *testing.T, settings []string) tierStatus {
 }
 
 // createTieredTopic creates the topic with tiny segments and tiny local
-// retention (remote.storage.enable comes from the broker default).
-func createTieredTopic(t *testing.T, cl *kgo.Client) {
+// retention (remote.storage.enable comes from the broker default) and
+// returns its topic id.
+func createTieredTopic(t *testing.T, cl *kgo.Client) string {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -401,4 +410,5 @@ func createTieredTopic(t *testing.T, cl *kgo.Client) {
 	if c := resp.Topics[0].ErrorCode; c != 0 {
 		t.Fatalf("create topic: error %d %v", c, resp.Topics[0].ErrorMessage)
 	}
+	return coord.TopicID(resp.Topics[0].TopicID).String()
 }
