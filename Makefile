@@ -85,12 +85,15 @@ fuzz: fuzz-smoke
 # group run; then the history checker (broker/e2e/history) holds every
 # acknowledgement, read and commit against the log. The seed is logged;
 # replay a fault schedule with make chaos CHAOS_SEED=N. CHAOS_TIMEOUT must
-# exceed CHAOS by 10 minutes.
+# exceed CHAOS by 10 minutes. It also runs TestNetFaults
+# (broker/e2e/netfault_test.go) in its long form: network faults between
+# hosts in network namespaces (broker/e2e/netlab), a minute of flapping
+# link, longer latency windows; its short form runs in every go test.
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
 chaos: build
-	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of
 # CHAOS_SHORT_FAULTS faults from seed CHAOS_SHORT_SEED (seed 4's fourteen:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +16,12 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/minio/minio-go/v7"
 	"github.com/stratastream/strata/broker/e2e/netlab"
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/tiering"
+	"github.com/stratastream/strata/tiering/miniotest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -27,12 +31,18 @@ const (
 	netKafkaPort = 9092
 	netReplPort  = 9093
 	netZKPort    = 2181
+	netS3Port    = 9000
+	netS3Console = 9001
 )
 
 // netHosts is where the processes of a cluster on a netlab.Lab run.
 type netHosts struct {
 	lab *netlab.Lab
 	zk  *netlab.Host
+	// s3 runs MinIO, with the brokers' bucket.
+	s3     *netlab.Host
+	minio  *miniotest.Server
+	bucket string
 	// hosts[i] runs broker i+1; proxies[i] is in front of it, on the
 	// address it advertises.
 	hosts   []*netlab.Host
@@ -40,7 +50,9 @@ type netHosts struct {
 }
 
 // StartNetCluster is StartCluster on the hosts of lab: ZooKeeper on host
-// "zk", broker i on host "b<i>" listening on its host's address (Kafka on
+// "zk", MinIO on host "s3" with a bucket the brokers tier to (topics
+// created with remote.storage.enable upload there), broker i on host
+// "b<i>" listening on its host's address (Kafka on
 // netKafkaPort, replication on netReplPort), each with a netlab.Proxy in
 // front of it on a second address of its host, which the broker
 // advertises (advertised.listeners): clients and the other brokers reach
@@ -54,12 +66,16 @@ func StartNetCluster(t *testing.T, lab *netlab.Lab, n int, overrides ...string) 
 	if strataBin == "" {
 		t.Skip("end-to-end tests do not run with -short")
 	}
-	nh := &netHosts{lab: lab, zk: lab.AddHost("zk")}
+	nh := &netHosts{lab: lab, zk: lab.AddHost("zk"), s3: lab.AddHost("s3")}
 	for id := 1; id <= n; id++ {
 		h := lab.AddHost("b" + strconv.Itoa(id))
 		nh.hosts = append(nh.hosts, h)
 		nh.proxies = append(nh.proxies, lab.Proxy(h, netKafkaPort, netReplPort))
 	}
+	nh.minio = miniotest.StartWith(t, miniotest.Options{Host: nh.s3.IP(), Port: netS3Port, ConsolePort: netS3Console, Exec: nh.s3.Exec()})
+	nh.bucket = nh.minio.NewBucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", miniotest.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", miniotest.SecretKey)
 	c := &Cluster{net: nh}
 	c.ZK = zktest.StartWith(t, zktest.Options{Host: nh.zk.IP(), Port: netZKPort, Exec: nh.zk.Exec()})
 	c.Connect = c.ZK.ConnectString("/strata")
@@ -68,6 +84,8 @@ func StartNetCluster(t *testing.T, lab *netlab.Lab, n int, overrides ...string) 
 		extra := append([]string{
 			"advertised.listeners=PLAINTEXT://" + p.Addr(netKafkaPort),
 			"replication.port=" + strconv.Itoa(netReplPort),
+			"remote.storage.s3.endpoint=" + nh.minio.Endpoint(),
+			"remote.storage.s3.bucket=" + nh.bucket,
 		}, overrides...)
 		spec := brokerSpec{exec: h.Exec(), addr: h.Addr(netKafkaPort)}
 		c.brokers = append(c.brokers, startBroker(t, spec, c.brokerOverrides(id, extra)))
@@ -198,31 +216,24 @@ func (w *zkWatch) stop() {
 	w.conn.Close()
 }
 
-// run polls the znodes every 20 ms (a watch would miss versions written
-// between its event and the next read just the same; the versions seen
-// tell where that happened).
+// run follows each partition's state znode with a ZooKeeper watch, read
+// again at each event (versions written between an event and the read
+// are missed; the versions seen tell where), and polls the controller
+// and the registrations every 20 ms.
 func (w *zkWatch) run(ctx context.Context, parts int) {
 	defer close(w.done)
+	var wg sync.WaitGroup
+	for p := range int32(parts) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.follow(ctx, p)
+		}()
+	}
+	defer wg.Wait()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		for p := range int32(parts) {
-			b, st, err := w.conn.Get(fmt.Sprintf("/strata/topics/%s/partitions/%d/state", w.topic, p))
-			if err != nil {
-				continue // not there yet, or ZooKeeper unreachable: try again
-			}
-			var ps partState
-			if err := json.Unmarshal(b, &ps); err != nil {
-				w.setErr(fmt.Errorf("partition %d state %q: %v", p, b, err))
-				continue
-			}
-			ps.version, ps.at = st.Version, time.Now()
-			w.mu.Lock()
-			if hist := w.mu.states[p]; len(hist) == 0 || hist[len(hist)-1].version != ps.version {
-				w.mu.states[p] = append(hist, ps)
-			}
-			w.mu.Unlock()
-		}
 		if b, _, err := w.conn.Get("/strata/controller"); err == nil {
 			var cd struct {
 				BrokerID int32 `json:"broker_id"`
@@ -257,6 +268,37 @@ func (w *zkWatch) run(ctx context.Context, parts int) {
 	}
 }
 
+// follow keeps every version of partition p's state that it sees.
+func (w *zkWatch) follow(ctx context.Context, p int32) {
+	path := fmt.Sprintf("/strata/topics/%s/partitions/%d/state", w.topic, p)
+	for ctx.Err() == nil {
+		b, st, ch, err := w.conn.GetW(path)
+		if err != nil {
+			// Not there yet, or ZooKeeper unreachable: try again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		var ps partState
+		if err := json.Unmarshal(b, &ps); err != nil {
+			w.setErr(fmt.Errorf("partition %d state %q: %v", p, b, err))
+		} else {
+			ps.version, ps.at = st.Version, time.Now()
+			w.mu.Lock()
+			if hist := w.mu.states[p]; len(hist) == 0 || hist[len(hist)-1].version != ps.version {
+				w.mu.states[p] = append(hist, ps)
+			}
+			w.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		}
+	}
+}
+
 func (w *zkWatch) setErr(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -274,6 +316,20 @@ func (w *zkWatch) state(p int32) (partState, bool) {
 		return partState{}, false
 	}
 	return h[len(h)-1], true
+}
+
+// statesSince describes partition p's states seen since from: version,
+// milliseconds after from, leader, epoch and ISR.
+func (w *zkWatch) statesSince(p int32, from time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, st := range w.mu.states[p] {
+		if st.at.After(from) {
+			out = append(out, fmt.Sprintf("v%d@%dms:leader=%d,epoch=%d,isr=%v", st.version, st.at.Sub(from).Milliseconds(), st.Leader, st.Epoch, st.ISR))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // controller is the controller's id as last seen (-1: none).
@@ -422,4 +478,77 @@ func (c *Cluster) compareReplicas(t *testing.T, topic string, parts []int32, tim
 		}
 	}
 	return sizes
+}
+
+// compareRemote waits (bounded) until every partition of topic has at
+// least one segment in the bucket, and checks the manifests: a remote log
+// from offset 0 without gaps or overlaps, whose .log objects, one after
+// the other, are byte-for-byte the start of broker 1's local log (batches
+// are uploaded verbatim). It returns each partition's remote bytes.
+func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeout time.Duration) map[int32]int64 {
+	t.Helper()
+	mc, bucket := c.net.minio.Client(), c.net.bucket
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	out := map[int32]int64{}
+	for _, p := range parts {
+		var m *tiering.Manifest
+		deadline := time.Now().Add(timeout)
+		for {
+			b, err := readObject(ctx, mc, bucket, tiering.ManifestKey(topic, p))
+			if err == nil && b != nil {
+				if m, err = tiering.DecodeManifest(b); err != nil {
+					t.Fatalf("%s-%d: manifest: %v", topic, p, err)
+				}
+			}
+			if err != nil {
+				t.Logf("%s-%d: reading the manifest: %v", topic, p, err)
+			}
+			if m != nil && len(m.Segments) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s-%d: no segment in the bucket %v after the end", topic, p, timeout)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if pr := tcmManifestProblem(m); pr != "" {
+			t.Errorf("%s-%d: manifest: %s", topic, p, pr)
+			continue
+		}
+		var remote []byte
+		for i := range m.Segments {
+			b, err := readObject(ctx, mc, bucket, tiering.SegmentKey(topic, p, &m.Segments[i], tiering.SuffixLog))
+			if err != nil || b == nil {
+				t.Fatalf("%s-%d: segment %d..%d: %v (missing: %v)", topic, p, m.Segments[i].BaseOffset, m.Segments[i].NextOffset, err, b == nil)
+			}
+			remote = append(remote, b...)
+		}
+		local, err := replicaLog(c.brokers[0].Dir, topic, p)
+		if err != nil {
+			t.Fatalf("%s-%d: %v", topic, p, err)
+		}
+		if len(remote) > len(local) || !bytes.Equal(remote, local[:len(remote)]) {
+			t.Errorf("%s-%d: the %d bytes of the %d remote segments are not the start of the replicas' %d-byte log", topic, p, len(remote), len(m.Segments), len(local))
+		}
+		out[p] = int64(len(remote))
+	}
+	return out
+}
+
+// readObject reads an object with minio-go; nil, nil if there is none.
+func readObject(ctx context.Context, mc *minio.Client, bucket, key string) ([]byte, error) {
+	obj, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,8 +90,11 @@ const (
 	// acknowledgements).
 	netBound = 60 * time.Second
 	// netFlapShort and netFlapLong are how long the link flaps.
-	netFlapShort = 10 * time.Second
+	netFlapShort = 8 * time.Second
 	netFlapLong  = time.Minute
+	// netSegmentBytes is the topic's segment.bytes: small, so that
+	// sealed segments are uploaded to the bucket during the run.
+	netSegmentBytes = 64 << 10
 	// netLatency is the one-way latency of the Latency case.
 	netLatencyAdded = 200 * time.Millisecond
 )
@@ -119,7 +123,11 @@ func startNetEnv(t *testing.T, lab *netlab.Lab) *netEnv {
 	for p := range int32(netPartitions) {
 		e.parts = append(e.parts, p)
 	}
-	c.createTopicWith(t, e.topic, netPartitions, 3, map[string]string{"min.insync.replicas": "2"})
+	c.createTopicWith(t, e.topic, netPartitions, 3, map[string]string{
+		"min.insync.replicas":   "2",
+		"remote.storage.enable": "true",
+		"segment.bytes":         strconv.Itoa(netSegmentBytes),
+	})
 	c.checkAdvertised(t)
 	e.zw = c.watchZK(t, e.topic, netPartitions)
 	e.prod = c.startSeqProducer(t, e.topic, e.parts, netInterval)
@@ -256,6 +264,7 @@ func (e *netEnv) cutLeaderAway(t *testing.T, name string, p int32, cut func(l in
 	e.lab.HealAll()
 	rejoined := e.zw.waitState(t, netBound, p, "a full ISR after healing", func(st partState) bool { return len(st.ISR) == 3 })
 	e.prod.acks.waitAcks(t, []int32{p}, time.Now(), 5, netBound, "after healing")
+	t.Logf("NETFAULT case=%s states since the cut: %s", name, e.zw.statesSince(p, cutAt))
 	t.Logf("NETFAULT case=%s partition=%d leader=%d last_ack_after_cut_ms=%d isr_shrunk_ms=%d cut_held_ms=%d isr_full_after_heal_ms=%d",
 		name, p, l, sinceMs(cutAt, lastAck), (cutDone.Sub(cutAt) + shrunk).Milliseconds(), time.Since(cutAt).Milliseconds()-rejoined.Milliseconds(), rejoined.Milliseconds())
 }
@@ -382,15 +391,18 @@ func netFlappingLink(t *testing.T, e *netEnv) {
 		dur = netFlapLong
 	}
 	start := time.Now()
+	until := start.Add(dur)
 	flaps := 0
 	// Some holds are past replica.lag.time.max.ms (the follower leaves
-	// the ISR), most are not.
-	hold := func() time.Duration { return time.Duration(100+e.rng.Intn(2400)) * time.Millisecond }
-	for time.Since(start) < dur && flaps < 1000 {
+	// the ISR), most are not; the last is cut short at the end.
+	hold := func() {
+		time.Sleep(min(time.Duration(100+e.rng.Intn(2400))*time.Millisecond, max(time.Until(until), 0)))
+	}
+	for time.Now().Before(until) && flaps < 1000 {
 		e.lab.Partition(e.c.host(l), e.c.host(f))
-		time.Sleep(hold())
+		hold()
 		e.lab.Heal(e.c.host(l), e.c.host(f))
-		time.Sleep(hold())
+		hold()
 		flaps++
 	}
 	end := time.Now()
@@ -540,8 +552,14 @@ func (e *netEnv) finish(t *testing.T) {
 		t.Errorf("produces failed (%s); the idempotent producer (unlimited retries) should have retried them to success", fmtCounts(final))
 	}
 	sizes := e.c.compareReplicas(t, e.topic, e.parts, 30*time.Second)
+	remote := e.c.compareRemote(t, e.topic, e.parts, 30*time.Second)
 	checked, unseen := e.zw.checkElections(t)
-	t.Logf("NETFAULT_END replicas_identical_bytes=%v leader_changes_checked=%d leader_changes_between_unseen_versions=%d", sizes, checked, unseen)
+	if checked+unseen < 2 {
+		// LeaderCutFromZooKeeper and ControllerIsolated each move a
+		// leader: a watch that saw fewer changes saw nothing.
+		t.Errorf("the ZooKeeper watch saw %d leader changes, want at least the 2 elections of the cases", checked+unseen)
+	}
+	t.Logf("NETFAULT_END replicas_identical_bytes=%v remote_bytes_identical=%v leader_changes_checked=%d leader_changes_between_unseen_versions=%d", sizes, remote, checked, unseen)
 	t.Logf("NETFAULT_PROXIES %s", e.c.proxyTraffic(t))
 	st := e.c.chaosBrokerStats(e.topic)
 	t.Logf("NETFAULT_BROKERS %s", st.summary)

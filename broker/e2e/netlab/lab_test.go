@@ -131,17 +131,17 @@ func TestCutAndHeal(t *testing.T) {
 	}
 
 	lab.Cut(a, b)
-	if _, err := roundTrip(ab, "during the cut", time.Second); !isTimeout(err) {
+	if _, err := roundTrip(ab, "during the cut", 500*time.Millisecond); !isTimeout(err) {
 		t.Errorf("a -> b on an established connection during the cut: %v, want a timeout", err)
 	}
-	if c, err := dial(a, b.Addr(7000), time.Second); !isTimeout(err) {
+	if c, err := dial(a, b.Addr(7000), 500*time.Millisecond); !isTimeout(err) {
 		if c != nil {
 			c.Close()
 		}
 		t.Errorf("new connection a -> b during the cut: %v, want a timeout (a hang, not a refusal)", err)
 	}
 	// b's packets still reach a: b's SYN arrives, a's answer does not.
-	if c, err := dial(b, a.Addr(7000), time.Second); !isTimeout(err) {
+	if c, err := dial(b, a.Addr(7000), 500*time.Millisecond); !isTimeout(err) {
 		if c != nil {
 			c.Close()
 		}
@@ -167,7 +167,7 @@ func TestCutAndHeal(t *testing.T) {
 	c.Close()
 
 	lab.Partition(a, lab.Client())
-	if c, err := dial(lab.Client(), a.Addr(7000), time.Second); !isTimeout(err) {
+	if c, err := dial(lab.Client(), a.Addr(7000), 500*time.Millisecond); !isTimeout(err) {
 		if c != nil {
 			c.Close()
 		}
@@ -243,7 +243,7 @@ func TestProxyFaults(t *testing.T) {
 	}
 
 	lab.Cut(a, b)
-	if _, err := roundTrip(c2, "cut", time.Second); !isTimeout(err) {
+	if _, err := roundTrip(c2, "cut", 500*time.Millisecond); !isTimeout(err) {
 		t.Errorf("a -> proxy of b during a cut a -> b: %v, want a timeout", err)
 	}
 	lab.HealAll()
@@ -286,7 +286,7 @@ func TestBandwidthLimit(t *testing.T) {
 		got <- n
 	}()
 	const rate = 8 << 20 // bit/s: 1 MiB/s
-	const size = 2 << 20
+	const size = 1 << 20
 	lab.LimitEgress(a, rate)
 	c, err := dial(a, b.Addr(7001), 5*time.Second)
 	if err != nil {
