@@ -332,6 +332,20 @@ func (w *zkWatch) statesSince(p int32, from time.Time) string {
 	return strings.Join(out, " ")
 }
 
+// allStates describes every state seen of every partition, with the
+// time of day.
+func (w *zkWatch) allStates() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for p := range int32(len(w.mu.states)) {
+		for _, st := range w.mu.states[p] {
+			out = append(out, fmt.Sprintf("p%d:v%d@%s:leader=%d,epoch=%d,isr=%v", p, st.version, st.at.Format("15:04:05.000"), st.Leader, st.Epoch, st.ISR))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // controller is the controller's id as last seen (-1: none).
 func (w *zkWatch) controller() int32 {
 	w.mu.Lock()
@@ -480,18 +494,30 @@ func (c *Cluster) compareReplicas(t *testing.T, topic string, parts []int32, tim
 	return sizes
 }
 
-// compareRemote waits (bounded) until every partition of topic has at
-// least one segment in the bucket, and checks the manifests: a remote log
-// from offset 0 without gaps or overlaps, whose .log objects, one after
-// the other, are byte-for-byte the start of broker 1's local log (batches
-// are uploaded verbatim). It returns each partition's remote bytes.
+// compareRemote waits (bounded) until the bucket holds every segment of
+// each partition of topic that broker 1 has sealed, and checks the
+// manifests: a remote log from offset 0 without gaps or overlaps, whose
+// .log objects, one after the other, are byte-for-byte the start of
+// broker 1's local log (batches are uploaded verbatim). A partition with
+// no sealed segment fails the test: the check would prove nothing. It
+// returns each partition's remote bytes.
 func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeout time.Duration) map[int32]int64 {
 	t.Helper()
 	mc, bucket := c.net.minio.Client(), c.net.bucket
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
+	dir := c.brokers[0].Dir
 	out := map[int32]int64{}
 	for _, p := range parts {
+		segs, err := segment.ListSegments(filepath.Join(dir, segment.PartitionDirName(topic, p)))
+		if err != nil {
+			t.Fatalf("%s-%d: %v", topic, p, err)
+		}
+		if len(segs) < 2 {
+			t.Errorf("%s-%d: broker 1 has sealed no segment; nothing to upload", topic, p)
+			continue
+		}
+		sealedEnd := segs[len(segs)-1].BaseOffset
 		var m *tiering.Manifest
 		deadline := time.Now().Add(timeout)
 		for {
@@ -504,11 +530,15 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 			if err != nil {
 				t.Logf("%s-%d: reading the manifest: %v", topic, p, err)
 			}
-			if m != nil && len(m.Segments) > 0 {
+			if m != nil && m.EndOffset() >= sealedEnd {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s-%d: no segment in the bucket %v after the end", topic, p, timeout)
+				end := int64(-1)
+				if m != nil {
+					end = m.EndOffset()
+				}
+				t.Fatalf("%s-%d: the bucket ends at offset %d %v after the end, broker 1 has sealed up to %d", topic, p, end, timeout, sealedEnd)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -524,7 +554,7 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 			}
 			remote = append(remote, b...)
 		}
-		local, err := replicaLog(c.brokers[0].Dir, topic, p)
+		local, err := replicaLog(dir, topic, p)
 		if err != nil {
 			t.Fatalf("%s-%d: %v", topic, p, err)
 		}

@@ -45,14 +45,26 @@ import (
 //	FlappingLink            a leader-follower link cut and healed every
 //	                        0.1 to 2.5 s for netFlapShort (a minute with
 //	                        STRATA_CHAOS, as make chaos sets)
+//	LossyLinks              jitter, lost chunks and connection resets on
+//	                        every broker-to-broker connection (the
+//	                        proxies) for netLossyShort (longer with
+//	                        STRATA_CHAOS)
+//	SlowFollower            with STRATA_CHAOS only: a follower's incoming
+//	                        bandwidth limited (tc tbf) below the write
+//	                        rate: it leaves the ISRs, and catches up and
+//	                        rejoins once the limit is lifted
 //	Latency                 200 ms each way between every two brokers
 //	                        (the proxies): throughput and ack latency
 //	                        logged against the same without latency
 //
+// With STRATA_NETFAULT_LOGS set (or on failure) every broker's whole
+// output and ZooKeeper's log are saved under $TMPDIR/strata-netfault-SEED.
+//
 // At the end the producer is stopped and flushed, the partitions read
 // back, and the history checker holds every acknowledgement against the
 // log (nothing lost, duplicated, reordered or inconsistent); every
-// replica's log files must be byte-for-byte the same; every leader
+// replica's log files must be byte-for-byte the same, and the segments in
+// the bucket the start of that log; every leader
 // change the ZooKeeper watch saw must have elected a member of the ISR it
 // replaced; and the proxies must have carried the clients' and the
 // replication traffic. Times are logged as NETFAULT lines, not asserted.
@@ -69,6 +81,8 @@ func TestNetFaults(t *testing.T) {
 		{"Asymmetric", netAsymmetric},
 		{"ControllerIsolated", netControllerIsolated},
 		{"FlappingLink", netFlappingLink},
+		{"LossyLinks", netLossyLinks},
+		{"SlowFollower", netSlowFollower},
 		{"Latency", netLatency},
 	}
 	for _, tc := range cases {
@@ -94,8 +108,14 @@ const (
 	netFlapLong  = time.Minute
 	// netSegmentBytes is the topic's segment.bytes: small, so that
 	// sealed segments are uploaded to the bucket during the run.
-	netSegmentBytes = 64 << 10
-	// netLatency is the one-way latency of the Latency case.
+	netSegmentBytes = 16 << 10
+	// netLossyShort and netLossyLong are how long the links are lossy.
+	netLossyShort = 4 * time.Second
+	netLossyLong  = 45 * time.Second
+	// netSlowRate is the slow follower's incoming bandwidth, bit/s:
+	// below what the producer writes to the partitions it follows.
+	netSlowRate = 32 << 10
+	// netLatencyAdded is the one-way latency of the Latency case.
 	netLatencyAdded = 200 * time.Millisecond
 )
 
@@ -111,15 +131,18 @@ type netEnv struct {
 	// long is set by STRATA_CHAOS (make chaos): the longer forms.
 	long bool
 	rng  *rand.Rand
+	seed int64
+	// elections counts the leader changes the cases forced and saw.
+	elections int
 }
 
 func startNetEnv(t *testing.T, lab *netlab.Lab) *netEnv {
 	t.Helper()
 	c := StartNetCluster(t, lab, 3, fmt.Sprintf("replica.lag.time.max.ms=%d", netLag.Milliseconds()))
 	e := &netEnv{c: c, lab: lab, topic: "netfaults", hist: history.New(), long: os.Getenv("STRATA_CHAOS") != ""}
-	seed := time.Now().UnixNano()
-	e.rng = rand.New(rand.NewSource(seed))
-	t.Logf("NETFAULT seed=%d long=%v", seed, e.long)
+	e.seed = time.Now().UnixNano()
+	e.rng = rand.New(rand.NewSource(e.seed))
+	t.Logf("NETFAULT seed=%d long=%v", e.seed, e.long)
 	for p := range int32(netPartitions) {
 		e.parts = append(e.parts, p)
 	}
@@ -130,6 +153,13 @@ func startNetEnv(t *testing.T, lab *netlab.Lab) *netEnv {
 	})
 	c.checkAdvertised(t)
 	e.zw = c.watchZK(t, e.topic, netPartitions)
+	// Registered after the brokers' cleanups: runs before they stop.
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("STRATA_NETFAULT_LOGS") != "" {
+			t.Logf("NETFAULT states: %s", e.zw.allStates())
+			c.saveLogs(t, fmt.Sprintf("strata-netfault-%d", e.seed))
+		}
+	})
 	e.prod = c.startSeqProducer(t, e.topic, e.parts, netInterval)
 	e.prod.acks.waitAcks(t, e.parts, time.Time{}, 20, netBound, "at the start")
 	e.settle(t)
@@ -304,7 +334,6 @@ func netLeaderCutFromZooKeeper(t *testing.T, e *netEnv) {
 	if p < 0 {
 		t.Fatalf("no broker but the controller (%d) leads a partition", ctl)
 	}
-	cutAt := time.Now()
 	e.lab.Partition(e.c.host(l), e.c.net.zk)
 	expired := e.zw.waitFor(t, netBound, fmt.Sprintf("broker %d's registration to go", l), func() string {
 		if r := e.zw.registered(); slices.Contains(r, l) {
@@ -314,6 +343,7 @@ func netLeaderCutFromZooKeeper(t *testing.T, e *netEnv) {
 	})
 	elected := e.zw.waitState(t, netBound, p, fmt.Sprintf("a leader other than %d", l), func(st partState) bool { return st.Leader > 0 && st.Leader != l })
 	electedAt := time.Now()
+	e.elections++
 	e.prod.acks.waitAcks(t, []int32{p}, electedAt, 5, netBound, "from the new leader")
 	movedOn := time.Since(electedAt)
 	st, _ := e.zw.state(p)
@@ -326,7 +356,6 @@ func netLeaderCutFromZooKeeper(t *testing.T, e *netEnv) {
 	})
 	t.Logf("NETFAULT case=leader-cut-from-zookeeper partition=%d leader=%d new_leader=%d session_expired_ms=%d new_leader_ms=%d acks_from_new_leader_after_ms=%d registered_again_after_heal_ms=%d",
 		p, l, st.Leader, expired.Milliseconds(), (expired + elected).Milliseconds(), movedOn.Milliseconds(), back.Milliseconds())
-	_ = cutAt
 }
 
 // netFollowerCutAndHealed: a follower of partition 1 cut from its
@@ -372,6 +401,7 @@ func netControllerIsolated(t *testing.T, e *netEnv) {
 	newCtl := e.zw.controller()
 	for _, p := range led {
 		e.zw.waitState(t, netBound, p, fmt.Sprintf("a leader other than %d", ctl), func(st partState) bool { return st.Leader > 0 && st.Leader != ctl })
+		e.elections++
 	}
 	electedAt := time.Now()
 	e.prod.acks.waitAcks(t, e.parts, electedAt, 5, netBound, "with the controller isolated")
@@ -418,6 +448,86 @@ func netFlappingLink(t *testing.T, e *netEnv) {
 		p, l, f, flaps, end.Sub(start).Milliseconds(), e.prod.acks.acksBetween(p, start, end), changes)
 }
 
+// brokerFaults sets f on every broker's proxy for the connections from
+// every other broker (the replication streams).
+func (e *netEnv) brokerFaults(f netlab.Faults) {
+	for i, px := range e.c.net.proxies {
+		for j, h := range e.c.net.hosts {
+			if i != j {
+				px.Set(h, f)
+			}
+		}
+	}
+}
+
+// resets sums the connection resets the proxies made.
+func (e *netEnv) resets() int {
+	n := 0
+	for _, px := range e.c.net.proxies {
+		for _, st := range px.Stats() {
+			n += st.Resets
+		}
+	}
+	return n
+}
+
+// netLossyLinks: every broker-to-broker connection gets 20 ± 15 ms of
+// delay, 2% of its chunks held back as if lost and
+// retransmitted, and a reset with probability 0.2% per chunk, while the
+// producer writes; then the links are clean again (settle checks that
+// the cluster recovers).
+func netLossyLinks(t *testing.T, e *netEnv) {
+	dur := netLossyShort
+	if e.long {
+		dur = netLossyLong
+	}
+	resets0 := e.resets()
+	start := time.Now()
+	e.brokerFaults(netlab.Faults{Latency: 20 * time.Millisecond, Jitter: 15 * time.Millisecond, Loss: 0.02, Reset: 0.002})
+	time.Sleep(dur)
+	end := time.Now()
+	e.brokerFaults(netlab.Faults{})
+	acked := 0
+	for _, p := range e.parts {
+		acked += e.prod.acks.acksBetween(p, start, end)
+	}
+	t.Logf("NETFAULT case=lossy duration_ms=%d acks_during=%d resets=%d", end.Sub(start).Milliseconds(), acked, e.resets()-resets0)
+}
+
+// netSlowFollower: broker 3's incoming bandwidth limited to netSlowRate
+// (tc tbf on its link), below the producer's rate: it falls out of the
+// ISRs of the partitions it follows, writes go on with the two others,
+// and once the limit is lifted it catches up and rejoins (settle). Only
+// with STRATA_CHAOS.
+func netSlowFollower(t *testing.T, e *netEnv) {
+	if !e.long {
+		t.Skip("the slow follower case runs with STRATA_CHAOS (make chaos)")
+	}
+	const slow = 3
+	var followed []int32
+	for _, p := range e.parts {
+		if e.leader(t, p) != slow {
+			followed = append(followed, p)
+		}
+	}
+	start := time.Now()
+	e.lab.LimitIngress(e.c.host(slow), netSlowRate)
+	for _, p := range followed {
+		e.zw.waitState(t, 2*netBound, p, fmt.Sprintf("ISR without the slow broker %d", slow), func(st partState) bool {
+			return len(st.ISR) == 2 && !slices.Contains(st.ISR, slow)
+		})
+	}
+	left := time.Since(start)
+	e.prod.acks.waitAcks(t, followed, time.Now(), 5, netBound, "without the slow follower")
+	e.lab.ClearLimits(e.c.host(slow))
+	lifted := time.Now()
+	for _, p := range followed {
+		e.zw.waitState(t, 2*netBound, p, fmt.Sprintf("the slow broker %d back in the ISR", slow), func(st partState) bool { return slices.Contains(st.ISR, slow) })
+	}
+	t.Logf("NETFAULT case=slow-follower broker=%d rate_bit_s=%d partitions=%v left_isr_ms=%d rejoined_after_lift_ms=%d",
+		slow, netSlowRate, followed, left.Milliseconds(), time.Since(lifted).Milliseconds())
+}
+
 // netLatency measures the producer with and without netLatencyAdded
 // between every two brokers (the proxies delay what each broker's host
 // sends to another broker's, both ways; the clients' traffic is not
@@ -429,17 +539,9 @@ func netLatency(t *testing.T, e *netEnv) {
 		window, burst = 20*time.Second, 5000
 	}
 	base := e.measure(t, "none", window, burst)
-	for i, px := range e.c.net.proxies {
-		for j, h := range e.c.net.hosts {
-			if i != j {
-				px.Set(h, netlab.Faults{Latency: netLatencyAdded})
-			}
-		}
-	}
+	e.brokerFaults(netlab.Faults{Latency: netLatencyAdded})
 	slow := e.measure(t, netLatencyAdded.String(), window, burst)
-	for _, px := range e.c.net.proxies {
-		px.Clear()
-	}
+	e.brokerFaults(netlab.Faults{})
 	t.Logf("NETFAULT case=latency added=none %s", base)
 	t.Logf("NETFAULT case=latency added=%v %s", netLatencyAdded, slow)
 }
@@ -487,7 +589,8 @@ func (e *netEnv) measure(t *testing.T, label string, window time.Duration, n int
 // its throughput and ack latency.
 func (e *netEnv) burst(t *testing.T, label string, n int) string {
 	t.Helper()
-	cl := e.c.newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// Uncompressed, so that the bytes replicated are the bytes produced.
+	cl := e.c.newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	defer cl.Close()
 	tp := history.TP{Topic: e.topic, Partition: 0}
 	producer := "burst " + label
@@ -554,10 +657,10 @@ func (e *netEnv) finish(t *testing.T) {
 	sizes := e.c.compareReplicas(t, e.topic, e.parts, 30*time.Second)
 	remote := e.c.compareRemote(t, e.topic, e.parts, 30*time.Second)
 	checked, unseen := e.zw.checkElections(t)
-	if checked+unseen < 2 {
-		// LeaderCutFromZooKeeper and ControllerIsolated each move a
-		// leader: a watch that saw fewer changes saw nothing.
-		t.Errorf("the ZooKeeper watch saw %d leader changes, want at least the 2 elections of the cases", checked+unseen)
+	if checked+unseen < e.elections {
+		// A watch that saw fewer leader changes than the cases made
+		// saw nothing.
+		t.Errorf("the ZooKeeper watch saw %d leader changes, want at least the %d elections of the cases", checked+unseen, e.elections)
 	}
 	t.Logf("NETFAULT_END replicas_identical_bytes=%v remote_bytes_identical=%v leader_changes_checked=%d leader_changes_between_unseen_versions=%d", sizes, remote, checked, unseen)
 	t.Logf("NETFAULT_PROXIES %s", e.c.proxyTraffic(t))

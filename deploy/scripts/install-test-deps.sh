@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # install-test-deps.sh installs the Debian packages that Strata's end-to-end
-# tests drive: kcat, python3-confluent-kafka (librdkafka 2.0.2), and strace
-# (which counts the broker's fsyncs under log.flush.interval.messages=1).
+# tests drive: kcat, python3-confluent-kafka (librdkafka 2.0.2), strace
+# (which counts the broker's fsyncs under log.flush.interval.messages=1),
+# ZooKeeper, and iproute2 (ip and tc, with which broker/e2e/netlab makes the
+# network namespaces, bridges and links of the network fault tests).
 #
 # Idempotent and quiet: when everything is present it only asks dpkg and
 # exits; otherwise it runs `apt-get update` once and installs what is
@@ -20,7 +22,7 @@ if [ ! -x "$minio_bin/minio" ]; then
 	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
 fi
 
-packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed

@@ -210,6 +210,9 @@ func procStart(pid int) string {
 }
 
 var (
+	// probeNetnsRE and probeLinkRE are the probe's names, with its pid.
+	probeNetnsRE = regexp.MustCompile(`^` + namePrefix + `probe-(\d+)$`)
+	probeLinkRE  = regexp.MustCompile(`^` + namePrefix + `[pq](\d+)$`)
 	bridgeNameRE = regexp.MustCompile(`^` + namePrefix + `(\d{1,3})br$`)
 	netnsNameRE  = regexp.MustCompile(`^` + namePrefix + `(\d{1,3})-[a-z][a-z0-9]*$`)
 	aliasRE      = regexp.MustCompile(`^` + aliasPrefix + ` pid=(\d+) start=(\d+)$`)
@@ -225,6 +228,12 @@ func sweepStale() []string {
 	live := map[int]bool{}
 	ents, _ := os.ReadDir("/sys/class/net")
 	for _, e := range ents {
+		if m := probeLinkRE.FindStringSubmatch(e.Name()); m != nil && !alive(m[1]) {
+			if out, err := run("ip", "link", "del", e.Name()); err != nil && !strings.Contains(out, "Cannot find device") {
+				msgs = append(msgs, fmt.Sprintf("leftover probe link %s: %v: %s", e.Name(), err, out))
+			}
+			continue
+		}
 		m := bridgeNameRE.FindStringSubmatch(e.Name())
 		if m == nil {
 			continue
@@ -242,6 +251,12 @@ func sweepStale() []string {
 	}
 	nss, _ := os.ReadDir("/run/netns")
 	for _, e := range nss {
+		if m := probeNetnsRE.FindStringSubmatch(e.Name()); m != nil && !alive(m[1]) {
+			if err := removeNetns(e.Name()); err != nil {
+				msgs = append(msgs, fmt.Sprintf("leftover probe namespace %s: %v", e.Name(), err))
+			}
+			continue
+		}
 		m := netnsNameRE.FindStringSubmatch(e.Name())
 		if m == nil {
 			continue
@@ -257,6 +272,12 @@ func sweepStale() []string {
 		}
 	}
 	return msgs
+}
+
+// alive reports whether process pid (decimal) runs.
+func alive(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	return err == nil && procStart(n) != ""
 }
 
 // removeLab removes a dead lab's namespaces, bridge and guard route.
