@@ -69,6 +69,9 @@ import (
 // replaced; and the proxies must have carried the clients' and the
 // replication traffic. Times are logged as NETFAULT lines, not asserted.
 func TestNetFaults(t *testing.T) {
+	if strataBin == "" {
+		t.Skip("end-to-end tests do not run with -short")
+	}
 	lab := netlab.New(t)
 	e := startNetEnv(t, lab)
 	cases := []struct {
