@@ -107,11 +107,11 @@ const (
 	// acknowledgements).
 	netBound = 60 * time.Second
 	// netFlapShort and netFlapLong are how long the link flaps.
-	netFlapShort = 8 * time.Second
+	netFlapShort = 6 * time.Second
 	netFlapLong  = time.Minute
 	// netSegmentBytes is the topic's segment.bytes: small, so that
 	// sealed segments are uploaded to the bucket during the run.
-	netSegmentBytes = 16 << 10
+	netSegmentBytes = 64 << 10
 	// netLossyShort and netLossyLong are how long the links are lossy.
 	netLossyShort = 4 * time.Second
 	netLossyLong  = 45 * time.Second
@@ -658,14 +658,15 @@ func (e *netEnv) finish(t *testing.T) {
 		t.Errorf("produces failed (%s); the idempotent producer (unlimited retries) should have retried them to success", fmtCounts(final))
 	}
 	sizes := e.c.compareReplicas(t, e.topic, e.parts, 30*time.Second)
-	remote := e.c.compareRemote(t, e.topic, e.parts, 30*time.Second)
+	remote, uploaded := e.c.compareRemote(t, e.topic, e.parts, netBound)
 	checked, unseen := e.zw.checkElections(t)
 	if checked+unseen < e.elections {
 		// A watch that saw fewer leader changes than the cases made
 		// saw nothing.
 		t.Errorf("the ZooKeeper watch saw %d leader changes, want at least the %d elections of the cases", checked+unseen, e.elections)
 	}
-	t.Logf("NETFAULT_END replicas_identical_bytes=%v remote_bytes_identical=%v leader_changes_checked=%d leader_changes_between_unseen_versions=%d", sizes, remote, checked, unseen)
+	t.Logf("NETFAULT_END replicas_identical_bytes=%v remote_bytes_identical=%v uploads_caught_up_ms=%d leader_changes_checked=%d leader_changes_between_unseen_versions=%d",
+		sizes, remote, uploaded.Milliseconds(), checked, unseen)
 	t.Logf("NETFAULT_PROXIES %s", e.c.proxyTraffic(t))
 	st := e.c.chaosBrokerStats(e.topic)
 	t.Logf("NETFAULT_BROKERS %s", st.summary)
