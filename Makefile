@@ -85,8 +85,11 @@ fuzz: fuzz-smoke
 # group run; then the history checker (broker/e2e/history) holds every
 # acknowledgement, read and commit against the log. The seed is logged;
 # replay a fault schedule with make chaos CHAOS_SEED=N. CHAOS_TIMEOUT must
-# exceed CHAOS by 10 minutes.
-# It then runs TestTieringS3Faults (broker/e2e/tiering_s3fault_test.go)
+# exceed CHAOS by 10 minutes. It also runs TestNetFaults
+# (broker/e2e/netfault_test.go) in its long form: network faults between
+# hosts in network namespaces (broker/e2e/netlab), a minute of flapping
+# link, longer latency windows; its short form runs in every go test.
+# Then it runs TestTieringS3Faults (broker/e2e/tiering_s3fault_test.go)
 # with the object store down for S3_OUTAGE in the middle of a replay (20 s
 # in make test).
 CHAOS         ?= 5m
@@ -94,7 +97,7 @@ CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
 S3_OUTAGE     ?= 10m
 chaos: build
-	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of

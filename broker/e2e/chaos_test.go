@@ -282,15 +282,15 @@ func TestChaos(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("CHAOS seed=%d failed; reproduce the fault schedule with %s", seed, reproduce)
-		c.saveChaosLogs(t, seed)
+		c.saveLogs(t, fmt.Sprintf("strata-chaos-%d", seed))
 	}
 }
 
-// saveChaosLogs writes the whole output of every run of every broker and
-// ZooKeeper's log under $TMPDIR/strata-chaos-SEED (the failure log holds
-// only each run's tail, and the test's directories are removed).
-func (c *Cluster) saveChaosLogs(t *testing.T, seed int64) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("strata-chaos-%d", seed))
+// saveLogs writes the whole output of every run of every broker and
+// ZooKeeper's log under $TMPDIR/name (the failure log holds only each
+// run's tail, and the test's directories are removed).
+func (c *Cluster) saveLogs(t *testing.T, name string) {
+	dir := filepath.Join(os.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Logf("saving the logs: %v", err)
 		return

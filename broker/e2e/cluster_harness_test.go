@@ -20,7 +20,8 @@ import (
 const clusterSessionTimeout = 4 * time.Second
 
 // Cluster is a real ZooKeeper server and real `strata broker` processes
-// with broker ids 1..n, each on its own 127.0.0.1 port with its own data
+// with broker ids 1..n, each on its own 127.0.0.1 port (or, from
+// StartNetCluster, its own network namespace) with its own data
 // directory, all under the chroot /strata.
 type Cluster struct {
 	ZK *zktest.Server
@@ -28,6 +29,9 @@ type Cluster struct {
 	Connect string
 	// brokers[i] has broker.id i+1.
 	brokers []*Broker
+	// net is where the processes run when the cluster is on the hosts of
+	// a netlab.Lab (StartNetCluster); nil on 127.0.0.1.
+	net *netHosts
 }
 
 // StartCluster starts ZooKeeper and n brokers (one after the other) with

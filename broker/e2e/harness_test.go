@@ -130,8 +130,8 @@ type Broker struct {
 	Dir string
 	// overrides are the key=value pairs passed as --override.
 	overrides []string
-	// wrapper, if set, is a command line the broker runs under (strace).
-	wrapper []string
+	// spec is how and where the process is started.
+	spec brokerSpec
 
 	mu struct {
 		sync.Mutex
@@ -178,13 +178,26 @@ func (p *brokerProc) signal(sig os.Signal) error {
 	return proc.Signal(sig)
 }
 
+// brokerSpec is how and where a broker process runs.
+type brokerSpec struct {
+	// wrapper, if set, is a command line the broker runs under as its
+	// child (strace -f -o FILE): signals go to the child.
+	wrapper []string
+	// exec, if set, is a command line that execs the broker in place (ip
+	// netns exec NAME): the process started is the broker.
+	exec []string
+	// addr, if set, is the listener's fixed address (a host of a
+	// netlab.Lab); else a free 127.0.0.1 port is picked.
+	addr string
+}
+
 // StartBroker starts a broker on a free 127.0.0.1 port with a fresh data
 // directory, passing each key=value in overrides as --override, and waits for
 // it to serve. The broker is stopped with SIGTERM (then SIGKILL) when the test
 // ends, and its output is logged if the test failed.
 func StartBroker(t testing.TB, overrides ...string) *Broker {
 	t.Helper()
-	return startBroker(t, nil, overrides)
+	return startBroker(t, brokerSpec{}, overrides)
 }
 
 // StartBrokerUnder is StartBroker with the broker run as the last argument
@@ -192,26 +205,29 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 // itself, and the wrapper is waited for.
 func StartBrokerUnder(t testing.TB, wrapper []string, overrides ...string) *Broker {
 	t.Helper()
-	return startBroker(t, wrapper, overrides)
+	return startBroker(t, brokerSpec{wrapper: wrapper}, overrides)
 }
 
-func startBroker(t testing.TB, wrapper, overrides []string) *Broker {
+func startBroker(t testing.TB, spec brokerSpec, overrides []string) *Broker {
 	t.Helper()
 	if strataBin == "" {
 		t.Skip("end-to-end tests do not run with -short")
 	}
-	b := &Broker{t: t, Dir: t.TempDir(), overrides: overrides, wrapper: wrapper}
+	b := &Broker{t: t, Dir: t.TempDir(), overrides: overrides, spec: spec}
 	t.Cleanup(b.cleanup)
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and bind
-		b.Addr = freeAddr(t)
+		b.Addr = spec.addr
+		if b.Addr == "" {
+			b.Addr = freeAddr(t)
+		}
 		p, err := b.start()
 		if err == nil {
 			b.setProc(p)
 			return b
 		}
 		lastErr = err
-		if !strings.Contains(p.out.String(), "address already in use") {
+		if spec.addr != "" || !strings.Contains(p.out.String(), "address already in use") {
 			break
 		}
 	}
@@ -248,9 +264,9 @@ func (b *Broker) args() []string {
 // the returned process (if any) has exited or been killed.
 func (b *Broker) start() (*brokerProc, error) {
 	p := &brokerProc{out: newOutputSink(), exited: make(chan struct{})}
-	argv := append(append(slices.Clone(b.wrapper), strataBin), b.args()...)
+	argv := append(append(append(slices.Clone(b.spec.wrapper), b.spec.exec...), strataBin), b.args()...)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.wrapped = len(b.wrapper) > 0
+	p.wrapped = len(b.spec.wrapper) > 0
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// The broker dies with the test binary even if cleanup never runs.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

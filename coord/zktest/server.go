@@ -1,7 +1,8 @@
 // Package zktest runs a real ZooKeeper server for tests: Debian's zookeeper
 // package (installed with apt-get when missing), started as its own JVM
-// process with its own zoo.cfg, data directory and free port on 127.0.0.1,
-// and killed when the test ends. It also offers a TCP Proxy that a test
+// process with its own zoo.cfg, data directory and free port on 127.0.0.1
+// (or the host, port and command prefix of Options, to run it in a
+// network namespace), and killed when the test ends. It also offers a TCP Proxy that a test
 // can cut to partition one client from the server (session expiry without
 // stopping the server).
 //
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -41,6 +43,17 @@ type Options struct {
 	// StartTimeout bounds how long Start and Restart wait for the server
 	// to answer. Default 30s.
 	StartTimeout time.Duration
+	// Host is the address the server listens on. Default 127.0.0.1.
+	Host string
+	// Port is the client port. Default: a free port of 127.0.0.1, found
+	// again if the server cannot bind it. Set it for a Host that is not
+	// in the test's own network namespace (where probing for a free port
+	// means nothing).
+	Port int
+	// Exec, if set, is a command line the server runs under, which must
+	// exec it in place (so the process started is the JVM itself): for
+	// example ip netns exec NAME, to run it in a network namespace.
+	Exec []string
 }
 
 func (o *Options) defaults() {
@@ -55,6 +68,9 @@ func (o *Options) defaults() {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
 	}
 }
 
@@ -87,9 +103,15 @@ func StartWith(t testing.TB, opts Options) *Server {
 	s := &Server{t: t, opts: opts, dir: t.TempDir()}
 	t.Cleanup(s.Stop)
 	var err error
+	if opts.Port < 0 || opts.Port > 65535 {
+		t.Fatalf("zktest: port %d", opts.Port)
+	}
 	for attempt := 0; attempt < 3; attempt++ {
-		if s.port, err = freePort(); err != nil {
-			t.Fatalf("zktest: %v", err)
+		s.port = opts.Port
+		if s.port == 0 {
+			if s.port, err = freePort(); err != nil {
+				t.Fatalf("zktest: %v", err)
+			}
 		}
 		if err = s.writeConfig(); err != nil {
 			t.Fatalf("zktest: %v", err)
@@ -104,8 +126,9 @@ func StartWith(t testing.TB, opts Options) *Server {
 	return nil
 }
 
-// Addr is the server's client address, 127.0.0.1:PORT.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// Addr is the server's client address, HOST:PORT (127.0.0.1:PORT by
+// default).
+func (s *Server) Addr() string { return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.port)) }
 
 // Port is the server's client port.
 func (s *Server) Port() int { return s.port }
@@ -175,13 +198,13 @@ func (s *Server) writeConfig() error {
 tickTime=%d
 dataDir=%s
 clientPort=%d
-clientPortAddress=127.0.0.1
+clientPortAddress=%s
 admin.enableServer=false
 4lw.commands.whitelist=
 minSessionTimeout=%d
 maxSessionTimeout=%d
 maxClientCnxns=0
-`, s.opts.TickTime.Milliseconds(), filepath.Join(s.dir, "data"), s.port,
+`, s.opts.TickTime.Milliseconds(), filepath.Join(s.dir, "data"), s.port, s.opts.Host,
 		s.opts.MinSessionTimeout.Milliseconds(), s.opts.MaxSessionTimeout.Milliseconds())
 	return os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644)
 }
@@ -193,12 +216,13 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("java",
+	argv := append(slices.Clone(s.opts.Exec), "java",
 		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", ConfDir+":"+ServerJar+":"+SLF4JJar,
 		mainClass, filepath.Join(s.dir, "zoo.cfg"))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

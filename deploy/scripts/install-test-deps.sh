@@ -2,6 +2,8 @@
 # install-test-deps.sh installs the Debian packages that Strata's end-to-end
 # tests drive: kcat, python3-confluent-kafka (librdkafka 2.0.2), strace
 # (which counts the broker's fsyncs under log.flush.interval.messages=1),
+# ZooKeeper, iproute2 (ip and tc, with which broker/e2e/netlab makes the
+# network namespaces, bridges and links of the network fault tests),
 # and mount, losetup and mkfs.ext4 (util-linux, mount, e2fsprogs: the disk
 # fault tests mount a tmpfs and a failing loop device).
 #
@@ -22,7 +24,7 @@ if [ ! -x "$minio_bin/minio" ]; then
 	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
 fi
 
-packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java util-linux mount e2fsprogs)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed

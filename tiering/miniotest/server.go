@@ -1,6 +1,7 @@
 // Package miniotest runs a real MinIO server for tests: built once from the
-// Go module proxy (see Binary), started on free 127.0.0.1 ports with a
-// directory of its own, stopped and restarted to simulate outages, and
+// Go module proxy (see Binary), started on free 127.0.0.1 ports (or the
+// host, ports and command prefix of Options, to run it in a network
+// namespace) with a directory of its own, stopped and restarted to simulate outages, and
 // killed when the test ends. Its minio-go client creates buckets and reads
 // what the code under test wrote, as an independent S3 client.
 package miniotest
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +37,24 @@ const (
 // ReadyTimeout bounds the wait for a started server to answer.
 const ReadyTimeout = 60 * time.Second
 
+// Options place the server. The zero value is a free port of 127.0.0.1.
+type Options struct {
+	// Host is the address the server listens on. Default 127.0.0.1.
+	Host string
+	// Port and ConsolePort are its S3 and console ports. Default: free
+	// ports of 127.0.0.1, found again if the server cannot bind them. Set
+	// them for a Host that is not in the test's own network namespace.
+	Port, ConsolePort int
+	// Exec, if set, is a command line the server runs under, which must
+	// exec it in place (so the process started is MinIO itself): for
+	// example ip netns exec NAME, to run it in a network namespace.
+	Exec []string
+}
+
 // Server is one MinIO process. Methods taking a testing.TB fail that test
 // on error.
 type Server struct {
+	opts        Options
 	bin         string
 	dir         string // data directory (the server's drive)
 	port        int
@@ -56,15 +73,30 @@ type Server struct {
 // killed and its directory removed when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port < 0 || opts.Port > 65535 || opts.ConsolePort < 0 || opts.ConsolePort > 65535 || (opts.Port != 0) != (opts.ConsolePort != 0) {
+		t.Fatalf("miniotest: ports %d and %d: give both or neither", opts.Port, opts.ConsolePort)
+	}
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{bin: bin, dir: t.TempDir()}
+	s := &Server{opts: opts, bin: bin, dir: t.TempDir()}
 	t.Cleanup(s.Stop)
 	for attempt := 0; ; attempt++ {
-		if s.port, err = freePort(); err == nil {
-			s.consolePort, err = freePort()
+		s.port, s.consolePort = opts.Port, opts.ConsolePort
+		if s.port == 0 {
+			if s.port, err = freePort(); err == nil {
+				s.consolePort, err = freePort()
+			}
 		}
 		if err != nil {
 			t.Fatalf("miniotest: %v", err)
@@ -86,7 +118,7 @@ func Start(t testing.TB) *Server {
 }
 
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Server) Addr() string { return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.port)) }
 
 // Endpoint is the server's URL, for remote.storage.s3.endpoint.
 func (s *Server) Endpoint() string { return "http://" + s.Addr() }
@@ -170,11 +202,12 @@ func (s *Server) Running() bool {
 }
 
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, "server", filepath.Join(s.dir, "data"),
+	argv := append(slices.Clone(s.opts.Exec), s.bin, "server", filepath.Join(s.dir, "data"),
 		"--address", s.Addr(),
-		"--console-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.consolePort)),
+		"--console-address", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.consolePort)),
 		"--certs-dir", filepath.Join(s.dir, "certs"),
 		"--quiet")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+AccessKey,
 		"MINIO_ROOT_PASSWORD="+SecretKey,
