@@ -157,6 +157,15 @@ func checkAcrossSettings(c *Config) *ConfigError {
 		k := "queued.max.request.bytes"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least socket.request.max.bytes (%d), or -1", c.SocketRequestMaxBytes)}
 	}
+	for _, need := range []struct {
+		name string
+		n    int32
+	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}} {
+		if need.n > c.MaxPartitionsPerRequest {
+			k := "strata.max.partitions.per.request"
+			return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least %s (%d), or no such topic could be created", need.name, need.n)}
+		}
+	}
 	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
 		k := "max.connections.per.ip"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: "can be 0 only if max.connections.per.ip.overrides is set"}
