@@ -16,14 +16,16 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/broker/replica"
 )
 
 // PanicMarker begins the message of the ERROR line a broker logs when it
 // recovers from a panic in a connection (reading or handling a request),
-// a panic that closed that connection only. The end-to-end tests fail when
+// a panic that closed that connection only (and package replica when it
+// recovers a replication call's panic). The end-to-end tests fail when
 // a broker's log holds it: a recovered panic is a bug even though the
 // broker served on.
-const PanicMarker = "STRATA_PANIC"
+const PanicMarker = replica.PanicMarker
 
 // connHooks are functions a test of this package sets in Config.hooks to
 // run at fixed points of a connection's work, to make it panic there.
