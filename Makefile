@@ -86,10 +86,14 @@ fuzz: fuzz-smoke
 # acknowledgement, read and commit against the log. The seed is logged;
 # replay a fault schedule with make chaos CHAOS_SEED=N. CHAOS_TIMEOUT must
 # exceed CHAOS by 10 minutes.
+# It first runs TestBrokerUnderAbuse's long form (CHAOS_ABUSE_CONNS idle
+# connections, oversized and crafted frames, a per-address flood).
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
+CHAOS_ABUSE_CONNS ?= 10000
 chaos: build
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_ABUSE_CONNS=$(CHAOS_ABUSE_CONNS) $(GO) test ./broker/e2e -run '^TestBrokerUnderAbuse$$' -count=1 -v -timeout 30m
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of

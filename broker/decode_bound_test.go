@@ -110,7 +110,7 @@ func frameWithCorr(req kmsg.Request, corr int32) []byte {
 // the same frame cut short by one byte (the array claim passes, decoding
 // fails at the end); and a flexible request carrying the most unknown
 // tagged fields. It measures the bytes parseRequest allocates and holds
-// them to maxDecodeAmplification times the frame's size.
+// them to MaxDecodeAmplification times the frame's size.
 func TestDecodeAllocationBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures allocations over every API version")
@@ -121,8 +121,8 @@ func TestDecodeAllocationBound(t *testing.T) {
 		if ratio > worst {
 			worst, worstWhat = ratio, what
 		}
-		if ratio > maxDecodeAmplification {
-			t.Errorf("%s: decoding a %d-byte frame allocated %.0f bytes, %.1f times its size; the bound is %d", what, len(frame), alloc, ratio, maxDecodeAmplification)
+		if ratio > MaxDecodeAmplification {
+			t.Errorf("%s: decoding a %d-byte frame allocated %.0f bytes, %.1f times its size; the bound is %d", what, len(frame), alloc, ratio, MaxDecodeAmplification)
 		}
 	}
 	cases := 0
@@ -152,7 +152,7 @@ func TestDecodeAllocationBound(t *testing.T) {
 		note(fmt.Sprintf("ApiVersions v3 with unknown tags (%d bytes)", len(frame)), frame, allocatedBy(2, func() { _, _ = parseRequest(frame) }))
 		cases++
 	}
-	t.Logf("DECODE_AMPLIFICATION worst=%.1f bound=%d cases=%d (%s)", worst, maxDecodeAmplification, cases, worstWhat)
+	t.Logf("DECODE_AMPLIFICATION worst=%.1f bound=%d cases=%d (%s)", worst, MaxDecodeAmplification, cases, worstWhat)
 }
 
 // fieldNames names the fields along path.

@@ -165,7 +165,7 @@ func parseRequest(frame []byte) (*request, error) {
 	return r, nil
 }
 
-// maxDecodeAmplification bounds the bytes parseRequest allocates to
-// decode a frame, as a multiple of the frame's size (doc.go, "Decoding";
+// MaxDecodeAmplification bounds the bytes decoding a request frame
+// allocates, as a multiple of the frame's size (doc.go, "Decoding";
 // TestDecodeAllocationBound measures it over every API version served).
-const maxDecodeAmplification = 64
+const MaxDecodeAmplification = 64

@@ -167,7 +167,9 @@ func remoteAddr(nc net.Conn) netip.Addr {
 
 // requestMemory is queued.max.request.bytes: the bytes of request frames
 // read and not yet answered, over all connections (Kafka's non-strict
-// memory pool). With no bound it only counts them.
+// memory pool). With no bound it only counts them. Readers that wait are
+// served in the order they came, so a steady client is not starved by
+// others that keep the pool full.
 type requestMemory struct {
 	limit int64 // at most 0: no bound
 
@@ -176,62 +178,76 @@ type requestMemory struct {
 
 	mu struct {
 		sync.Mutex
-		used int64
-		// freed is closed (and replaced) on a release while readers
-		// may be waiting.
-		freed chan struct{}
+		used    int64
+		waiters []*memWaiter // in arrival order
 	}
 }
 
-func newRequestMemory(limit int64) *requestMemory {
-	m := &requestMemory{limit: limit}
-	m.mu.freed = make(chan struct{})
-	return m
+// memWaiter is a reader waiting for n bytes; ready is closed once they
+// are reserved for it.
+type memWaiter struct {
+	n     int64
+	ready chan struct{}
 }
 
-// reserve takes n bytes, waiting while none are free. It returns false,
-// reserving nothing, if stop is closed first.
+func newRequestMemory(limit int64) *requestMemory { return &requestMemory{limit: limit} }
+
+// reserve takes n bytes, waiting (behind the readers that came first)
+// while none are free. It returns false, reserving nothing, if stop is
+// closed first.
 func (m *requestMemory) reserve(n int64, stop <-chan struct{}) bool {
-	var start time.Time
-	defer func() {
-		if !start.IsZero() {
-			m.waitNanos.Add(int64(time.Since(start)))
-		}
-	}()
-	for {
-		m.mu.Lock()
-		if m.limit <= 0 || m.mu.used < m.limit {
-			m.mu.used += n
-			m.mu.Unlock()
-			return true
-		}
-		freed := m.mu.freed
+	m.mu.Lock()
+	if m.limit <= 0 || len(m.mu.waiters) == 0 && m.mu.used < m.limit {
+		m.mu.used += n
 		m.mu.Unlock()
-		if start.IsZero() {
-			start = time.Now()
-			m.waiting.Add(1)
-			defer m.waiting.Add(-1)
-		}
-		select {
-		case <-freed:
-		case <-stop:
-			return false
+		return true
+	}
+	w := &memWaiter{n: n, ready: make(chan struct{})}
+	m.mu.waiters = append(m.mu.waiters, w)
+	m.mu.Unlock()
+	m.waiting.Add(1)
+	start := time.Now()
+	defer func() {
+		m.waiting.Add(-1)
+		m.waitNanos.Add(int64(time.Since(start)))
+	}()
+	select {
+	case <-w.ready:
+		return true
+	case <-stop:
+	}
+	m.mu.Lock()
+	select {
+	case <-w.ready: // granted meanwhile: give it back
+		m.mu.Unlock()
+		m.release(n)
+		return false
+	default:
+	}
+	for i, x := range m.mu.waiters {
+		if x == w {
+			m.mu.waiters = append(m.mu.waiters[:i], m.mu.waiters[i+1:]...)
+			break
 		}
 	}
+	m.mu.Unlock()
+	return false
 }
 
-// release returns n reserved bytes.
+// release returns n reserved bytes and grants the waiting readers, in
+// order, while any byte is free.
 func (m *requestMemory) release(n int64) {
 	if n == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	wasFull := m.limit > 0 && m.mu.used >= m.limit
 	m.mu.used -= n
-	if wasFull {
-		close(m.mu.freed)
-		m.mu.freed = make(chan struct{})
+	for len(m.mu.waiters) > 0 && m.mu.used < m.limit {
+		w := m.mu.waiters[0]
+		m.mu.waiters = m.mu.waiters[1:]
+		m.mu.used += w.n
+		close(w.ready)
 	}
 }
 

@@ -271,3 +271,56 @@ func TestConnectionLimitSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestMemoryServesWaitersInOrder fills the pool and queues
+// readers: they are granted in the order they came, as long as any byte
+// is free (non-strict), a newcomer waits behind them, and a reader that
+// stops waiting leaves without holding anything.
+func TestRequestMemoryServesWaitersInOrder(t *testing.T) {
+	m := newRequestMemory(10)
+	never := make(chan struct{})
+	if !m.reserve(10, never) {
+		t.Fatal("first reservation refused")
+	}
+	granted := make(chan string, 4)
+	wait := func(name string, n int64, stop chan struct{}) {
+		want := m.waiting.Load() + 1
+		go func() {
+			if m.reserve(n, stop) {
+				granted <- name
+			} else {
+				granted <- name + " stopped"
+			}
+		}()
+		waitFor(t, name+" to wait", func() bool { return m.waiting.Load() == want })
+	}
+	quit := make(chan struct{})
+	wait("a", 6, never)
+	wait("quitter", 1, quit)
+	wait("b", 6, never)
+	wait("c", 1, never)
+	close(quit)
+	if got := <-granted; got != "quitter stopped" {
+		t.Fatalf("got %q, want the quitter to stop", got)
+	}
+	for _, step := range []struct {
+		release int64
+		want    string
+		waiting int64
+	}{
+		{4, "a", 2}, // 6 used: a gets 6 (12 used, non-strict)
+		{6, "b", 1}, // the first holder's rest: b
+		{6, "c", 0}, // a's: c
+	} {
+		m.release(step.release)
+		if got := <-granted; got != step.want {
+			t.Fatalf("granted %q, want %q", got, step.want)
+		}
+		waitFor(t, "the grant to be counted", func() bool { return m.waiting.Load() == step.waiting })
+	}
+	m.release(6)
+	m.release(1)
+	if m.used() != 0 {
+		t.Fatalf("used %d after every release", m.used())
+	}
+}

@@ -34,7 +34,7 @@ import (
 //     registered broker's host from claiming that broker's id. The
 //     peer's identity is proven only when the replication listener runs
 //     mutual TLS with certificates matching the registrations, which
-//     comes with the security work (docs/DESIGN: listeners and security).
+//     comes with the security work (DESIGN.md, "Listeners and security").
 
 // PanicMarker begins the message of the ERROR line logged when a
 // replication call panics and is recovered; it is broker.PanicMarker,
