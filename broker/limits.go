@@ -29,7 +29,8 @@ import (
 //   - queued.max.request.bytes (KIP-72): the bytes of request frames read
 //     and not yet answered, over all connections. A reader that has read
 //     a frame's size prefix reserves that many bytes before it reads the
-//     body, waiting while none are left. As in Kafka's non-strict pool, a
+//     body, waiting while none are left (waiting readers are served in
+//     the order they came). As in Kafka's non-strict pool, a
 //     reservation succeeds while any byte is free, so at most limit +
 //     socket.request.max.bytes - 1 are reserved, and a frame as large as
 //     socket.request.max.bytes always gets in eventually. Kafka frees the
