@@ -324,3 +324,13 @@ func TestRequestMemoryServesWaitersInOrder(t *testing.T) {
 		t.Fatalf("used %d after every release", m.used())
 	}
 }
+
+// TestPerIPOverrideByHostname gives localhost a limit of 1: the name is
+// resolved when the broker starts, so connections from 127.0.0.1 get it.
+func TestPerIPOverrideByHostname(t *testing.T) {
+	s := startServer(t, map[string]string{"max.connections.per.ip.overrides": "localhost:1"})
+	first := dialFrom(t, s, "127.0.0.1")
+	apiVersionsOK(t, first, 1)
+	dialFrom(t, s, "127.0.0.1").expectClosed()
+	apiVersionsOK(t, dialFrom(t, s, "127.0.0.2"), 2)
+}
