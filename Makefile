@@ -85,7 +85,9 @@ fuzz: fuzz-smoke
 # group run; then the history checker (broker/e2e/history) holds every
 # acknowledgement, read and commit against the log. The seed is logged;
 # replay a fault schedule with make chaos CHAOS_SEED=N. CHAOS_TIMEOUT must
-# exceed CHAOS by 10 minutes. It also runs TestNetFaults
+# exceed CHAOS by 10 minutes. It first runs TestBrokerUnderAbuse's long
+# form (CHAOS_ABUSE_CONNS idle connections, oversized and crafted frames,
+# a per-address flood). It also runs TestNetFaults
 # (broker/e2e/netfault_test.go) in its long form: network faults between
 # hosts in network namespaces (broker/e2e/netlab), a minute of flapping
 # link, longer latency windows; its short form runs in every go test.
@@ -96,7 +98,9 @@ CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
 S3_OUTAGE     ?= 10m
+CHAOS_ABUSE_CONNS ?= 10000
 chaos: build
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_ABUSE_CONNS=$(CHAOS_ABUSE_CONNS) $(GO) test ./broker/e2e -run '^TestBrokerUnderAbuse$$' -count=1 -v -timeout 30m
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 

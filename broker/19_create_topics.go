@@ -29,6 +29,12 @@ import (
 // * Configs use Kafka's topic config names; an unknown name or a bad value
 //   is INVALID_CONFIG (see topic_config.go for the supported set).
 // * A topic named twice in one request is INVALID_REQUEST.
+// * A request creating more than strata.max.partitions.per.request
+//   partitions over all its topics is refused for every topic, and a
+//   topic that would put more than strata.max.broker.partitions replicas
+//   on a broker is refused, both with POLICY_VIOLATION
+//   (partition_limits.go); nothing sized by the request is allocated
+//   before these checks.
 // * ValidateOnly checks everything and creates nothing.
 // * The topic, its assignment and configs are persisted in the
 //   coordinator (ZooKeeper, or the embedded file) before the response;
@@ -47,9 +53,20 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := map[string]int{}
+	var total int64 // partitions the request would create
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			total += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			total += int64(s.cfg.NumPartitions)
+		case rt.NumPartitions > 0:
+			total += int64(rt.NumPartitions)
+		}
 	}
+	// Checked before anything is sized by the request.
+	limitErr := s.partitionsPerRequestError(total)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -58,6 +75,9 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 		spec := createTopicSpec{name: rt.Topic, partitions: rt.NumPartitions, replFactor: rt.ReplicationFactor, configs: map[string]string{}}
 		if count[rt.Topic] > 1 {
 			err = newKafkaError(kerr.InvalidRequest, "create topics request contains topic %q more than once", rt.Topic)
+		}
+		if err == nil {
+			err = limitErr
 		}
 		if err == nil && len(rt.ReplicaAssignment) > 0 {
 			err = s.checkAssignment(&spec, rt.ReplicaAssignment)

@@ -22,6 +22,12 @@ import (
 //   (INVALID_REPLICA_ASSIGNMENT).
 // * __consumer_offsets keeps its partition count (groups are mapped to
 //   partitions by it): INVALID_TOPIC_EXCEPTION.
+// * A request adding more than strata.max.partitions.per.request
+//   partitions over all its topics is refused for every topic, and an
+//   addition that would put more than strata.max.broker.partitions
+//   replicas on a broker is refused, both with POLICY_VIOLATION
+//   (partition_limits.go), before anything sized by the request is
+//   allocated.
 // * ValidateOnly checks and changes nothing.
 //
 // Version notes:
@@ -33,9 +39,16 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	count := map[string]int{}
+	snap := s.coord.Snapshot()
+	var total int64 // partitions the request would add
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
+		if t, ok := snap.Topic(rt.Topic); ok {
+			total += max(int64(rt.Count)-int64(len(t.Partitions)), 0)
+		}
 	}
+	// Checked before anything is sized by the request.
+	limitErr := s.partitionsPerRequestError(total)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -43,6 +56,8 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 		var asg [][]int32
 		if count[rt.Topic] > 1 {
 			err = newKafkaError(kerr.InvalidRequest, "duplicate topic %q in the request", rt.Topic)
+		} else if limitErr != nil {
+			err = limitErr
 		} else if rt.Assignment != nil {
 			asg = make([][]int32, len(rt.Assignment))
 			for i, a := range rt.Assignment {

@@ -39,6 +39,26 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// SocketRequestMaxBytes is socket.request.max.bytes.
 	SocketRequestMaxBytes int32
+	// MaxConnections is max.connections: at that many open connections
+	// the accept loop waits until one closes.
+	MaxConnections int32
+	// MaxConnectionsPerIP is max.connections.per.ip: a connection from
+	// an address that already has that many is closed at once.
+	MaxConnectionsPerIP int32
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
+	// limits by IP address or hostname (resolved by NewServer) that
+	// replace MaxConnectionsPerIP.
+	MaxConnectionsPerIPOverrides map[string]int
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the bytes of
+	// request frames read and not yet answered, over all connections,
+	// beyond which readers wait; 0 or less for no bound.
+	QueuedMaxRequestBytes int64
+	// MaxPartitionsPerRequest is strata.max.partitions.per.request: the
+	// most partitions one CreateTopics or CreatePartitions may create.
+	MaxPartitionsPerRequest int32
+	// MaxBrokerPartitions is strata.max.broker.partitions: the most
+	// partition replicas a topic change may leave on any broker.
+	MaxBrokerPartitions int32
 	// ConnectionsMaxIdle is connections.max.idle.ms.
 	ConnectionsMaxIdle time.Duration
 	// RetentionCheckInterval is log.retention.check.interval.ms.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -15,14 +16,16 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/broker/replica"
 )
 
 // PanicMarker begins the message of the ERROR line a broker logs when it
 // recovers from a panic in a connection (reading or handling a request),
-// a panic that closed that connection only. The end-to-end tests fail when
+// a panic that closed that connection only (and package replica when it
+// recovers a replication call's panic). The end-to-end tests fail when
 // a broker's log holds it: a recovered panic is a bug even though the
 // broker served on.
-const PanicMarker = "STRATA_PANIC"
+const PanicMarker = replica.PanicMarker
 
 // connHooks are functions a test of this package sets in Config.hooks to
 // run at fixed points of a connection's work, to make it panic there.
@@ -62,6 +65,8 @@ type conn struct {
 	cancel context.CancelFunc
 	// host is the peer's IP address as Kafka shows it: "/" + IP.
 	host string
+	// addr is the peer's IP address, as the connection quotas count it.
+	addr netip.Addr
 
 	// inflight counts requests read and not yet answered; an idle timeout
 	// with requests in flight does not close the connection.
@@ -74,9 +79,18 @@ type conn struct {
 	copyBuf []byte
 }
 
-// startConn registers a new connection and starts its goroutines.
+// startConn registers a new connection and starts its goroutines, or
+// closes it at once if its address has max.connections.per.ip (or its
+// override) open already.
 func (s *Server) startConn(nc net.Conn) {
+	addr := remoteAddr(nc)
+	if ok, limit := s.quotas.add(addr); !ok {
+		s.log.Info("rejected connection: the address already has its maximum of connections open", "remote", nc.RemoteAddr().String(), "limit", limit)
+		_ = nc.Close() // refused; nothing was read from it
+		return
+	}
 	c := &conn{
+		addr:  addr,
 		s:     s,
 		nc:    nc,
 		log:   s.log.With("remote", nc.RemoteAddr().String()),
@@ -94,6 +108,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s.mu.Unlock()
 		c.cancel()
 		_ = nc.Close()
+		s.quotas.remove(addr)
 		return
 	}
 	s.mu.conns[c] = struct{}{}
@@ -128,10 +143,16 @@ func isTimeout(err error) bool {
 // processLoop to finish the queued requests and close the connection;
 // cancelling the connection's context makes the requests that block in the
 // group coordinator (JoinGroup, SyncGroup) return at once.
+//
+// Before it reads a frame's body the reader reserves the frame's size of
+// queued.max.request.bytes, waiting while none is left (limits.go); the
+// request carries the reservation until it is answered.
 func (c *conn) readLoop() {
 	defer close(c.queue)
 	defer c.cancel()
+	var held int64 // reserved for a request read and not yet queued
 	defer func() {
+		c.s.reqMem.release(held)
 		if r := recover(); r != nil {
 			c.log.Error(PanicMarker+": panic reading request; closing connection", "panic", r, "stack", string(debug.Stack()))
 		}
@@ -146,7 +167,7 @@ func (c *conn) readLoop() {
 		if c.stopping.Load() {
 			return
 		}
-		frame, n, err := readFrame(c.nc, sizeBuf, c.s.cfg.SocketRequestMaxBytes)
+		req, n, err := c.readRequest(sizeBuf)
 		if err != nil {
 			switch {
 			case c.stopping.Load():
@@ -154,21 +175,17 @@ func (c *conn) readLoop() {
 				continue // busy, not idle
 			case isTimeout(err):
 				c.log.Debug("closing idle connection", "idle", idle)
-			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameMalformed):
+			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameMalformed),
+				errors.Is(err, ErrUnknownAPIKey), errors.Is(err, ErrUnsupportedVersion):
 				c.s.stats.requestsRejected.Add(1)
 				c.log.Info("closing connection", "err", err)
-			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errStopped):
 			default:
 				c.log.Debug("connection read failed", "err", err)
 			}
 			return
 		}
-		req, err := parseRequest(frame)
-		if err != nil {
-			c.s.stats.requestsRejected.Add(1)
-			c.log.Info("closing connection", "err", err)
-			return
-		}
+		held = req.reserved
 		cl := group.Client{Host: c.host}
 		if req.clientID != nil {
 			cl.ID = *req.clientID
@@ -180,10 +197,47 @@ func (c *conn) readLoop() {
 		c.inflight.Add(1)
 		select {
 		case c.queue <- req:
+			held = 0
 		case <-c.done:
 			return
 		}
 	}
+}
+
+// errStopped ends a reader that was waiting for queued.max.request.bytes
+// when its connection stopped.
+var errStopped = errors.New("broker: connection stopped")
+
+// readRequest reads and decodes one request: the size prefix, a
+// reservation of that many bytes of queued.max.request.bytes, the body
+// (after re-arming the idle deadline if the reservation waited), and the
+// decoding. n is how many bytes of the size prefix were read. On error
+// nothing stays reserved.
+func (c *conn) readRequest(sizeBuf []byte) (req *request, n int, err error) {
+	size, n, err := readFrameSize(c.nc, sizeBuf, c.s.cfg.SocketRequestMaxBytes)
+	if err != nil {
+		return nil, n, err
+	}
+	mem := c.s.reqMem
+	start := time.Now()
+	if !mem.reserve(int64(size), c.ctx.Done()) {
+		return nil, n, errStopped
+	}
+	if time.Since(start) > time.Millisecond {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectionsMaxIdle))
+	}
+	frame, err := readFrameBody(c.nc, size)
+	if err != nil {
+		mem.release(int64(size))
+		return nil, n, err
+	}
+	req, err = parseRequest(frame)
+	if err != nil {
+		mem.release(int64(size))
+		return nil, n, err
+	}
+	req.reserved = int64(size)
+	return req, n, nil
 }
 
 // processLoop handles the queued requests in order.
@@ -194,13 +248,20 @@ func (c *conn) processLoop() {
 		c.s.stats.connectionsOpen.Add(-1)
 		_ = c.nc.Close()
 		close(c.done)
+		// The requests left unanswered give their bytes back; the
+		// reader closes the queue once it sees done.
+		for req := range c.queue {
+			c.s.reqMem.release(req.reserved)
+		}
 		c.s.mu.Lock()
 		delete(c.s.mu.conns, c)
 		c.s.mu.Unlock()
+		c.s.quotas.remove(c.addr)
 		c.s.connWG.Done()
 	}()
 	for req := range c.queue {
 		ok := c.process(req)
+		c.s.reqMem.release(req.reserved)
 		c.inflight.Add(-1)
 		if !ok {
 			return

@@ -7,7 +7,11 @@
 //
 // Every request and response is a frame: a big-endian int32 size followed
 // by that many bytes. Request frames larger than socket.request.max.bytes
-// are refused before anything is allocated, and the connection is closed.
+// are refused from their size prefix, before anything is allocated, and
+// the connection is closed. A frame's buffer grows as its body arrives
+// (16 KiB at first, then at most 8 times the bytes read when they fill
+// it), so a client that announces a large frame and sends little of it
+// holds little memory.
 //
 //	request:  size int32 | api key int16 | api version int16 | correlation id int32
 //	          | client id nullable string (int16 length)
@@ -28,6 +32,46 @@
 // malformed body) closes its connection after the requests queued before it
 // are answered; ApiVersions at an unsupported version is answered with
 // UNSUPPORTED_VERSION in v0 form instead, as Kafka does (KIP-511).
+//
+// # Decoding
+//
+// Bodies are decoded by kmsg, which refuses an array whose claimed length
+// could not fit in the bytes left (each element needs at least its
+// fewest encoded bytes), so a claim of 2^31 elements in a small frame
+// fails before anything is allocated. Decoding a frame still allocates
+// more than its size, since a Go element is larger than its fewest bytes
+// on the wire: it never allocates more than MaxDecodeAmplification (64)
+// times the frame's size. TestDecodeAllocationBound measures it for every
+// API version served, with frames crafted to decode the most per byte:
+// arrays of empty elements (up to 24 times; 16 for arrays of strings,
+// whose header is 16 bytes against 1 on the wire) and unknown tagged
+// fields, which kmsg keeps in a map (up to 54 times, the worst).
+//
+// # Limits
+//
+// limits.go bounds what clients can make the broker hold, with Kafka's
+// settings and semantics: max.connections (the accept loop waits at the
+// limit), max.connections.per.ip and its overrides (a connection over its
+// address's limit is closed at once), queued.max.request.bytes (the bytes
+// of frames read and not yet answered, over all connections; a reader
+// reserves a frame's announced size before reading its body and waits
+// while none is left, KIP-72; waiting readers are served in the order
+// they came). partition_limits.go bounds the partitions
+// topic changes create (strata.max.partitions.per.request,
+// strata.max.broker.partitions).
+//
+// What requests can hold follows: a connection holds at most
+// maxInFlight+1 frames (queued, being handled, and the one its reader
+// holds back), each decoded into at most MaxDecodeAmplification times its
+// size; with queued.max.request.bytes = Q > 0, the frames held over all
+// connections are at most Q + socket.request.max.bytes - 1 bytes, so
+// decoded requests at most 65 times that. With Kafka's default Q = -1
+// only the per-connection bound holds; an operator who must bound the
+// broker's memory sets Q, and socket.request.max.bytes no larger than
+// the largest request clients send. A reservation is of the size a frame
+// announces, as in Kafka: a client that announces frames and sends them
+// slowly holds its reservations until connections.max.idle.ms ends its
+// read; max.connections.per.ip bounds how much one address can hold so.
 //
 // # Handlers
 //

@@ -39,6 +39,9 @@ type request struct {
 	unsupported bool
 	// size is the frame size, for accounting.
 	size int
+	// reserved is what the request holds of queued.max.request.bytes
+	// (conn.go), released once it is answered or dropped.
+	reserved int64
 	// ctx is the connection's context with the client (group.WithClient):
 	// it is cancelled when the connection's reader stops (the client went
 	// away, the connection failed or was refused a frame, the server shuts
@@ -47,30 +50,72 @@ type request struct {
 	ctx context.Context
 }
 
-// readFrame reads one size-prefixed frame. The size is checked against max
-// before the body is allocated. sizeBuf must have length 4; readFrame
-// reports in n how many bytes of the size prefix were read, so a caller
-// timing out while idle can tell "nothing arrived" from "a frame started".
+// Growth of a frame's buffer as its body arrives (readFrameBody).
+const (
+	// frameFirstChunk is the most a frame's buffer holds before any of
+	// its body has been read.
+	frameFirstChunk = 16 << 10
+	// frameGrowth is how many times the bytes read so far the buffer
+	// grows to when they fill it.
+	frameGrowth = 8
+)
+
+// readFrame reads one size-prefixed frame (readFrameSize, then
+// readFrameBody).
 func readFrame(r io.Reader, sizeBuf []byte, max int32) (frame []byte, n int, err error) {
-	n, err = io.ReadFull(r, sizeBuf[:4])
+	size, n, err := readFrameSize(r, sizeBuf, max)
 	if err != nil {
 		return nil, n, err
 	}
-	size := int32(binary.BigEndian.Uint32(sizeBuf))
+	frame, err = readFrameBody(r, size)
+	return frame, n, err
+}
+
+// readFrameSize reads a frame's size prefix and checks it against max:
+// nothing is allocated for a frame that is refused. sizeBuf must have
+// length 4; readFrameSize reports in n how many bytes of the prefix were
+// read, so a caller timing out while idle can tell "nothing arrived" from
+// "a frame started".
+func readFrameSize(r io.Reader, sizeBuf []byte, max int32) (size int32, n int, err error) {
+	n, err = io.ReadFull(r, sizeBuf[:4])
+	if err != nil {
+		return 0, n, err
+	}
+	size = int32(binary.BigEndian.Uint32(sizeBuf))
 	if size < 0 || size > max {
-		return nil, n, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
+		return 0, n, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, size, max)
 	}
 	if size < 8 {
-		return nil, n, fmt.Errorf("%w: %d bytes is shorter than a request header", ErrFrameMalformed, size)
+		return 0, n, fmt.Errorf("%w: %d bytes is shorter than a request header", ErrFrameMalformed, size)
 	}
-	frame = make([]byte, size)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	return size, n, nil
+}
+
+// readFrameBody reads a frame body of size bytes. Its buffer grows as the
+// body arrives: frameFirstChunk at first, then frameGrowth times the
+// bytes read each time they fill it, so a client that announces a large
+// frame and sends little of it holds at most frameGrowth times what it
+// sent (plus frameFirstChunk), and a frame that arrives whole is copied
+// at most 1/(frameGrowth-1) of its size on the way.
+func readFrameBody(r io.Reader, size int32) ([]byte, error) {
+	buf := make([]byte, min(int(size), frameFirstChunk))
+	have := 0
+	for {
+		n, err := io.ReadFull(r, buf[have:])
+		have += n
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
-		return nil, n, err
+		if have == int(size) {
+			return buf, nil
+		}
+		next := make([]byte, min(int(size), have*frameGrowth))
+		copy(next, buf)
+		buf = next
 	}
-	return frame, n, nil
 }
 
 // parseRequest decodes the header and body of one frame (without its size
@@ -119,3 +164,8 @@ func parseRequest(frame []byte) (*request, error) {
 	r.kreq = kreq
 	return r, nil
 }
+
+// MaxDecodeAmplification bounds the bytes decoding a request frame
+// allocates, as a multiple of the frame's size (doc.go, "Decoding";
+// TestDecodeAllocationBound measures it over every API version served).
+const MaxDecodeAmplification = 64

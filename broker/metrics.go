@@ -161,7 +161,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		m.apis[k] = &apiMetrics{name: name, requests: requests.WithLabelValues(name), latency: latency.WithLabelValues(name)}
 	}
 	m.reg.MustRegister(requests, latency, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors,
-		&stateCollector{s: s},
+		&stateCollector{s: s}, limitsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

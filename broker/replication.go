@@ -39,6 +39,7 @@ func (s *Server) newReplicaManager() (*replica.Manager, error) {
 		FetchMaxBytes:        s.cfg.ReplicaFetchMaxBytes,
 		FetchBackoff:         s.cfg.ReplicaFetchBackoff,
 		HWCheckpointInterval: s.cfg.HWCheckpointInterval,
+		MaxPartitions:        int(s.cfg.MaxBrokerPartitions),
 		Logger:               s.log,
 		Metrics:              s.metrics.reg,
 		Now:                  s.nowFn,

@@ -66,6 +66,11 @@ type Server struct {
 		conns  map[*conn]struct{}
 	}
 
+	// quotas are the connection limits and reqMem the bound on queued
+	// request bytes (limits.go), set by NewServer.
+	quotas *connQuotas
+	reqMem *requestMemory
+
 	stats   stats
 	metrics *brokerMetrics // metrics.go
 	connWG  sync.WaitGroup
@@ -94,7 +99,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.TopicDefaults == nil {
 		return nil, errors.New("broker: config not built by DefaultConfig or ConfigFromProperties")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), fatal: make(chan error, 1), nowFn: time.Now}
+	s := &Server{cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), fatal: make(chan error, 1), nowFn: time.Now,
+		reqMem: newRequestMemory(cfg.QueuedMaxRequestBytes)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -127,6 +133,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
+	if s.quotas, err = newConnQuotas(&s.cfg); err != nil {
+		return fail(err)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fail(fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err))
@@ -170,7 +179,9 @@ func (s *Server) ClusterID() string { return s.coord.ClusterID() }
 func (s *Server) Fatal() <-chan error { return s.fatal }
 
 // Serve accepts connections until Shutdown, then returns ErrServerClosed.
-// It may be called once.
+// It may be called once. While max.connections are open it stops
+// accepting (connections wait in the listen backlog); a connection from
+// an address at its max.connections.per.ip is closed at once (limits.go).
 func (s *Server) Serve() error {
 	s.serveMu.Lock()
 	if s.served {
@@ -181,6 +192,9 @@ func (s *Server) Serve() error {
 	s.serveMu.Unlock()
 	var tempDelay time.Duration
 	for {
+		if !s.quotas.waitSlot(s.closed) {
+			return ErrServerClosed
+		}
 		nc, err := s.ln.Accept()
 		if err != nil {
 			select {

@@ -2,9 +2,12 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +48,24 @@ var brokerSettings = []setting{
 	{name: "socket.request.max.bytes", typ: typeLong, def: "104857600", valid: between(1, math.MaxInt32),
 		field: func(c *Config) any { return &c.SocketRequestMaxBytes },
 		doc:   "Largest request frame accepted."},
+	{name: "max.connections", typ: typeInt, def: strconv.Itoa(math.MaxInt32), valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.MaxConnections },
+		doc:   "Most client connections open at once; at the limit the broker stops accepting (new connections wait in the listen backlog) until one closes."},
+	{name: "max.connections.per.ip", typ: typeInt, def: strconv.Itoa(math.MaxInt32), valid: between(0, math.MaxInt32),
+		field: func(c *Config) any { return &c.MaxConnectionsPerIP },
+		doc:   "Most connections from one IP address; a new connection over the limit is closed at once. 0 only with max.connections.per.ip.overrides."},
+	{name: "max.connections.per.ip.overrides", typ: typeString, unset: "none",
+		set: setPerIPOverrides, value: perIPOverridesValue,
+		doc: "Limits that replace max.connections.per.ip for some addresses: host:count,host:count with IP addresses or hostnames (resolved when the broker starts)."},
+	{name: "queued.max.request.bytes", typ: typeLong, def: "-1",
+		field: func(c *Config) any { return &c.QueuedMaxRequestBytes },
+		doc:   "Bytes of requests read but not yet answered, over all connections, beyond which no more requests are read until some are answered; -1 (or 0) for no bound, else at least socket.request.max.bytes."},
+	{name: "strata.max.partitions.per.request", typ: typeInt, def: "10000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.MaxPartitionsPerRequest },
+		doc:   "Most partitions one CreateTopics or CreatePartitions request may create, over all its topics (POLICY_VIOLATION beyond)."},
+	{name: "strata.max.broker.partitions", typ: typeInt, def: "4000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.MaxBrokerPartitions },
+		doc:   "Most partition replicas a broker may host; a topic creation or partition addition that would put more on any broker is refused (POLICY_VIOLATION)."},
 	{name: "connections.max.idle.ms", typ: typeLong, def: "600000", valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.ConnectionsMaxIdle }, unit: time.Millisecond,
 		doc: "Idle connections are closed after this long."},
@@ -133,6 +154,23 @@ var groupSettings = []setting{
 // checkAcrossSettings checks the rules that involve more than one
 // setting, once all are read.
 func checkAcrossSettings(c *Config) *ConfigError {
+	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
+		k := "queued.max.request.bytes"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least socket.request.max.bytes (%d), or -1", c.SocketRequestMaxBytes)}
+	}
+	for _, need := range []struct {
+		name string
+		n    int32
+	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}} {
+		if need.n > c.MaxPartitionsPerRequest {
+			k := "strata.max.partitions.per.request"
+			return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least %s (%d), or no such topic could be created", need.name, need.n)}
+		}
+	}
+	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
+		k := "max.connections.per.ip"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: "can be 0 only if max.connections.per.ip.overrides is set"}
+	}
 	if g := c.Groups; g.MinSessionTimeout > g.MaxSessionTimeout {
 		k := "group.min.session.timeout.ms"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds())}
@@ -235,4 +273,66 @@ func checkZooKeeperConnect(v string) error {
 		return fmt.Errorf("want host:port[,host:port...][/chroot]: %v", err)
 	}
 	return nil
+}
+
+// setPerIPOverrides reads max.connections.per.ip.overrides as Kafka does:
+// comma-separated host:count pairs, split at the last colon (so that an
+// IPv6 address may be given bare or in brackets). A host is an IP address
+// or a hostname; the count is at least 0.
+func setPerIPOverrides(c *Config, v string) error {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndexByte(item, ':')
+		if i < 0 {
+			return fmt.Errorf("%q: want host:count", item)
+		}
+		host := strings.TrimSpace(item[:i])
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		n, err := strconv.ParseInt(strings.TrimSpace(item[i+1:]), 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: the count must be an int of at least 0", item)
+		}
+		if !validOverrideHost(host) {
+			return fmt.Errorf("%q: %q is neither an IP address nor a hostname", item, host)
+		}
+		if _, dup := out[host]; dup {
+			return fmt.Errorf("host %q is given twice", host)
+		}
+		out[host] = int(n)
+	}
+	c.MaxConnectionsPerIPOverrides = out
+	return nil
+}
+
+// validOverrideHost accepts an IP address or a hostname (letters,
+// digits, '-', '.', '_').
+func validOverrideHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// perIPOverridesValue renders max.connections.per.ip.overrides back,
+// sorted by host.
+func perIPOverridesValue(c *Config) string {
+	hosts := slices.Sorted(maps.Keys(c.MaxConnectionsPerIPOverrides))
+	parts := make([]string, len(hosts))
+	for i, h := range hosts {
+		parts[i] = h + ":" + strconv.Itoa(c.MaxConnectionsPerIPOverrides[h])
+	}
+	return strings.Join(parts, ",")
 }

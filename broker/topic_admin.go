@@ -105,12 +105,22 @@ func (s *Server) checkCreateTopic(spec *createTopicSpec, snap *coord.Snapshot) e
 	if live := len(snap.Brokers); int(spec.replFactor) > live {
 		return newKafkaError(kerr.InvalidReplicationFactor, "replication factor: %d larger than available brokers: %d", spec.replFactor, live)
 	}
+	if err := s.partitionsPerRequestError(int64(spec.partitions)); err != nil {
+		return err
+	}
 	for i, reps := range spec.assignment {
 		for _, b := range reps {
 			if !snap.Live(b) {
 				return newKafkaError(kerr.InvalidReplicaAssignment, "broker %d in the assignment of partition %d is not a live broker", b, i)
 			}
 		}
+	}
+	if spec.assignment != nil {
+		if err := s.brokerPartitionsError(snap, spec.assignment); err != nil {
+			return err
+		}
+	} else if err := s.replicaBudgetError(snap, int64(spec.partitions), int64(spec.replFactor)); err != nil {
+		return err
 	}
 	for k, v := range spec.configs {
 		if err := checkTopicConfig(k, &v); err != nil {
@@ -155,6 +165,9 @@ func (s *Server) createTopic(spec createTopicSpec) (*topicState, error) {
 		asg, err = coord.AssignReplicas(snap.Brokers, int(spec.partitions), int(spec.replFactor), coord.RandomStart)
 		if err != nil {
 			return nil, coordError(err, "assign replicas")
+		}
+		if err := s.brokerPartitionsError(snap, asg); err != nil {
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
@@ -235,6 +248,9 @@ func (s *Server) addPartitions(name string, count int32, assignment [][]int32, v
 	if count == have {
 		return newKafkaError(kerr.InvalidPartitions, "topic already has %d partitions", have)
 	}
+	if err := s.partitionsPerRequestError(int64(count) - int64(have)); err != nil {
+		return err
+	}
 	rf := len(t.Partitions[0].Replicas)
 	if assignment != nil {
 		if len(assignment) != int(count-have) {
@@ -257,11 +273,17 @@ func (s *Server) addPartitions(name string, count int32, assignment [][]int32, v
 		if rf > len(snap.Brokers) {
 			return newKafkaError(kerr.InvalidReplicationFactor, "replication factor: %d larger than available brokers: %d", rf, len(snap.Brokers))
 		}
+		if err := s.replicaBudgetError(snap, int64(count)-int64(have), int64(rf)); err != nil {
+			return err
+		}
 		var err error
 		opts := coord.AssignOptions{StartIndex: coord.AddStartIndex(snap.Brokers, t), StartPartition: int(have)}
 		if assignment, err = coord.AssignReplicas(snap.Brokers, int(count-have), rf, opts); err != nil {
 			return coordError(err, "assign replicas")
 		}
+	}
+	if err := s.brokerPartitionsError(snap, assignment); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

@@ -12,8 +12,10 @@ import (
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 )
 
 // This file is the follower's side of replication (Kafka's replica
@@ -144,7 +146,11 @@ func (f *fetcher) run() {
 				return
 			default:
 			}
-			m.log.Debug("replication stream ended", "leader", f.leader, "err", err)
+			if status.Code(err) == codes.PermissionDenied {
+				m.log.Warn("replication: the leader refused this broker's stream", "leader", f.leader, "err", err)
+			} else {
+				m.log.Debug("replication stream ended", "leader", f.leader, "err", err)
+			}
 		}
 		select {
 		case <-m.done:

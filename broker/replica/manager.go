@@ -33,6 +33,10 @@ type Config struct {
 	// HWCheckpointInterval is
 	// replica.high.watermark.checkpoint.interval.ms.
 	HWCheckpointInterval time.Duration
+	// MaxPartitions is strata.max.broker.partitions: the most partitions
+	// a follower can fetch from this broker, which bounds the size of
+	// the messages the Replication service accepts (guard.go).
+	MaxPartitions int
 
 	// Listener, if not nil, is where the Replication service serves
 	// other brokers' fetchers; the Manager owns it from NewManager on.
@@ -97,12 +101,10 @@ func NewManager(cfg Config, host Host) *Manager {
 		return m
 	}
 	ln := cfg.Listener
-	m.srv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxReplicationMessage),
-		grpc.MaxSendMsgSize(maxReplicationMessage),
+	m.srv = grpc.NewServer(append(m.serverOptions(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	replpb.RegisterReplicationServer(m.srv, &replicationService{m: m})
 	m.wg.Add(1)
 	go func() {

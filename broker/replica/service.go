@@ -61,7 +61,9 @@ type streamPart struct {
 }
 
 // Replicate serves one follower's stream until it ends or the server
-// closes.
+// closes. The first message must name a registered broker calling from
+// its registered host (guard.go), else the stream ends with
+// codes.PermissionDenied.
 func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServer) error {
 	m := rs.m
 	first, err := stream.Recv()
@@ -69,8 +71,8 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 		return err
 	}
 	follower := first.GetFollowerId()
-	if follower < 0 || follower == m.cfg.BrokerID {
-		return fmt.Errorf("replication stream from broker %d refused", follower)
+	if err := m.checkFollower(stream.Context(), follower); err != nil {
+		return m.refused("Replicate", err)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -344,6 +346,9 @@ func readBatches(l *segment.Log, off int64, maxBytes int, limit int64) ([]byte, 
 
 // EpochEnds answers a follower's KIP-101 question for each partition.
 func (rs *replicationService) EpochEnds(ctx context.Context, req *replpb.EpochEndsRequest) (*replpb.EpochEndsResponse, error) {
+	if err := rs.m.checkFollower(ctx, req.GetFollowerId()); err != nil {
+		return nil, rs.m.refused("EpochEnds", err)
+	}
 	resp := &replpb.EpochEndsResponse{}
 	for _, q := range req.GetPartitions() {
 		e := &replpb.EpochEnd{Topic: q.GetTopic(), Partition: q.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
