@@ -57,10 +57,21 @@ test-repeat:
 # reconnects (upstream issue go-zookeeper/zk#35, open), which the ZooKeeper
 # outage tests trigger. The embedded coordinator still runs under the race
 # detector inside the broker tests; coord's ZooKeeper code does not.
-RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord')
+#
+# The end-to-end tests (broker/e2e) mostly wait (ZooKeeper sessions,
+# replica lag, restarts) and leave the CPU idle, so they run as two shards
+# beside the other packages and coord (deploy/scripts/run-parallel.sh);
+# each test starts its own processes on its own ports and directories.
+# E2E_SHARD_A names the longer half (about half of the e2e wall time);
+# every other test, a new one too, runs in the second shard.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord' | grep -v '/broker/e2e$$')
+E2E_SHARD_A := ^(TestNetFaults|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse)$$
 unit: build
-	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 10m ./coord/...
+	@bash deploy/scripts/run-parallel.sh \
+	  "$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)" \
+	  "$(GO) test -count=1 -timeout 10m ./coord/..." \
+	  "$(GO) test -race -count=1 -timeout 15m ./broker/e2e -run '$(E2E_SHARD_A)'" \
+	  "$(GO) test -race -count=1 -timeout 15m ./broker/e2e -skip '$(E2E_SHARD_A)'"
 	$(GO) -C $(BENCH_MOD) test -race -count=1 -timeout 5m ./...
 
 # fuzz-smoke runs every fuzz target briefly; the corpus in testdata/fuzz is
