@@ -20,7 +20,7 @@ FUZZTIME_SLOW ?= 1500x
 FUZZ_SLOW     ?= FuzzRecovery
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-repeat unit e2e fuzz fuzz-smoke chaos chaos-short lint vet fmt-check staticcheck bench bench-quick deps proto clean cluster cluster-status cluster-stop cluster-clean test-cluster
+.PHONY: all build run test test-repeat unit slow-checks e2e fuzz fuzz-smoke chaos chaos-short lint vet fmt-check staticcheck bench bench-quick deps proto clean cluster cluster-status cluster-stop cluster-clean test-cluster
 
 all: build
 
@@ -41,7 +41,13 @@ deps:
 	$(GO) mod download
 	$(GO) -C $(BENCH_MOD) mod download
 
-test: deps lint unit fuzz-smoke test-cluster chaos-short
+test: deps lint unit slow-checks
+
+# slow-checks runs fuzz-smoke, test-cluster and chaos-short at once
+# (deploy/scripts/run-parallel.sh): the fuzzers use the CPU while the
+# cluster script and the chaos run mostly wait on processes and timeouts.
+slow-checks: build
+	@bash deploy/scripts/run-parallel.sh "$(MAKE) --no-print-directory fuzz-smoke" "bash deploy/local/test-cluster.sh" "$(CHAOS_SHORT_CMD)"
 
 # test-repeat runs `make test` N times in a row in a fresh clone of HEAD
 # (deploy/scripts/test-repeat.sh), run HOG of them beside a CPU hog
@@ -122,8 +128,9 @@ chaos: build
 # ending with the history checker.
 CHAOS_SHORT_FAULTS ?= 14
 CHAOS_SHORT_SEED   ?= 4
+CHAOS_SHORT_CMD = STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_FAULTS=$(CHAOS_SHORT_FAULTS) STRATA_CHAOS_SEED=$(CHAOS_SHORT_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout 45m
 chaos-short: build
-	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_FAULTS=$(CHAOS_SHORT_FAULTS) STRATA_CHAOS_SEED=$(CHAOS_SHORT_SEED) $(GO) test ./broker/e2e -run '^TestChaos$$' -count=1 -v -timeout 45m
+	$(CHAOS_SHORT_CMD)
 
 lint: vet fmt-check staticcheck
 

@@ -83,13 +83,12 @@
 // MiB plus 300 bytes per partition strata.max.broker.partitions allows),
 // a leader's by maxReplicationMessage (256 MiB); and a stream's first
 // message (or an EpochEnds request) must name a broker other than this
-// one that is registered in the coordinator's snapshot, calling from an
-// address its registered host resolves to (a loopback address matching a
-// host that resolves to loopback), else the call ends with
-// codes.PermissionDenied and both sides log it at WARN. This keeps a
-// stray process from replicating under a broker's id; it is not
-// authentication: a process on a registered broker's host can still
-// claim that broker's id. Proving a peer's identity takes mutual TLS on
+// one that is registered in the coordinator's snapshot (from whatever
+// address: NAT, several interfaces and proxies are normal), else the call
+// ends with codes.PermissionDenied and both sides log it at WARN. This
+// keeps a stray process from replicating under an id no live broker has;
+// it is not authentication: any process that can reach the port can
+// claim a registered broker's id. Proving a peer's identity takes mutual TLS on
 // the replication listener with certificates matching the registrations,
 // which comes with the security work.
 //
