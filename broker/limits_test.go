@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/segment/poll"
+
 	"bytes"
 	"errors"
 	"io"
@@ -212,9 +214,7 @@ func TestQueuedBytesReleasedWhenConnectionDrops(t *testing.T) {
 		if r.corr == 1 {
 			// The others are read while this one is handled; not
 			// a test assertion (this is not the test's goroutine).
-			for deadline := time.Now().Add(time.Minute); srv.Load().reqMem.used() < 5*frame && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
+			poll.For(time.Minute, func() bool { return srv.Load().reqMem.used() >= 5*frame })
 			panic("test: handler panic with requests queued")
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/stratastream/strata/tiering"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -439,18 +440,12 @@ func TestTieringRestoreLegacyBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := p.remoteManifest(); m != nil && m.EndOffset() > end {
-			if !m.LegacyKeys || m.Prefix() != tiering.LegacyPartitionPrefix(topic, 1) {
-				t.Fatalf("uploads after restore went to %s (legacy %v)", m.Prefix(), m.LegacyKeys)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no uploads after restore: %+v", p.tier.archiver().Lag())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var m *tiering.Manifest
+	if !poll.For(time.Minute, func() bool { m = p.remoteManifest(); return m != nil && m.EndOffset() > end }) {
+		t.Fatalf("no uploads after restore: %+v", p.tier.archiver().Lag())
+	}
+	if !m.LegacyKeys || m.Prefix() != tiering.LegacyPartitionPrefix(topic, 1) {
+		t.Fatalf("uploads after restore went to %s (legacy %v)", m.Prefix(), m.LegacyKeys)
 	}
 	if _, err := os.Stat(filepath.Join(objects, topic, topicID)); !os.IsNotExist(err) {
 		t.Fatalf("objects in the new layout for a legacy partition: %v", err)

@@ -80,12 +80,12 @@ func newFailingDisk(t *testing.T) *failingDisk {
 	}
 	var dev string
 	var err error
-	for range 3 { // another test may take the free device first
-		if dev, err = run("losetup", "-f", "--show", img); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	tries := 0 // another test may take the free device first
+	poll.For(time.Minute, func() bool {
+		tries++
+		dev, err = run("losetup", "-f", "--show", img)
+		return err == nil || tries >= 3
+	})
 	if err != nil {
 		skipOrFailInCI(t, "cannot set up a loop device: "+err.Error())
 	}

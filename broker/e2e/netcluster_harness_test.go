@@ -21,6 +21,7 @@ import (
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -368,11 +369,8 @@ func (w *zkWatch) waitFor(t testing.TB, timeout time.Duration, what string, cond
 	t.Helper()
 	start := time.Now()
 	last := ""
-	for time.Since(start) < timeout {
-		if last = cond(); last == "" {
-			return time.Since(start)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if poll.For(timeout, func() bool { last = cond(); return last == "" }) {
+		return time.Since(start)
 	}
 	t.Fatalf("waiting %v for %s: %s", timeout, what, last)
 	return 0
@@ -451,17 +449,18 @@ func replicaLog(dir, topic string, p int32) ([]byte, error) {
 func (c *Cluster) compareReplicas(t *testing.T, topic string, parts []int32, timeout time.Duration) map[int32]int {
 	t.Helper()
 	sizes := map[int32]int{}
-	deadline := time.Now().Add(timeout)
 	for _, p := range parts {
-		for {
-			logs := make([][]byte, len(c.brokers))
+		var logs [][]byte
+		diverged := ""
+		same := poll.For(timeout, func() bool {
+			logs = make([][]byte, len(c.brokers))
 			var err error
 			for i, b := range c.brokers {
 				if logs[i], err = replicaLog(b.Dir, topic, p); err != nil {
 					t.Fatalf("partition %d on broker %d: %v", p, i+1, err)
 				}
 			}
-			same, diverged := true, ""
+			same := true
 			for i := 1; i < len(logs); i++ {
 				n := min(len(logs[0]), len(logs[i]))
 				if !bytes.Equal(logs[0][:n], logs[i][:n]) {
@@ -473,23 +472,19 @@ func (c *Cluster) compareReplicas(t *testing.T, topic string, parts []int32, tim
 				}
 				same = same && len(logs[0]) == len(logs[i])
 			}
-			if diverged != "" {
-				t.Errorf("%s-%d: the replicas' logs diverged: %s", topic, p, diverged)
-				break
+			return diverged != "" || same
+		})
+		switch {
+		case diverged != "":
+			t.Errorf("%s-%d: the replicas' logs diverged: %s", topic, p, diverged)
+		case same:
+			sizes[p] = len(logs[0])
+		default:
+			var ls []string
+			for i, l := range logs {
+				ls = append(ls, fmt.Sprintf("broker %d: %d bytes", i+1, len(l)))
 			}
-			if same {
-				sizes[p] = len(logs[0])
-				break
-			}
-			if time.Now().After(deadline) {
-				var ls []string
-				for i, l := range logs {
-					ls = append(ls, fmt.Sprintf("broker %d: %d bytes", i+1, len(l)))
-				}
-				t.Errorf("%s-%d: the replicas' logs are not the same %v after the end: %s", topic, p, timeout, strings.Join(ls, ", "))
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+			t.Errorf("%s-%d: the replicas' logs are not the same %v after the end: %s", topic, p, timeout, strings.Join(ls, ", "))
 		}
 	}
 	return sizes
@@ -543,8 +538,7 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 		}
 		sealedEnd := segs[len(segs)-1].BaseOffset
 		var m *tiering.Manifest
-		deadline := time.Now().Add(timeout)
-		for {
+		if !poll.For(timeout, func() bool {
 			b, err := readObject(ctx, mc, bucket, tiering.ManifestKey(topic, topicID, p))
 			if err == nil && b != nil {
 				if m, err = tiering.DecodeManifest(b); err != nil {
@@ -554,17 +548,13 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 			if err != nil {
 				t.Logf("%s-%d: reading the manifest: %v", topic, p, err)
 			}
-			if m != nil && m.EndOffset() >= sealedEnd {
-				break
+			return m != nil && m.EndOffset() >= sealedEnd
+		}) {
+			end := int64(-1)
+			if m != nil {
+				end = m.EndOffset()
 			}
-			if time.Now().After(deadline) {
-				end := int64(-1)
-				if m != nil {
-					end = m.EndOffset()
-				}
-				t.Fatalf("%s-%d: the bucket ends at offset %d %v after the end, broker 1 has sealed up to %d", topic, p, end, timeout, sealedEnd)
-			}
-			time.Sleep(200 * time.Millisecond)
+			t.Fatalf("%s-%d: the bucket ends at offset %d %v after the end, broker 1 has sealed up to %d", topic, p, end, timeout, sealedEnd)
 		}
 		if pr := tcmManifestProblem(m); pr != "" {
 			t.Errorf("%s-%d: manifest: %s", topic, p, pr)

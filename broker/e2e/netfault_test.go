@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/broker/e2e/netlab"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -225,6 +226,32 @@ func (e *netEnv) ledBy(id int32) []int32 {
 	return out
 }
 
+// sentSince counts the records sent (on any partition) after since.
+func (e *netEnv) sentSince(since time.Time) int {
+	e.prod.acks.mu.Lock()
+	defer e.prod.acks.mu.Unlock()
+	n := 0
+	for _, outs := range e.prod.acks.recs {
+		for _, o := range outs {
+			if o.sentAt.After(since) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// hold keeps the faults in place until at least d has passed and at
+// least records records were sent since it began (so that traffic
+// crossed them however slow the machine is), bounded by netBound.
+func (e *netEnv) hold(t *testing.T, what string, d time.Duration, records int) {
+	t.Helper()
+	from := time.Now()
+	poll.Until(t, d+netBound, what, func() bool {
+		return time.Since(from) >= d && e.sentSince(from) >= records
+	})
+}
+
 // ackedSentAfter counts the records of p sent after since and
 // acknowledged before until.
 func (e *netEnv) ackedSentAfter(p int32, since, until time.Time) int {
@@ -429,7 +456,8 @@ func netFlappingLink(t *testing.T, e *netEnv) {
 	// Some holds are past replica.lag.time.max.ms (the follower leaves
 	// the ISR), most are not; the last is cut short at the end.
 	hold := func() {
-		time.Sleep(min(time.Duration(100+e.rng.Intn(2400))*time.Millisecond, max(time.Until(until), 0)))
+		d := min(time.Duration(100+e.rng.Intn(2400))*time.Millisecond, max(time.Until(until), 0))
+		e.hold(t, "a record sent across the flapping link's state", d, 1)
 	}
 	for time.Now().Before(until) && flaps < 1000 {
 		e.lab.Partition(e.c.host(l), e.c.host(f))
@@ -487,7 +515,7 @@ func netLossyLinks(t *testing.T, e *netEnv) {
 	resets0 := e.resets()
 	start := time.Now()
 	e.brokerFaults(netlab.Faults{Latency: 20 * time.Millisecond, Jitter: 15 * time.Millisecond, Loss: 0.02, Reset: 0.002})
-	time.Sleep(dur)
+	e.hold(t, "records sent across the lossy links", dur, 20)
 	end := time.Now()
 	e.brokerFaults(netlab.Faults{})
 	acked := 0
@@ -553,13 +581,13 @@ func netLatency(t *testing.T, e *netEnv) {
 func (e *netEnv) measure(t *testing.T, label string, window time.Duration, n int) string {
 	t.Helper()
 	from := time.Now()
-	time.Sleep(window)
+	e.hold(t, "records sent in the "+label+" window", window, 20)
 	to := time.Now()
-	// Wait (bounded) for the records sent in the window to be answered.
-	deadline := time.Now().Add(netBound)
+	// Wait (bounded) for the records sent in the window to be answered;
+	// the last count is reported either way.
 	var lats []time.Duration
 	acked, sent := 0, 0
-	for {
+	poll.For(netBound, func() bool {
 		lats, acked, sent = nil, 0, 0
 		pending := false
 		for _, outs := range e.prod.acks.snapshot() {
@@ -577,11 +605,8 @@ func (e *netEnv) measure(t *testing.T, label string, window time.Duration, n int
 				}
 			}
 		}
-		if !pending || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return !pending
+	})
 	steady := fmt.Sprintf("steady_sent=%d steady_acked=%d steady_acks_per_s=%.0f steady_p50_ms=%d steady_p99_ms=%d",
 		sent, acked, float64(acked)/to.Sub(from).Seconds(), pct(lats, 50).Milliseconds(), pct(lats, 99).Milliseconds())
 	return steady + " " + e.burst(t, label, n)

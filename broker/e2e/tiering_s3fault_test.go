@@ -331,12 +331,14 @@ func TestTieringS3Faults(t *testing.T) {
 			t.Fatal(err)
 		}
 		ackedBefore := prod.ackedCount()
-		phaseEnd := time.Now().Add(ph.dur)
-		for time.Now().Before(phaseEnd) {
+		// The phase lasts at least ph.dur, until its first fault was
+		// injected and 100 more records were acknowledged under it,
+		// checking all the while that nothing local went unuploaded.
+		phaseStart, injectedBefore := time.Now(), proxy.InjectedTotal(ph.rules[0].Fault)
+		waitFor(t, ph.dur+tierWait(), "a fault injected and acknowledged produces during "+ph.name, func() bool {
 			checkLocalBehindManifest(t, b, srv, bucket, topicID)
-			time.Sleep(200 * time.Millisecond)
-		}
-		waitFor(t, tierWait(), "acknowledged produces during "+ph.name, func() bool { return prod.ackedCount() > ackedBefore+100 })
+			return time.Since(phaseStart) >= ph.dur && proxy.InjectedTotal(ph.rules[0].Fault) > injectedBefore && prod.ackedCount() > ackedBefore+100
+		})
 		checkLocalBehindManifest(t, b, srv, bucket, topicID)
 		t.Logf("upload phase %s: %d records acknowledged during it; proxy %v", ph.name, prod.ackedCount()-ackedBefore, proxy.Counts())
 		proxy.Clear()
