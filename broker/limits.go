@@ -176,10 +176,12 @@ type requestMemory struct {
 
 	waitNanos atomic.Int64 // time readers waited for a reservation
 	waiting   atomic.Int64 // readers waiting now
+	// used is the bytes reserved. Without a bound it is only counted
+	// (no lock on the request path); with one it changes under mu.
+	used atomic.Int64
 
 	mu struct {
 		sync.Mutex
-		used    int64
 		waiters []*memWaiter // in arrival order
 	}
 }
@@ -197,9 +199,13 @@ func newRequestMemory(limit int64) *requestMemory { return &requestMemory{limit:
 // while none are free. It returns false, reserving nothing, if stop is
 // closed first.
 func (m *requestMemory) reserve(n int64, stop <-chan struct{}) bool {
+	if m.limit <= 0 {
+		m.used.Add(n)
+		return true
+	}
 	m.mu.Lock()
-	if m.limit <= 0 || len(m.mu.waiters) == 0 && m.mu.used < m.limit {
-		m.mu.used += n
+	if len(m.mu.waiters) == 0 && m.used.Load() < m.limit {
+		m.used.Add(n)
 		m.mu.Unlock()
 		return true
 	}
@@ -241,23 +247,23 @@ func (m *requestMemory) release(n int64) {
 	if n == 0 {
 		return
 	}
+	if m.limit <= 0 {
+		m.used.Add(-n)
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.mu.used -= n
-	for len(m.mu.waiters) > 0 && m.mu.used < m.limit {
+	m.used.Add(-n)
+	for len(m.mu.waiters) > 0 && m.used.Load() < m.limit {
 		w := m.mu.waiters[0]
 		m.mu.waiters = m.mu.waiters[1:]
-		m.mu.used += w.n
+		m.used.Add(w.n)
 		close(w.ready)
 	}
 }
 
-// used is the bytes reserved now.
-func (m *requestMemory) used() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mu.used
-}
+// reserved is the bytes reserved now.
+func (m *requestMemory) reserved() int64 { return m.used.Load() }
 
 // limitsCollector exports the connection and request-memory limits'
 // state at scrape time.
@@ -285,7 +291,7 @@ func (c limitsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c limitsCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	ch <- prometheus.MustNewConstMetric(descConnections, prometheus.GaugeValue, float64(s.stats.connectionsOpen.Load()))
-	ch <- prometheus.MustNewConstMetric(descQueuedBytes, prometheus.GaugeValue, float64(s.reqMem.used()))
+	ch <- prometheus.MustNewConstMetric(descQueuedBytes, prometheus.GaugeValue, float64(s.reqMem.reserved()))
 	ch <- prometheus.MustNewConstMetric(descReadsBlocked, prometheus.CounterValue, time.Duration(s.reqMem.waitNanos.Load()).Seconds())
 	if q := s.quotas; q != nil {
 		ch <- prometheus.MustNewConstMetric(descConnRefused, prometheus.CounterValue, float64(q.refused.Load()))

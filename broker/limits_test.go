@@ -183,12 +183,12 @@ func TestQueuedMaxRequestBytesBlocksReaders(t *testing.T) {
 	holder := dialRaw(t, s)
 	holder.writeFrame(paddedApiVersions(t, 100, frame))
 	holder.writeFrame(paddedApiVersions(t, 101, frame))
-	waitFor(t, "both held requests to be read", func() bool { return s.reqMem.used() == 2*frame })
+	waitFor(t, "both held requests to be read", func() bool { return s.reqMem.reserved() == 2*frame })
 
 	waiter := dialRaw(t, s)
 	waiter.writeFrame(paddedApiVersions(t, 7, frame))
 	waitFor(t, "the other reader to wait for queued.max.request.bytes", func() bool { return s.reqMem.waiting.Load() == 1 })
-	if got := s.reqMem.used(); got != 2*frame {
+	if got := s.reqMem.reserved(); got != 2*frame {
 		t.Fatalf("%d bytes reserved while a reader waits, want %d", got, 2*frame)
 	}
 	close(release)
@@ -200,7 +200,7 @@ func TestQueuedMaxRequestBytesBlocksReaders(t *testing.T) {
 	if got, _, err := waiter.readFrame(); err != nil || got != 7 {
 		t.Fatalf("waiting connection: corr %d err %v", got, err)
 	}
-	waitFor(t, "every reservation to be released", func() bool { return s.reqMem.used() == 0 })
+	waitFor(t, "every reservation to be released", func() bool { return s.reqMem.reserved() == 0 })
 }
 
 // TestQueuedBytesReleasedWhenConnectionDrops makes a handler panic with
@@ -214,7 +214,7 @@ func TestQueuedBytesReleasedWhenConnectionDrops(t *testing.T) {
 		if r.corr == 1 {
 			// The others are read while this one is handled; not
 			// a test assertion (this is not the test's goroutine).
-			poll.For(time.Minute, func() bool { return srv.Load().reqMem.used() >= 5*frame })
+			poll.For(time.Minute, func() bool { return srv.Load().reqMem.reserved() >= 5*frame })
 			panic("test: handler panic with requests queued")
 		}
 	}
@@ -227,7 +227,7 @@ func TestQueuedBytesReleasedWhenConnectionDrops(t *testing.T) {
 		rc.writeFrame(paddedApiVersions(t, corr, frame))
 	}
 	rc.expectClosed()
-	waitFor(t, "the unanswered requests' bytes to be released", func() bool { return s.reqMem.used() == 0 })
+	waitFor(t, "the unanswered requests' bytes to be released", func() bool { return s.reqMem.reserved() == 0 })
 	checkServing(t, s)
 	if len(logs.containing(PanicMarker)) != 1 {
 		t.Fatalf("want the one recovered panic logged")
@@ -320,8 +320,8 @@ func TestRequestMemoryServesWaitersInOrder(t *testing.T) {
 	}
 	m.release(6)
 	m.release(1)
-	if m.used() != 0 {
-		t.Fatalf("used %d after every release", m.used())
+	if m.reserved() != 0 {
+		t.Fatalf("used %d after every release", m.reserved())
 	}
 }
 
