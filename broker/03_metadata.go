@@ -60,9 +60,14 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	snap := s.coord.Snapshot()
+	lis := r.listenerName()
 	for _, b := range snap.Brokers {
+		host, port, ok := endpointFor(b, lis)
+		if !ok {
+			continue // not reachable on this listener
+		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, host, port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	cid := snap.ClusterID
@@ -76,7 +81,7 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, name := range snap.TopicNames() {
-			resp.Topics = append(resp.Topics, metadataTopic(snap, snap.Topics[name], req))
+			resp.Topics = append(resp.Topics, metadataTopic(snap, snap.Topics[name], req, lis))
 		}
 		return reply{msg: resp}, nil
 	}
@@ -118,7 +123,7 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(snap, t, req))
+		resp.Topics = append(resp.Topics, metadataTopic(snap, t, req, lis))
 	}
 	return reply{msg: resp}, nil
 }
@@ -132,7 +137,10 @@ func rackOf(b coord.BrokerInfo) *string {
 	return &r
 }
 
-func metadataTopic(snap *coord.Snapshot, t *coord.TopicInfo, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+// metadataTopic is t's Metadata answer for a client on listener lis: a
+// partition whose leader has no address on lis has no leader there
+// (LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before, as Kafka).
+func metadataTopic(snap *coord.Snapshot, t *coord.TopicInfo, req *kmsg.MetadataRequest, lis string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -152,6 +160,12 @@ func metadataTopic(snap *coord.Snapshot, t *coord.TopicInfo, req *kmsg.MetadataR
 		}
 		if mp.Leader == coord.NoLeader {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		} else if b, _ := snap.Broker(mp.Leader); !hasEndpoint(b, lis) {
+			mp.Leader = coord.NoLeader
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			if req.Version >= 6 {
+				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
 		}
 		mp.Replicas = slices.Clone(p.Replicas)
 		mp.ISR = slices.Clone(p.State.ISR)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,18 +48,18 @@ func handleFindCoordinator(s *Server, r *request) (reply, error) {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(req.CoordinatorType, key)
+			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(req.CoordinatorType, key, r.listenerName())
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return reply{msg: resp}, nil
 	}
-	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorType, req.CoordinatorKey)
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorType, req.CoordinatorKey, r.listenerName())
 	return reply{msg: resp}, nil
 }
 
-// findCoordinator answers one key: the coordinator's node, host and port,
-// or "no node" with an error code and message.
-func (s *Server) findCoordinator(keyType int8, key string) (node int32, host string, port int32, code int16, msg *string) {
+// findCoordinator answers one key: the coordinator's node, host and port
+// on listener lis, or "no node" with an error code and message.
+func (s *Server) findCoordinator(keyType int8, key, lis string) (node int32, host string, port int32, code int16, msg *string) {
 	var err error
 	var b coord.BrokerInfo
 	switch keyType {
@@ -73,5 +74,10 @@ func (s *Server) findCoordinator(keyType int8, key string) (node int32, host str
 		c, m := errorCode(err)
 		return -1, "", -1, c, &m
 	}
-	return b.ID, b.Host, b.Port, 0, nil
+	host, port, ok := endpointFor(b, lis)
+	if !ok {
+		m := fmt.Sprintf("the coordinator, broker %d, has no listener %s", b.ID, lis)
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+	}
+	return b.ID, host, port, 0, nil
 }

@@ -40,9 +40,14 @@ func handleDescribeCluster(s *Server, r *request) (reply, error) {
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
 	}
+	lis := r.listenerName()
 	for _, b := range snap.Brokers {
+		host, port, ok := endpointFor(b, lis)
+		if !ok {
+			continue // not reachable on this listener
+		}
 		mb := kmsg.NewDescribeClusterResponseBroker()
-		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, host, port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	return reply{msg: resp}, nil

@@ -3,8 +3,6 @@ package broker
 import (
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -18,13 +16,26 @@ import (
 type Config struct {
 	// BrokerID is broker.id.
 	BrokerID int32
-	// Listen is the host:port to listen on (from listeners); port 0
-	// picks a free port.
-	Listen string
-	// AdvertisedHost and AdvertisedPort are what Metadata tells clients
-	// (advertised.listeners). Port 0 means the bound port.
-	AdvertisedHost string
-	AdvertisedPort int32
+	// Listeners are the listeners to bind (listeners), in order; the
+	// first is the one Addr reports (listeners.go).
+	Listeners []ListenerAddr
+	// AdvertisedListeners are what Metadata tells clients of each
+	// listener (advertised.listeners); nil means Listeners.
+	AdvertisedListeners []ListenerAddr
+	// ListenerProtocols is listener.security.protocol.map: each listener
+	// name's security protocol.
+	ListenerProtocols map[string]SecurityProtocol
+	// InterBrokerListener names the listener other brokers use
+	// (inter.broker.listener.name, else the listener named by
+	// InterBrokerProtocol, else the only listener); its advertised host
+	// is where they reach this broker's replication port too.
+	InterBrokerListener string
+	// InterBrokerProtocol is security.inter.broker.protocol.
+	InterBrokerProtocol SecurityProtocol
+	// ListenerOverrides are the per-listener settings
+	// (listener.name.<name>.<setting>) by upper-cased listener name,
+	// then setting name; ListenerProperties resolves them.
+	ListenerOverrides map[string]map[string]string
 	// LogDirs are the data directories (log.dirs), each holding
 	// partition directories, its own meta.properties and lock
 	// (logdirs.go). The first also holds the embedded coordinator's
@@ -204,6 +215,21 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		}
 	}
 	for k, v := range props {
+		if name, rest, s, ok := perListenerSetting(k); ok {
+			scratch := c
+			if err := s.apply(&scratch, strings.TrimSpace(v)); err != nil {
+				return c, &ConfigError{Key: k, Value: v, Reason: err.Error()}
+			}
+			if c.ListenerOverrides == nil {
+				c.ListenerOverrides = map[string]map[string]string{}
+			}
+			if c.ListenerOverrides[name] == nil {
+				c.ListenerOverrides[name] = map[string]string{}
+			}
+			c.ListenerOverrides[name][rest] = strings.TrimSpace(v)
+			c.Properties[k] = v
+			continue
+		}
 		if _, ok := brokerSettingByName[k]; !ok {
 			return c, &ConfigError{Key: k, Reason: "unknown setting (see strata broker --help for the list)"}
 		}
@@ -240,28 +266,6 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		return c, err
 	}
 	return c, nil
-}
-
-// advertised returns the host and port to put in Metadata for a server
-// bound at bound.
-func (c *Config) advertised(bound net.Addr) (string, int32) {
-	host, port := c.AdvertisedHost, c.AdvertisedPort
-	if host == "" {
-		host, _, _ = net.SplitHostPort(c.Listen)
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			if h, err := os.Hostname(); err == nil {
-				host = h
-			} else {
-				host = "localhost"
-			}
-		}
-	}
-	if port == 0 {
-		if ta, ok := bound.(*net.TCPAddr); ok {
-			port = int32(ta.Port)
-		}
-	}
-	return host, port
 }
 
 // brokerConfigEntries describes the broker's settings, read-only, for

@@ -63,6 +63,8 @@ type conn struct {
 	// coordinator returns.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// lis is the listener the connection came in on.
+	lis *listener
 	// host is the peer's IP address as Kafka shows it: "/" + IP.
 	host string
 	// addr is the peer's IP address, as the connection quotas count it.
@@ -82,7 +84,7 @@ type conn struct {
 // startConn registers a new connection and starts its goroutines, or
 // closes it at once if its address has max.connections.per.ip (or its
 // override) open already.
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) startConn(l *listener, nc net.Conn) {
 	addr := remoteAddr(nc)
 	if ok, limit := s.quotas.add(addr); !ok {
 		s.log.Info("rejected connection: the address already has its maximum of connections open", "remote", nc.RemoteAddr().String(), "limit", limit)
@@ -90,6 +92,7 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	c := &conn{
+		lis:   l,
 		addr:  addr,
 		s:     s,
 		nc:    nc,
@@ -237,6 +240,7 @@ func (c *conn) readRequest(sizeBuf []byte) (req *request, n int, err error) {
 		return nil, n, err
 	}
 	req.reserved = int64(size)
+	req.conn = c
 	return req, n, nil
 }
 

@@ -48,6 +48,9 @@ type request struct {
 	// down). Handlers that block pass it on and drop their response when
 	// it is done.
 	ctx context.Context
+	// conn is the connection the request came on (nil in tests that
+	// build requests by hand).
+	conn *conn
 }
 
 // Growth of a frame's buffer as its body arrives (readFrameBody).

@@ -46,11 +46,7 @@ func (s *Server) newReplicaManager() (*replica.Manager, error) {
 		Done:                 s.closed,
 	}
 	if s.cfg.ZooKeeperConnect != "" {
-		host, _, err := net.SplitHostPort(s.cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("broker: replication listener: %w", err)
-		}
-		addr := net.JoinHostPort(host, strconv.Itoa(int(s.cfg.ReplicationPort)))
+		addr := net.JoinHostPort(s.interBrokerBind(), strconv.Itoa(int(s.cfg.ReplicationPort)))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("broker: replication listener on %s (replication.port): %w", addr, err)

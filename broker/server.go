@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,8 +33,8 @@ type Server struct {
 	coord  coord.Coordinator
 	sub    *coord.Subscription // the metadata cache's events
 	pids   *producer.IDAllocator
-	ln     net.Listener
-	dirs   *logDirs // log.dirs, each locked (logdirs.go)
+	lns    []*listener // cfg.Listeners, bound, in order
+	dirs   *logDirs    // log.dirs, each locked (logdirs.go)
 	self   coord.BrokerInfo
 	nowFn  func() time.Time
 	closed chan struct{} // closed by Shutdown: stop accepting and reading
@@ -126,9 +127,7 @@ func NewServer(cfg Config) (*Server, error) {
 		if s.coord != nil {
 			_ = s.coord.Close()
 		}
-		if s.ln != nil {
-			_ = s.ln.Close()
-		}
+		s.closeListeners()
 		_ = s.dirs.close()
 		return nil, err
 	}
@@ -136,13 +135,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.quotas, err = newConnQuotas(&s.cfg); err != nil {
 		return fail(err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fail(fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err))
+	if err := s.bindListeners(); err != nil {
+		return fail(err)
 	}
-	s.ln = ln
-	host, port := cfg.advertised(ln.Addr())
-	s.self = coord.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, ReplicationPort: cfg.ReplicationPort, Rack: cfg.Rack}
 	if err := s.startHTTP(); err != nil {
 		return fail(err)
 	}
@@ -163,8 +158,19 @@ func NewServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Addr is the address the listener is bound to.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// Addr is the address the first listener (in listeners) is bound to.
+func (s *Server) Addr() net.Addr { return s.lns[0].ln.Addr() }
+
+// ListenerAddr is the address the named listener is bound to, nil if
+// there is no such listener.
+func (s *Server) ListenerAddr(name string) net.Addr {
+	for _, l := range s.lns {
+		if l.name == strings.ToUpper(name) {
+			return l.ln.Addr()
+		}
+	}
+	return nil
+}
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
@@ -190,12 +196,34 @@ func (s *Server) Serve() error {
 	}
 	s.served = true
 	s.serveMu.Unlock()
+	errs := make(chan error, len(s.lns))
+	for _, l := range s.lns {
+		go func() { errs <- s.acceptLoop(l) }()
+	}
+	var first error
+	for range s.lns {
+		err := <-errs
+		if first == nil || errors.Is(first, ErrServerClosed) && !errors.Is(err, ErrServerClosed) {
+			first = err
+		}
+		if !errors.Is(err, ErrServerClosed) {
+			// A listener failed for good: stop accepting on the
+			// others too, and tell the caller.
+			s.closeListeners()
+		}
+	}
+	return first
+}
+
+// acceptLoop accepts l's connections until Shutdown (ErrServerClosed) or
+// an accept error that retrying does not cure.
+func (s *Server) acceptLoop(l *listener) error {
 	var tempDelay time.Duration
 	for {
 		if !s.quotas.waitSlot(s.closed) {
 			return ErrServerClosed
 		}
-		nc, err := s.ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			select {
 			case <-s.closed:
@@ -206,14 +234,14 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
 				// Back off and retry, as net/http does.
 				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "delay", tempDelay)
+				s.log.Warn("accept failed; retrying", "listener", l.name, "err", err, "delay", tempDelay)
 				time.Sleep(tempDelay)
 				continue
 			}
-			return fmt.Errorf("broker: accept: %w", err)
+			return fmt.Errorf("broker: accept on listener %s: %w", l.name, err)
 		}
 		tempDelay = 0
-		s.startConn(nc)
+		s.startConn(l, nc)
 	}
 }
 
@@ -243,7 +271,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.controlledShutdown(ctx)
 	}
 	close(s.closed)
-	_ = s.ln.Close()
+	s.closeListeners()
 	s.mu.Lock()
 	for c := range s.mu.conns {
 		c.stopReading()

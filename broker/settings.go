@@ -90,6 +90,11 @@ type setting struct {
 	topicSet   func(tc *topicConfig, v string) error
 	// doc is the help text: one or two sentences, no default.
 	doc string
+	// perListener says the setting may also be given for one listener,
+	// as listener.name.<name>.<setting>, which then wins there
+	// (Config.ListenerProperties); perMechanism that it may be given for
+	// one SASL mechanism, as <mechanism>.<setting>, also per listener.
+	perListener, perMechanism bool
 
 	// synonyms are the settings with synonymOf naming this one, finest
 	// unit first (filled by indexSettings).

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -22,13 +21,24 @@ var brokerSettings = []setting{
 	{name: "broker.id", typ: typeLong, def: "0", valid: between(0, math.MaxInt32),
 		field: func(c *Config) any { return &c.BrokerID },
 		doc:   "This broker's id."},
-	{name: "listeners", typ: typeString, def: "PLAINTEXT://127.0.0.1:9092",
+	{name: "listeners", typ: typeList, def: "PLAINTEXT://127.0.0.1:9092",
 		set:   setListeners,
-		value: func(c *Config) string { return "PLAINTEXT://" + c.Listen },
-		doc:   "The PLAINTEXT://host:port to listen on; port 0 picks a free port."},
-	{name: "advertised.listeners", typ: typeString, unset: "the listener's address",
-		set: setAdvertisedListeners,
-		doc: "The PLAINTEXT://host:port clients are told to connect to."},
+		value: func(c *Config) string { return formatListenerList(c.Listeners) },
+		doc:   "The listeners to bind, NAME://host:port comma-separated (INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092); each name has a security protocol in listener.security.protocol.map. An empty or 0.0.0.0 host binds every interface; port 0 picks a free port."},
+	{name: "advertised.listeners", typ: typeList, unset: "the listeners, a wildcard host replaced by the machine's host name",
+		set:   setAdvertisedListeners,
+		value: func(c *Config) string { return formatListenerList(c.AdvertisedListeners) },
+		doc:   "What clients connecting on each listener are told to connect to, NAME://host:port comma-separated, names from listeners; port 0 is the bound port. Metadata answers a client with every broker's address on the listener the client came in on."},
+	{name: "listener.security.protocol.map", typ: typeList, def: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		set: setProtocolMap, value: protocolMapValue,
+		doc: "Each listener name's security protocol, NAME:PROTOCOL comma-separated; the protocols are PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL."},
+	{name: "inter.broker.listener.name", typ: typeString, unset: "the listener named by security.inter.broker.protocol, or the only listener",
+		set:   setInterBrokerListener,
+		value: func(c *Config) string { return c.InterBrokerListener },
+		doc:   "The listener other brokers use to reach this one; its advertised host is also where they reach replication.port. Not with security.inter.broker.protocol."},
+	{name: "security.inter.broker.protocol", typ: typeString, def: "PLAINTEXT", enum: []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"},
+		field: func(c *Config) any { return (*string)(&c.InterBrokerProtocol) },
+		doc:   "Names the inter-broker listener by its name (the listener called PLAINTEXT, SSL, ...) when inter.broker.listener.name is not set. Not with inter.broker.listener.name."},
 	// log.dir comes before log.dirs: when both are given, log.dirs wins.
 	{name: "log.dir", typ: typeString, unset: "log.dirs applies",
 		set: setLogDir, value: logDirsValue,
@@ -154,6 +164,9 @@ var groupSettings = []setting{
 // checkAcrossSettings checks the rules that involve more than one
 // setting, once all are read.
 func checkAcrossSettings(c *Config) *ConfigError {
+	if err := checkListeners(c); err != nil {
+		return err
+	}
 	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
 		k := "queued.max.request.bytes"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least socket.request.max.bytes (%d), or -1", c.SocketRequestMaxBytes)}
@@ -176,55 +189,6 @@ func checkAcrossSettings(c *Config) *ConfigError {
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds())}
 	}
 	return nil
-}
-
-// setListeners reads listeners: exactly one PLAINTEXT://host:port.
-func setListeners(c *Config, v string) error {
-	hp, err := parseListener(v)
-	if err != nil {
-		return err
-	}
-	c.Listen = hp
-	return nil
-}
-
-// setAdvertisedListeners reads advertised.listeners: one
-// PLAINTEXT://host:port with a host clients can reach.
-func setAdvertisedListeners(c *Config, v string) error {
-	hp, err := parseListener(v)
-	if err != nil {
-		return err
-	}
-	host, port, _ := net.SplitHostPort(hp)
-	p, _ := strconv.Atoi(port)
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		return fmt.Errorf("must name a host clients can reach")
-	}
-	c.AdvertisedHost, c.AdvertisedPort = host, int32(p)
-	return nil
-}
-
-// parseListener parses a listeners value: exactly one PLAINTEXT://host:port.
-func parseListener(v string) (string, error) {
-	if strings.Contains(v, ",") {
-		return "", fmt.Errorf("only one listener is supported")
-	}
-	name, hp, ok := strings.Cut(v, "://")
-	if !ok {
-		return "", fmt.Errorf("want PLAINTEXT://host:port")
-	}
-	if name != "PLAINTEXT" {
-		return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", name)
-	}
-	host, port, err := net.SplitHostPort(hp)
-	if err != nil {
-		return "", fmt.Errorf("want PLAINTEXT://host:port: %v", err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 0 || p > 65535 {
-		return "", fmt.Errorf("bad port %q", port)
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // setLogDir reads log.dir: one directory.

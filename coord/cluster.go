@@ -12,9 +12,16 @@ const NoLeader int32 = -1
 // BrokerInfo is a live broker's registration.
 type BrokerInfo struct {
 	ID int32
-	// Host and Port are the advertised Kafka listener clients connect to.
+	// Host and Port are the advertised address of the broker's
+	// inter-broker listener: where other brokers reach it (with
+	// ReplicationPort on Host for replication).
 	Host string
 	Port int32
+	// Endpoints are the broker's advertised listeners, each named; a
+	// client is told the address on the listener it connected to. Empty
+	// in a registration made before listeners had names: then Host and
+	// Port serve every listener.
+	Endpoints []Endpoint
 	// ReplicationPort is the broker's gRPC port (replication and
 	// broker-to-broker calls), on Host; 0 if it has none.
 	ReplicationPort int32
@@ -23,6 +30,23 @@ type BrokerInfo struct {
 	// Epoch is set by Register: larger at every new registration of the
 	// id. Ignored in Register's argument.
 	Epoch int64
+}
+
+// Equal says a and b are the same registration.
+func (a BrokerInfo) Equal(b BrokerInfo) bool {
+	return a.ID == b.ID && a.Host == b.Host && a.Port == b.Port && a.ReplicationPort == b.ReplicationPort &&
+		a.Rack == b.Rack && a.Epoch == b.Epoch && slices.Equal(a.Endpoints, b.Endpoints)
+}
+
+// Endpoint is one advertised listener of a broker.
+type Endpoint struct {
+	// Listener is the listener name (INTERNAL, EXTERNAL, PLAINTEXT...).
+	Listener string
+	Host     string
+	Port     int32
+	// SecurityProtocol is the listener's: PLAINTEXT, SSL, SASL_PLAINTEXT
+	// or SASL_SSL.
+	SecurityProtocol string
 }
 
 // ControllerInfo names the current controller.

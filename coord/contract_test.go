@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -136,11 +137,21 @@ func waitEvent(t *testing.T, sub *Subscription, kind EventKind) Event {
 
 func register(t *testing.T, c Coordinator, id int32, rack string) int64 {
 	t.Helper()
-	ep, err := c.Register(ctxT(t, waitTimeout), BrokerInfo{ID: id, Host: "127.0.0.1", Port: 9000 + id, ReplicationPort: 9100 + id, Rack: rack})
+	ep, err := c.Register(ctxT(t, waitTimeout), BrokerInfo{ID: id, Host: "127.0.0.1", Port: 9000 + id, ReplicationPort: 9100 + id, Rack: rack,
+		Endpoints: testEndpoints(id)})
 	if err != nil {
 		t.Fatalf("register %d: %v", id, err)
 	}
 	return ep
+}
+
+// testEndpoints are broker id's listeners in the contract tests: an
+// internal one on the registered address and an external one.
+func testEndpoints(id int32) []Endpoint {
+	return []Endpoint{
+		{Listener: "INTERNAL", Host: "127.0.0.1", Port: 9000 + id, SecurityProtocol: "PLAINTEXT"},
+		{Listener: "EXTERNAL", Host: "broker" + strconv.Itoa(int(id)) + ".example", Port: 19000 + id, SecurityProtocol: "SASL_SSL"},
+	}
 }
 
 func createTopic(t *testing.T, c Coordinator, name string, asg [][]int32, configs map[string]string) TopicInfo {
@@ -175,11 +186,11 @@ func testRegister(t *testing.T, e env) {
 	}
 	s := waitSnap(t, b, "broker 1 seen", func(s *Snapshot) bool { return s.Live(1) })
 	got, _ := s.Broker(1)
-	want := BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9001, ReplicationPort: 9101, Rack: "r1", Epoch: ep}
-	if got != want {
+	want := BrokerInfo{ID: 1, Host: "127.0.0.1", Port: 9001, ReplicationPort: 9101, Rack: "r1", Epoch: ep, Endpoints: testEndpoints(1)}
+	if !got.Equal(want) {
 		t.Fatalf("broker 1: got %+v, want %+v", got, want)
 	}
-	if own, _ := a.Snapshot().Broker(1); own != want {
+	if own, _ := a.Snapshot().Broker(1); !own.Equal(want) {
 		t.Fatalf("read-your-writes: own snapshot has %+v, want %+v", own, want)
 	}
 	// A second broker with the same id is refused, within a bound.

@@ -214,7 +214,7 @@ func (h *hub) close() {
 // diff lists the changes from a to b (session events excluded).
 func diff(a, b *Snapshot) []Event {
 	var evs []Event
-	if !slices.Equal(a.Brokers, b.Brokers) {
+	if !slices.EqualFunc(a.Brokers, b.Brokers, BrokerInfo.Equal) {
 		evs = append(evs, Event{Kind: EventBrokers})
 	}
 	if a.Controller != b.Controller {

@@ -43,8 +43,10 @@ func (z *ZK) Register(ctx context.Context, b BrokerInfo) (int64, error) {
 // session's registration of the id to go away.
 func (z *ZK) register(ctx context.Context, b BrokerInfo, wait time.Duration) (int64, error) {
 	p := z.path(zBroker(b.ID))
-	data := encodeZ(zBrokerData{Version: znodeVersion, Host: b.Host, Port: b.Port, ReplicationPort: b.ReplicationPort,
-		Rack: b.Rack, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
+	reg := zBrokerData{Version: znodeVersion, Host: b.Host, Port: b.Port, ReplicationPort: b.ReplicationPort,
+		Rack: b.Rack, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)}
+	reg.encodeEndpoints(b.Endpoints)
+	data := encodeZ(reg)
 	deadline := time.Now().Add(wait)
 	for {
 		err := z.call(ctx, "create", p, func() error {

@@ -384,7 +384,13 @@ func (c *zkCache) loadBroker(id int32) error {
 		delete(c.brokers, id)
 		return nil
 	}
-	c.brokers[id] = BrokerInfo{ID: id, Host: d.Host, Port: d.Port, ReplicationPort: d.ReplicationPort, Rack: d.Rack, Epoch: stat.Czxid}
+	eps, err := d.decodeEndpoints()
+	if err != nil {
+		c.z.log.Error("coord: ignoring broker registration", "path", p, "err", err)
+		delete(c.brokers, id)
+		return nil
+	}
+	c.brokers[id] = BrokerInfo{ID: id, Host: d.Host, Port: d.Port, Endpoints: eps, ReplicationPort: d.ReplicationPort, Rack: d.Rack, Epoch: stat.Czxid}
 	return nil
 }
 

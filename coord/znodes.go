@@ -3,8 +3,10 @@ package coord
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Znode paths under the chroot, and the JSON each holds (doc.go shows the
@@ -48,6 +50,44 @@ type zBrokerData struct {
 	ReplicationPort int32  `json:"replication_port"`
 	Rack            string `json:"rack,omitempty"`
 	Timestamp       string `json:"timestamp"`
+	// Endpoints and ListenerSecurityProtocolMap are the advertised
+	// listeners as Kafka registers them: "NAME://host:port" and
+	// NAME -> protocol. Absent in older registrations.
+	Endpoints                   []string          `json:"endpoints,omitempty"`
+	ListenerSecurityProtocolMap map[string]string `json:"listener_security_protocol_map,omitempty"`
+}
+
+// encodeEndpoints renders b's endpoints into d.
+func (d *zBrokerData) encodeEndpoints(eps []Endpoint) {
+	if len(eps) == 0 {
+		return
+	}
+	d.ListenerSecurityProtocolMap = map[string]string{}
+	for _, e := range eps {
+		d.Endpoints = append(d.Endpoints, e.Listener+"://"+net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))))
+		d.ListenerSecurityProtocolMap[e.Listener] = e.SecurityProtocol
+	}
+}
+
+// decodeEndpoints parses the registration's endpoints; one that does
+// not parse is an error (the registration is then ignored, as any
+// undecodable one).
+func (d *zBrokerData) decodeEndpoints() ([]Endpoint, error) {
+	var out []Endpoint
+	for _, s := range d.Endpoints {
+		name, hp, ok := strings.Cut(s, "://")
+		host, port, err := net.SplitHostPort(hp)
+		p, perr := strconv.ParseUint(port, 10, 16)
+		if !ok || name == "" || err != nil || perr != nil {
+			return nil, fmt.Errorf("bad endpoint %q", s)
+		}
+		proto := d.ListenerSecurityProtocolMap[name]
+		if proto == "" {
+			proto = "PLAINTEXT"
+		}
+		out = append(out, Endpoint{Listener: name, Host: host, Port: int32(p), SecurityProtocol: proto})
+	}
+	return out, nil
 }
 
 type zControllerData struct {

@@ -58,14 +58,15 @@ single node with the embedded coordinator, listening on %s
 with its data in %s. With zookeeper.connect it is one broker of a
 cluster whose membership, controller and topic metadata live in ZooKeeper
 (see docs/cluster.md). It prints "strata broker listening on HOST:PORT"
-once it accepts connections, and on SIGTERM or Ctrl-C it moves its
+(the first of its listeners; then one line per listener if there are
+several) once it accepts connections, and on SIGTERM or Ctrl-C it moves its
 partition leadership to other brokers (controlled.shutdown.enable), stops
 accepting, finishes the requests in flight and closes its logs cleanly. It
 exits with status 1 if it cannot start (another live broker has registered
 its broker.id, ZooKeeper cannot be reached within
 zookeeper.connection.timeout.ms, the data directory belongs to another
 cluster or broker), or if it loses its registration for good.
-`, def.Listen, strings.Join(def.LogDirs, ","))
+`, broker.FormatListeners(def.Listeners), strings.Join(def.LogDirs, ","))
 	fmt.Fprint(w, `
 Flags:
   --config FILE         broker settings in Java properties format (key=value
@@ -261,6 +262,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		logger.Info("serving metrics on http://" + a.String() + "/metrics")
 	}
 	fmt.Fprintf(stdout, "strata broker listening on %s\n", addr)
+	if ls := srv.Listeners(); len(ls) > 1 {
+		for _, l := range ls {
+			logger.Info("listener "+l.Name, "protocol", l.Protocol, "bound", l.Addr.String(), "advertised", l.Advertised.HostPort())
+			fmt.Fprintf(stdout, "  listener %s (%s) on %s, advertised as %s\n", l.Name, l.Protocol, l.Addr, l.Advertised.HostPort())
+		}
+	}
 
 	status := 0
 	select {

@@ -196,8 +196,10 @@ func tierRestore(cfg broker.Config, topic string, stdout, stderr io.Writer) int 
 	for _, rt := range found {
 		cfg.Tiering.Restore = append(cfg.Tiering.Restore, rt.Name)
 	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.AdvertisedHost, cfg.AdvertisedPort = "", 0
+	cfg.Listeners = []broker.ListenerAddr{{Name: "PLAINTEXT", Host: "127.0.0.1"}}
+	cfg.AdvertisedListeners = nil
+	cfg.InterBrokerListener = "PLAINTEXT"
+	cfg.ListenerProtocols = map[string]broker.SecurityProtocol{"PLAINTEXT": broker.ProtocolPlaintext}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(stdout, "starting the broker in-process on %s to recreate the topics\n", strings.Join(cfg.LogDirs, ","))
 	srv, err := broker.NewServer(cfg)
