@@ -72,6 +72,12 @@ type Config struct {
 	MaxBrokerPartitions int32
 	// ConnectionsMaxIdle is connections.max.idle.ms.
 	ConnectionsMaxIdle time.Duration
+	// ConnectionsMaxReauth is connections.max.reauth.ms, broker-wide
+	// (listeners may override it).
+	ConnectionsMaxReauth time.Duration
+	// FailedAuthenticationDelay is
+	// connection.failed.authentication.delay.ms.
+	FailedAuthenticationDelay time.Duration
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
 	// TopicDefaults holds the default of every supported topic config, by

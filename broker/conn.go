@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -65,6 +66,12 @@ type conn struct {
 	cancel context.CancelFunc
 	// lis is the listener the connection came in on.
 	lis *listener
+	// auth is what the connection authenticated as (authenticate.go);
+	// pending is the SASL exchange in progress, owned by the reader
+	// until the first authentication is done and by the processor
+	// after.
+	auth    atomic.Pointer[authSession]
+	pending *saslPending
 	// host is the peer's IP address as Kafka shows it: "/" + IP.
 	host string
 	// addr is the peer's IP address, as the connection quotas count it.
@@ -100,7 +107,13 @@ func (s *Server) startConn(l *listener, nc net.Conn) {
 		queue: make(chan *request, maxInFlight-1),
 		done:  make(chan struct{}),
 	}
-	c.tcp, _ = nc.(*net.TCPConn)
+	if l.tls != nil {
+		// Not c.tcp: sendfile would bypass TLS.
+		nc = tls.Server(nc, l.tls)
+		c.nc = nc
+	} else {
+		c.tcp, _ = nc.(*net.TCPConn)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.host = "/" + nc.RemoteAddr().String()
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
@@ -161,6 +174,13 @@ func (c *conn) readLoop() {
 		}
 	}()
 	sizeBuf := make([]byte, 4)
+	if err := c.handshakeTLS(); err != nil {
+		c.log.Info("closing connection", "listener", c.lis.name, "err", err)
+		return
+	}
+	if c.session() == nil && !c.authenticateSASL(sizeBuf) {
+		return
+	}
 	idle := c.s.cfg.ConnectionsMaxIdle
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(idle))
@@ -299,6 +319,10 @@ func (c *conn) process(req *request) (ok bool) {
 	}()
 	if h := c.s.cfg.hooks.handle; h != nil {
 		h(req)
+	}
+	if c.sessionExpired(req.key) {
+		c.log.Info("closing connection", "key", req.key, "err", errSessionExpired)
+		return false
 	}
 	var rep reply
 	var err error

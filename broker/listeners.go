@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratastream/strata/coord"
 )
@@ -362,6 +364,16 @@ type listener struct {
 	// adv is the address clients are told (advertised.listeners, or the
 	// bound one).
 	adv ListenerAddr
+	// tls is the TLS configuration of an SSL or SASL_SSL listener, nil
+	// for others; principalOf maps a verified client certificate to a
+	// principal (SSL).
+	tls         *tls.Config
+	principalOf func(tls.ConnectionState) (string, bool)
+	// sasl starts SASL exchanges on a SASL_PLAINTEXT or SASL_SSL
+	// listener, nil for others; maxReauth is its
+	// connections.max.reauth.ms, 0 for sessions without an end.
+	sasl      saslProvider
+	maxReauth time.Duration
 }
 
 // bindListeners binds every listener in cfg.Listeners and fills s.self

@@ -96,6 +96,7 @@ type brokerMetrics struct {
 	remoteBytes   prometheus.Counter
 	remoteLatency prometheus.Histogram
 	remoteErrors  prometheus.Counter
+	auths         *prometheus.CounterVec // by listener, mechanism, result
 
 	metricsLn, pprofLn net.Listener
 	httpSrvs           []*http.Server
@@ -151,6 +152,11 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		Help: "Reads from the remote log that failed (offset out of range excluded).",
 	})
 
+	m.auths = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_broker_authentications_total",
+		Help: "Connection authentications (TLS client certificates and SASL exchanges, re-authentications included), by listener, mechanism (tls, or the SASL mechanism) and result (success, failure).",
+	}, []string{"listener", "mechanism", "result"})
+
 	maxKey := int16(0)
 	for k := range apis {
 		maxKey = max(maxKey, k)
@@ -160,12 +166,21 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		name := kmsg.NameForKey(k)
 		m.apis[k] = &apiMetrics{name: name, requests: requests.WithLabelValues(name), latency: latency.WithLabelValues(name)}
 	}
-	m.reg.MustRegister(requests, latency, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors,
+	m.reg.MustRegister(requests, latency, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors, m.auths,
 		&stateCollector{s: s}, limitsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// authSucceeded and authFailed count one authentication.
+func (m *brokerMetrics) authSucceeded(listener, mechanism string) {
+	m.auths.WithLabelValues(listener, mechanism, "success").Inc()
+}
+
+func (m *brokerMetrics) authFailed(listener, mechanism string) {
+	m.auths.WithLabelValues(listener, mechanism, "failure").Inc()
 }
 
 // Registry is the server's Prometheus registry, for embedding its metrics
