@@ -239,19 +239,19 @@ func validExtensionName(k string) bool {
 //	client-final  c=base64(gs2-header),r=cnonce+snonce,p=proof
 //	server-final  v=server-signature
 type scramSession struct {
-	mech      string
-	h         func() hash.Hash
-	store     CredentialStore
-	fakeKey   []byte
+	mech    string
+	h       func() hash.Hash
+	store   CredentialStore
+	fakeKey []byte
 	// serverNonce makes the server's part of the nonce (tests fix it).
 	serverNonce func() (string, error)
-	state     int // 0 first, 1 final, 2 done, 3 failed
-	first     ScramClientFirst
-	cred      ScramCredential
-	known     bool
-	serverMsg string
-	nonce     string
-	principal string
+	state       int // 0 first, 1 final, 2 done, 3 failed
+	first       ScramClientFirst
+	cred        ScramCredential
+	known       bool
+	serverMsg   string
+	nonce       string
+	principal   string
 }
 
 // NewScramSession starts a SCRAM exchange of mechanism (SCRAM-SHA-256 or
