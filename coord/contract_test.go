@@ -45,6 +45,7 @@ var contractTests = []struct {
 	{"PreferredElectionOnDemand", testPreferredOnDemand},
 	{"UncleanElection", testUncleanElection},
 	{"ControllerMoves", testControllerMoves},
+	{"ScramCredentials", testScramCredentials},
 }
 
 func runContract(t *testing.T, newEnv func(t *testing.T) env) {
