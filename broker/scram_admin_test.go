@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/stratastream/strata/broker/sasl"
+	"github.com/stratastream/strata/coord/zktest"
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // scramLogin runs franz-go's SCRAM client against a session of the
@@ -179,4 +182,36 @@ func TestUserScramCredentialsAdmin(t *testing.T) {
 	if err := scramLogin(t, s, sasl.MechanismScramSHA256, "alice", "alice-secret"); err == nil {
 		t.Fatal("deleted credential still authenticates")
 	}
+}
+
+// TestUserScramCredentialsAcrossBrokers: with ZooKeeper, a credential
+// created through one broker authenticates on another as soon as that
+// broker's watch brings it (logged), and a deletion likewise.
+func TestUserScramCredentialsAcrossBrokers(t *testing.T) {
+	zk := zktest.Start(t)
+	connect := zk.ConnectString("/strata-scram")
+	s1 := startServer(t, map[string]string{"broker.id": "1", "zookeeper.connect": connect})
+	s2 := startServer(t, map[string]string{"broker.id": "2", "zookeeper.connect": connect})
+	adm := kadm.NewClient(newClient(t, s1))
+	ctx := testCtx(t)
+
+	start := time.Now()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "zed", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "zed-secret"}})
+	if err != nil || res["zed"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	if !poll.For(30*time.Second, func() bool { return scramLogin(t, s2, sasl.MechanismScramSHA512, "zed", "zed-secret") == nil }) {
+		t.Fatal("the other broker never accepted the new credential")
+	}
+	t.Logf("credential created on broker 1 authenticated on broker 2 after %v", time.Since(start))
+
+	start = time.Now()
+	res, err = kadm.NewClient(newClient(t, s2)).AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "zed", Mechanism: kadm.ScramSha512}}, nil)
+	if err != nil || res["zed"].Err != nil {
+		t.Fatalf("delete: %v %+v", err, res)
+	}
+	if !poll.For(30*time.Second, func() bool { return scramLogin(t, s1, sasl.MechanismScramSHA512, "zed", "zed-secret") != nil }) {
+		t.Fatal("broker 1 still accepts the deleted credential")
+	}
+	t.Logf("credential deleted on broker 2 refused on broker 1 after %v", time.Since(start))
 }

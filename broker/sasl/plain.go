@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// plainMaxMessage bounds a PLAIN message: three strings of at most 255
-// UTF-8 characters each (RFC 4616 section 2), in bytes.
-const plainMaxMessage = 3 * 255 * 4
+// plainMaxMessage bounds a PLAIN message. RFC 4616 has servers accept at
+// least 255 octets per field; Kafka sets no limit of its own.
+const plainMaxMessage = 64 << 10
 
 // PlainUsers are the users of PLAIN: name to password, from the
 // PlainLoginModule's user_<name>="<password>" options.
