@@ -74,10 +74,8 @@ func FuzzParseOAuthBearer(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", b, m)
 		}
 		sess := NewOAuthBearerSession(&UnsecuredValidator{}, nil)
-		_, done, err := sess.Step(b)
-		if !done {
-			_, _, err = sess.Step([]byte{1})
-			if err == nil {
+		if _, done, _ := sess.Step(b); !done {
+			if _, _, err := sess.Step([]byte{1}); err == nil {
 				t.Fatal("^A after an error challenge succeeded")
 			}
 		}

@@ -270,3 +270,72 @@ func TestScramCredentialFormat(t *testing.T) {
 		t.Error("16385 iterations accepted")
 	}
 }
+
+// scramClient is a minimal RFC 5802 client for headers franz-go does not
+// send (y, a=).
+func scramClient(t *testing.T, sess Session, gs2, user, pass string) error {
+	t.Helper()
+	bare := "n=" + EncodeSaslName(user) + ",r=clientnonce"
+	out, _, err := sess.Step([]byte(gs2 + bare))
+	if err != nil {
+		return err
+	}
+	serverFirst := string(out)
+	var nonce, salt64 string
+	iter := 0
+	for _, kv := range strings.Split(serverFirst, ",") {
+		switch {
+		case strings.HasPrefix(kv, "r="):
+			nonce = kv[2:]
+		case strings.HasPrefix(kv, "s="):
+			salt64 = kv[2:]
+		case strings.HasPrefix(kv, "i="):
+			for _, c := range kv[2:] {
+				iter = iter*10 + int(c-'0')
+			}
+		}
+	}
+	salt, _ := base64.StdEncoding.DecodeString(salt64)
+	salted, err := ScramSaltedPassword(MechanismScramSHA256, []byte(pass), salt, iter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := scramHash(MechanismScramSHA256)
+	clientKey := hmacSum(h, salted, []byte("Client Key"))
+	sk := h()
+	sk.Write(clientKey)
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
+	sig := hmacSum(h, sk.Sum(nil), []byte(bare+","+serverFirst+","+withoutProof))
+	proof := make([]byte, len(sig))
+	for i := range sig {
+		proof[i] = sig[i] ^ clientKey[i]
+	}
+	out, done, err := sess.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+	if err == nil && (!done || !strings.HasPrefix(string(out), "v=")) {
+		t.Fatalf("server-final %q done %v", out, done)
+	}
+	return err
+}
+
+func TestScramGS2Headers(t *testing.T) {
+	store := memStore{"u,1/SCRAM-SHA-256": mustCred(t, MechanismScramSHA256, "pw", 4096)}
+	for i, tc := range []struct {
+		gs2, pass string
+		ok        bool
+	}{
+		{"n,,", "pw", true},
+		{"y,,", "pw", true},
+		{"n,a=u=2C1,", "pw", true},
+		{"y,a=u=2C1,", "pw", true},
+		{"y,,", "bad", false},
+	} {
+		sess, _ := NewScramSession(MechanismScramSHA256, store, []byte("k"))
+		err := scramClient(t, sess, tc.gs2, "u,1", tc.pass)
+		if (err == nil) != tc.ok {
+			t.Errorf("#%d %q: got %v, want ok %v", i, tc.gs2, err, tc.ok)
+		}
+		if tc.ok && sess.Principal() != "User:u,1" {
+			t.Errorf("#%d: principal %q", i, sess.Principal())
+		}
+	}
+}
