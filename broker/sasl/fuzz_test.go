@@ -143,7 +143,7 @@ func FuzzParseScramCredential(f *testing.F) {
 func FuzzParseJWKS(f *testing.F) {
 	f.Add([]byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"AAAA","y":"AAAA"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		keys, err := ParseJWKS(b)
+		keys, err := parseJWKS(b)
 		if err == nil && len(keys) == 0 {
 			t.Fatal("no key and no error")
 		}

@@ -115,7 +115,7 @@ func (v *JWKSValidator) fetch() error {
 	b, err := v.read()
 	if err == nil {
 		var keys []jwk
-		keys, err = ParseJWKS(b)
+		keys, err = parseJWKS(b)
 		if err == nil {
 			v.mu.Lock()
 			v.mu.keys, v.mu.lastFetchErr = keys, nil
@@ -168,10 +168,10 @@ func readBounded(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-// ParseJWKS reads the signature keys of a JWK Set (RFC 7517): RSA and EC
+// parseJWKS reads the signature keys of a JWK Set (RFC 7517): RSA and EC
 // (P-256, P-384, P-521) keys; keys for another use than "sig" and other
 // key types are skipped. It fails if no usable key is left.
-func ParseJWKS(b []byte) ([]jwk, error) {
+func parseJWKS(b []byte) ([]jwk, error) {
 	var set struct {
 		Keys []struct {
 			Kty, Kid, Alg, Use, Crv string
