@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-zookeeper/zk v1.0.4
+	golang.org/x/term v0.46.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -46,6 +46,7 @@ var contractTests = []struct {
 	{"PreferredElectionOnDemand", testPreferredOnDemand},
 	{"UncleanElection", testUncleanElection},
 	{"ControllerMoves", testControllerMoves},
+	{"ScramCredentials", testScramCredentials},
 }
 
 func runContract(t *testing.T, newEnv func(t *testing.T) env) {

@@ -73,6 +73,9 @@ var (
 //
 // All methods are safe for concurrent use.
 type Coordinator interface {
+	// ScramStore holds users' SCRAM credentials (users.go).
+	ScramStore
+
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when
 	// the coordinator is opened.

@@ -93,8 +93,16 @@
 //	     "partitions":[{"topic":"t","partition":0}],
 //	     "answer":{"controller_epoch":7,"remaining":[],
 //	               "results":[{"topic":"t","partition":0,"error":"election_not_needed"}]}}
+//	config/users/<URL-encoded user>         persistent, Kafka's own layout (users.go):
+//	                                        SCRAM credentials and any other user config
+//	    {"version":1,"config":{"SCRAM-SHA-256":"salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=4096"}}
+//	config/changes/config_change_<seq>      persistent sequential, Kafka's change notification
+//	    {"version":2,"entity_path":"users/<URL-encoded user>"}
 //
 // Atomic steps (ZooKeeper multi-op transactions):
+//   - A user's SCRAM credentials: create / set (at the version read) /
+//     delete config/users/<user> + create the change notification. Every
+//     broker watches config/changes and re-reads config/users.
 //   - Election: create controller (ephemeral) + set controller_epoch to
 //     epoch+1 at the version read. A taken controller znode: wait for it
 //     to go.

@@ -33,6 +33,8 @@ type localFile struct {
 	BrokerEpoch     int64                  `json:"broker_epoch"`
 	Topics          map[string]*localTopic `json:"topics"`
 	PendingDeletion map[string]TopicID     `json:"pending_deletion,omitempty"`
+	// Users are user configs (SCRAM credentials), see local_users.go.
+	Users map[string]map[string]string `json:"users,omitempty"`
 }
 
 type localTopic struct {
