@@ -86,11 +86,17 @@ func describeEntry(req *kmsg.DescribeConfigsRequest, e configEntry) kmsg.Describ
 	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 	c.Source = e.source
 	c.ConfigType = e.typ
+	if e.sensitive {
+		c.Value, c.IsSensitive = nil, true
+	}
 	if req.IncludeSynonyms {
 		for _, syn := range e.synonyms {
 			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 			sv := syn.value
 			cs.Name, cs.Value, cs.Source = syn.name, &sv, syn.source
+			if e.sensitive {
+				cs.Value = nil
+			}
 			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stratastream/strata/broker/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,30 +52,10 @@ type authSession struct {
 	expires time.Time
 }
 
-// saslExchange is one SASL authentication in progress: the server side
-// of a mechanism for one client.
-type saslExchange interface {
-	// Step takes the client's next message and returns the server's
-	// answer; done once the client is authenticated. An error fails the
-	// authentication; its text may be shown to the client.
-	Step(msg []byte) (challenge []byte, done bool, err error)
-	// Principal is who authenticated ("User:name"), once done.
-	Principal() string
-	// Lifetime is how long the credential stays valid from now, once
-	// done; 0 for no end.
-	Lifetime() time.Duration
-}
-
-// saslProvider starts exchanges of the mechanisms a listener enables.
-type saslProvider interface {
-	Mechanisms() []string
-	Start(mechanism string) (saslExchange, error)
-}
-
 // saslPending is the exchange a SaslHandshake started.
 type saslPending struct {
 	mechanism string
-	exchange  saslExchange
+	exchange  sasl.Session
 	// raw: the handshake was v0, so the tokens come as raw frames.
 	raw bool
 }
@@ -268,7 +249,7 @@ func handleSASLHandshake(s *Server, r *request) (reply, error) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{msg: resp, closeConn: true}, nil
 	}
-	ex, err := c.lis.sasl.Start(req.Mechanism)
+	ex, err := c.lis.sasl.NewSession(req.Mechanism)
 	if err != nil {
 		c.log.Info("SASL mechanism refused", "mechanism", req.Mechanism, "err", err)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
@@ -297,7 +278,7 @@ func handleSASLAuthenticate(s *Server, r *request) (reply, error) {
 	if err != nil {
 		c.log.Info("SASL authentication failed", "mechanism", p.mechanism, "err", err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := fmt.Sprintf("Authentication failed during authentication with SASL mechanism %s: %v", p.mechanism, err)
+		msg := fmt.Sprintf("Authentication failed during authentication with SASL mechanism %s: %s", p.mechanism, sasl.PublicMessage(err))
 		resp.ErrorMessage = &msg
 		c.delayFailure()
 		return reply{msg: resp, closeConn: true}, nil

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,10 +195,14 @@ type ConfigError struct {
 	Reason     string
 }
 
-// Error names the key, the value and what is wrong with it.
+// Error names the key, the value (unless the setting is sensitive) and
+// what is wrong with it.
 func (e *ConfigError) Error() string {
 	if e.Value == "" && strings.HasPrefix(e.Reason, "unknown") {
 		return fmt.Sprintf("broker config %q: %s", e.Key, e.Reason)
+	}
+	if sensitiveKey(e.Key) {
+		return fmt.Sprintf("broker config %s (value hidden): %s", e.Key, e.Reason)
 	}
 	return fmt.Sprintf("broker config %s=%q: %s", e.Key, e.Value, e.Reason)
 }
@@ -281,7 +286,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 func (c *Config) brokerConfigEntries() []configEntry {
 	var out []configEntry
 	for _, s := range sortedBrokerSettings {
-		e := configEntry{name: s.name, doc: s.doc, typ: s.typ.kafka(), source: kmsg.ConfigSourceDefaultConfig, readOnly: true}
+		e := configEntry{name: s.name, doc: s.doc, typ: s.typ.kafka(), source: kmsg.ConfigSourceDefaultConfig, readOnly: true, sensitive: s.sensitive}
 		if v, ok := c.Properties[s.name]; ok {
 			e.value, e.source = strings.TrimSpace(v), kmsg.ConfigSourceStaticBrokerConfig
 		} else if v, ok := s.current(c); ok {
@@ -292,5 +297,24 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		e.synonyms = []configSynonym{{name: s.name, value: e.value, source: e.source}}
 		out = append(out, e)
 	}
+	// The per-listener settings given, as Kafka lists them.
+	for k, v := range c.Properties {
+		if _, _, s, ok := perListenerSetting(k); ok {
+			out = append(out, configEntry{name: k, value: strings.TrimSpace(v), doc: s.doc, typ: s.typ.kafka(), readOnly: true, sensitive: s.sensitive,
+				source:   kmsg.ConfigSourceStaticBrokerConfig,
+				synonyms: []configSynonym{{name: k, value: strings.TrimSpace(v), source: kmsg.ConfigSourceStaticBrokerConfig}}})
+		}
+	}
+	slices.SortFunc(out, func(a, b configEntry) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// sensitiveKey says the setting named key (possibly per listener) holds
+// a secret.
+func sensitiveKey(key string) bool {
+	if s := brokerSettingByName[key]; s != nil {
+		return s.sensitive
+	}
+	_, _, s, ok := perListenerSetting(key)
+	return ok && s.sensitive
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratastream/strata/broker/sasl"
 	"github.com/stratastream/strata/coord"
 )
 
@@ -308,6 +309,15 @@ func (c *Config) ListenerProperties(name string) map[string]string {
 	for k, v := range c.ListenerOverrides[strings.ToUpper(name)] {
 		out[k] = v
 	}
+	for i := range settings {
+		if st := &settings[i]; st.perListener && st.hasDefault() && st.name != "" {
+			if _, ok := out[st.name]; !ok {
+				if v, ok := st.current(c); ok {
+					out[st.name] = v
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -372,7 +382,7 @@ type listener struct {
 	// sasl starts SASL exchanges on a SASL_PLAINTEXT or SASL_SSL
 	// listener, nil for others; maxReauth is its
 	// connections.max.reauth.ms, 0 for sessions without an end.
-	sasl      saslProvider
+	sasl      *sasl.Config
 	maxReauth time.Duration
 }
 
@@ -383,14 +393,16 @@ func (s *Server) bindListeners() error {
 	s.self = coord.BrokerInfo{ID: s.cfg.BrokerID, ReplicationPort: s.cfg.ReplicationPort, Rack: s.cfg.Rack}
 	for _, la := range s.cfg.Listeners {
 		proto := s.cfg.ListenerProtocols[la.Name]
-		if proto != ProtocolPlaintext {
-			return fmt.Errorf("broker: listener %s: security protocol %s is not served yet; use PLAINTEXT", la.Name, proto)
+		l := &listener{name: la.Name, protocol: proto}
+		if err := s.setupListenerSecurity(l); err != nil {
+			return err
 		}
 		ln, err := net.Listen("tcp", bindAddr(la))
 		if err != nil {
+			l.close()
 			return fmt.Errorf("broker: listener %s on %s: %w", la.Name, bindAddr(la), err)
 		}
-		l := &listener{name: la.Name, protocol: proto, ln: ln, adv: s.cfg.advertisedAddr(la.Name, ln.Addr())}
+		l.ln, l.adv = ln, s.cfg.advertisedAddr(la.Name, ln.Addr())
 		s.lns = append(s.lns, l)
 		s.self.Endpoints = append(s.self.Endpoints, coord.Endpoint{Listener: l.name, Host: l.adv.Host, Port: l.adv.Port, SecurityProtocol: string(proto)})
 		if l.name == s.cfg.InterBrokerListener {
@@ -411,10 +423,43 @@ func (s *Server) interBrokerBind() string {
 	return ""
 }
 
-// closeListeners stops accepting on every listener.
+// closeListeners stops accepting on every listener and stops their
+// background work (JWKS refreshes).
 func (s *Server) closeListeners() {
 	for _, l := range s.lns {
 		_ = l.ln.Close()
+		l.close()
+	}
+}
+
+// setupListenerSecurity builds l's TLS and SASL from its settings
+// (Config.ListenerProperties).
+func (s *Server) setupListenerSecurity(l *listener) error {
+	props := s.cfg.ListenerProperties(l.name)
+	if l.protocol.TLS() {
+		return fmt.Errorf("broker: listener %s: security protocol %s is not served yet", l.name, l.protocol)
+	}
+	if l.protocol.SASL() {
+		sc, err := sasl.NewConfig(props, s.ScramCredentialStore(), sasl.Options{Now: s.nowFn})
+		if err != nil {
+			return fmt.Errorf("broker: listener %s: %w", l.name, err)
+		}
+		l.sasl = sc
+		if v := props["connections.max.reauth.ms"]; v != "" {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ms < 0 {
+				return fmt.Errorf("broker: listener %s: connections.max.reauth.ms=%q is not a number of milliseconds", l.name, v)
+			}
+			l.maxReauth = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return nil
+}
+
+// close releases what setupListenerSecurity started.
+func (l *listener) close() {
+	if l.sasl != nil {
+		l.sasl.Close()
 	}
 }
 

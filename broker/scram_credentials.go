@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"log/slog"
 
 	"github.com/stratastream/strata/broker/sasl"
-	"github.com/stratastream/strata/coord"
 )
 
 // Kafka's ScramMechanism types in DescribeUserScramCredentials and
@@ -35,19 +33,18 @@ func scramMechanismType(name string) int8 {
 // credentials (sasl.CredentialStore). A stored credential that does not
 // parse is logged (never its value) and treated as missing.
 type scramCredentialStore struct {
-	c   coord.ScramStore
-	log *slog.Logger
+	s *Server // its coordinator is read at each call: it opens after the listeners
 }
 
 // ScramCredential implements sasl.CredentialStore.
 func (s scramCredentialStore) ScramCredential(user, mechanism string) (sasl.ScramCredential, bool) {
-	str, ok := s.c.ScramCredential(user, mechanism)
+	str, ok := s.s.coord.ScramCredential(user, mechanism)
 	if !ok {
 		return sasl.ScramCredential{}, false
 	}
 	cred, err := sasl.ParseScramCredential(str)
 	if err != nil {
-		s.log.Warn("stored SCRAM credential does not parse; the user cannot authenticate with it", "user", user, "mechanism", mechanism, "err", err)
+		s.s.log.Warn("stored SCRAM credential does not parse; the user cannot authenticate with it", "user", user, "mechanism", mechanism, "err", err)
 		return sasl.ScramCredential{}, false
 	}
 	return cred, true
@@ -56,5 +53,5 @@ func (s scramCredentialStore) ScramCredential(user, mechanism string) (sasl.Scra
 // ScramCredentialStore is the credential store of SCRAM for a listener's
 // sasl.Config (sasl.NewConfig's store argument).
 func (s *Server) ScramCredentialStore() sasl.CredentialStore {
-	return scramCredentialStore{c: s.coord, log: s.log}
+	return scramCredentialStore{s: s}
 }

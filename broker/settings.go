@@ -95,6 +95,9 @@ type setting struct {
 	// (Config.ListenerProperties); perMechanism that it may be given for
 	// one SASL mechanism, as <mechanism>.<setting>, also per listener.
 	perListener, perMechanism bool
+	// sensitive hides the value (a password): DescribeConfigs returns
+	// null with IsSensitive, and errors do not quote it.
+	sensitive bool
 
 	// synonyms are the settings with synonymOf naming this one, finest
 	// unit first (filled by indexSettings).
@@ -173,7 +176,7 @@ func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(
 
 // settings is the registry, in the order ConfigFromProperties applies the
 // given values (log.dir before log.dirs, so that log.dirs wins).
-var settings = slices.Concat(brokerSettings, logSettings, clusterSettings, groupSettings, tieringSettings, metricsSettings)
+var settings = slices.Concat(brokerSettings, logSettings, clusterSettings, groupSettings, tieringSettings, metricsSettings, saslSettings)
 
 // brokerSettingByName and topicSettingByName index the registry by broker
 // setting name and by topic config name.

@@ -88,6 +88,8 @@ type configEntry struct {
 	readOnly bool
 	doc      string
 	synonyms []configSynonym
+	// sensitive: the value is a secret, described as null.
+	sensitive bool
 }
 
 // configSynonym is a setting that provides a config's value, strongest
