@@ -45,7 +45,7 @@ type Server struct {
 		once      sync.Once
 		closeOnce sync.Once
 		stop      chan struct{}
-		done chan struct{}
+		done      chan struct{}
 	}
 }
 
