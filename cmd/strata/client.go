@@ -51,7 +51,9 @@ type clientCmd struct {
 	stderr  io.Writer
 
 	bootstrap *string
-	watcher   *dialWatcher // of the last connect
+	security  *securityFlags
+	sec       *clientSecurity // resolved by parse
+	watcher   *dialWatcher    // of the last connect
 }
 
 func newClientCmd(name, usage, example string, stdout, stderr io.Writer) *clientCmd {
@@ -60,6 +62,7 @@ func newClientCmd(name, usage, example string, stdout, stderr io.Writer) *client
 	c.fs.SetOutput(stderr)
 	c.fs.Usage = func() {} // printed by parse: to stdout for --help
 	c.bootstrap = c.fs.String("bootstrap-server", defaultBootstrap, "the brokers to connect to first, as `host:port[,...]`")
+	c.security = addSecurityFlags(c.fs)
 	return c
 }
 
@@ -105,6 +108,11 @@ func (c *clientCmd) parse(args []string) (pos []string, status int, ok bool) {
 	if _, err := c.seeds(); err != nil {
 		return nil, c.usageError("--bootstrap-server: %v", err), false
 	}
+	sec, err := c.security.resolve(envOrEmpty)
+	if err != nil {
+		return nil, c.usageError("%v", err), false
+	}
+	c.sec = sec
 	return pos, 0, true
 }
 
@@ -178,14 +186,18 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 	if err != nil {
 		return nil, ctx, err
 	}
-	w := &dialWatcher{seeds: len(seeds)}
+	sec := c.sec
+	if sec == nil {
+		sec = &clientSecurity{protocol: protoPlaintext}
+	}
+	w := &dialWatcher{seeds: len(seeds), tlsOn: sec.tls != nil}
 	c.watcher = w
-	opts = append([]kgo.Opt{
+	opts = append(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.DialTimeout(dialTimeout),
 		kgo.ClientID("strata-cli"),
 		kgo.WithHooks(w),
-	}, opts...)
+	}, sec.opts()...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, ctx, err
@@ -210,6 +222,10 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 		cause := context.Cause(pctx)
 		if cause == nil || errors.Is(cause, context.Canceled) {
 			cause = err
+		}
+		tlsAddr, tlsErr := w.tlsFailure()
+		if serr := explainSecurity(err, tlsAddr, tlsErr, seeds, sec); serr != nil {
+			return nil, ctx, serr
 		}
 		if errors.Is(cause, context.DeadlineExceeded) {
 			cause = fmt.Errorf("no answer within %v", probeTimeout)
@@ -248,6 +264,7 @@ const advertisedFailures = 3
 // the mark of a wrong advertised.listeners.
 type dialWatcher struct {
 	seeds int
+	tlsOn bool // the client dials with TLS
 	mu    struct {
 		sync.Mutex
 		cancelProbe context.CancelCauseFunc // nil once the probe ended
@@ -259,7 +276,17 @@ type dialWatcher struct {
 		// unreached counts the failed connections to brokers never
 		// reached, by broker id.
 		unreached map[int32]advertisedError
+		// tlsAddr and tlsErr are the last TLS handshake that failed.
+		tlsAddr string
+		tlsErr  error
 	}
+}
+
+// tlsFailure returns the last TLS handshake that failed, if any.
+func (w *dialWatcher) tlsFailure() (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.tlsAddr, w.mu.tlsErr
 }
 
 var _ kgo.HookBrokerConnect = (*dialWatcher)(nil)
@@ -285,6 +312,9 @@ func (w *dialWatcher) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, 
 	defer w.mu.Unlock()
 	if w.mu.abort == nil {
 		return // not started
+	}
+	if err != nil && w.tlsOn && (isTLSError(err) || errors.Is(err, io.EOF)) {
+		w.mu.tlsAddr, w.mu.tlsErr = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err
 	}
 	if err == nil {
 		w.mu.anyOK = true
