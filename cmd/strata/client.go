@@ -224,7 +224,7 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 			cause = err
 		}
 		tlsAddr, tlsErr := w.tlsFailure()
-		if serr := explainSecurity(err, tlsAddr, tlsErr, seeds, sec); serr != nil {
+		if serr := explainSecurity(cause, tlsAddr, tlsErr, seeds, sec); serr != nil {
 			return nil, ctx, serr
 		}
 		if errors.Is(cause, context.DeadlineExceeded) {
@@ -307,13 +307,18 @@ func (w *dialWatcher) probed() {
 }
 
 // OnBrokerConnect implements kgo.HookBrokerConnect.
-func (w *dialWatcher) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+func (w *dialWatcher) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mu.abort == nil {
 		return // not started
 	}
-	if err != nil && w.tlsOn && (isTLSError(err) || errors.Is(err, io.EOF)) {
+	// A TLS handshake is part of the dial (conn is nil when it fails),
+	// but a TLS 1.3 server's refusal of the client's certificate comes
+	// with the first answer (the hook reports the errors of the
+	// connection's first requests too). With TCP connected, any error
+	// of the dial is the handshake's.
+	if err != nil && w.tlsOn && (isTLSError(err) || conn == nil && !isDialError(err) && !errors.Is(err, context.Canceled)) {
 		w.mu.tlsAddr, w.mu.tlsErr = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err
 	}
 	if err == nil {
@@ -426,6 +431,9 @@ func hintFor(err error) string {
 			h += "\nIf a broker is running there, it may be starting or overloaded: check its log and try again."
 		}
 		return h
+	}
+	if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
+		return "The broker closed the connection at once: its listener may use TLS or SASL. Set security.protocol (--security-protocol or --command-config) to match the listener, with its ssl.* and sasl.* settings (docs/security.md)."
 	}
 	if _, ok := errors.AsType[*advertisedError](err); ok {
 		return "The broker answered at --bootstrap-server but gives clients another address to use: check its advertised.listeners setting, and that this machine can reach that address."

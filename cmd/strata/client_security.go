@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/stratastream/strata/broker"
@@ -436,6 +437,9 @@ func isTLSError(err error) bool {
 // explainTLS wraps a TLS failure with addr with its next step, given the
 // client's security s.
 func explainTLS(addr string, err error, s *clientSecurity) *securityError {
+	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "unable to dial: ") {
+		err = u // franz-go's wrapping says nothing more
+	}
 	e := &securityError{what: "TLS handshake", addr: addr, err: err}
 	var (
 		unknown  x509.UnknownAuthorityError
@@ -451,8 +455,10 @@ func explainTLS(addr string, err error, s *clientSecurity) *securityError {
 		e.hint = "The broker's certificate is not for the host dialed: connect with a name or address it holds, or set ssl.endpoint.identification.algorithm= (empty) in --command-config to verify the certificate without its host name."
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		e.hint = "The broker's certificate has expired or is not valid yet: renew it (docs/security.md), or check this machine's clock."
-	case errors.As(err, &header), errors.Is(err, io.EOF) && s.tls != nil:
+	case errors.As(err, &header), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 		e.hint = "The broker did not speak TLS: this may be a PLAINTEXT or SASL_PLAINTEXT listener. Set security.protocol to match the listener, or connect to its SSL port."
+	case strings.Contains(msg, "certificate required") && s.tls != nil && len(s.tls.Certificates) > 0:
+		e.hint = "The broker requires a client certificate signed by a CA of its truststore; this client's (ssl.keystore.location) is not signed by one of them, so it was not sent. Use a certificate from the broker's CA."
 	case strings.Contains(msg, "certificate required"):
 		e.hint = "The broker requires a client certificate (ssl.client.auth=required): set ssl.keystore.location (or --ssl-keystore-location) to this client's certificate and key."
 	case strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"), strings.Contains(msg, "expired certificate"), strings.Contains(msg, "certificate unknown"):
@@ -476,17 +482,22 @@ func explainSecurity(err error, tlsAddr string, tlsErr error, seeds []string, s 
 	if s.tls != nil && isTLSError(err) {
 		return withHintOf(explainTLS(addr, err, s))
 	}
+	_, closed := errors.AsType[*kgo.ErrFirstReadEOF](err)
+	closed = closed || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "invalid large response size")
 	if s.sasl == nil {
-		if s.tls == nil && (errors.Is(err, io.EOF) || strings.Contains(err.Error(), "invalid large response size")) {
-			return withHint(err, "The broker closed the connection at once: if this is an SSL or SASL listener, set security.protocol (--security-protocol or --command-config) to match it.")
-		}
-		if errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.SaslAuthenticationFailed) {
-			return withHint(err, "The listener requires SASL: set security.protocol=SASL_PLAINTEXT or SASL_SSL, sasl.mechanism and sasl.jaas.config in --command-config.")
+		switch {
+		case closed && s.tls == nil:
+			return withHint(err, "The broker closed the connection at once: if this is an SSL or SASL listener, set security.protocol (--security-protocol or --command-config) to match it, with its ssl.* and sasl.* settings (docs/security.md).")
+		case closed, errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.SaslAuthenticationFailed):
+			return withHint(err, "The listener may require SASL: set security.protocol=SASL_SSL (or SASL_PLAINTEXT), sasl.mechanism and sasl.jaas.config in --command-config (docs/security.md).")
 		}
 		return nil
 	}
 	what := fmt.Sprintf("SASL %s authentication as %q", s.mechanism, s.user)
 	switch {
+	case closed:
+		return withHintOf(&securityError{what: what, addr: addr, err: fmt.Errorf("the broker closed the connection: %w", err),
+			hint: "Check the user name and password (sasl.jaas.config, --sasl-username, " + saslPasswordEnv + "), that the user exists for " + s.mechanism + ", and that the listener's security.protocol is " + s.protocol + "."})
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return withHintOf(&securityError{what: what, addr: addr, err: err, hint: "Check the user name and password (sasl.jaas.config, --sasl-username, " + saslPasswordEnv + "), and that the user exists for this mechanism ('strata users list')."})
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
