@@ -513,5 +513,3 @@ func withHintOf(e *securityError) error { return withHint(e, e.hint) }
 
 // envOrEmpty is os.Getenv; a variable so tests can replace it.
 var envOrEmpty = os.Getenv
-
-
