@@ -50,10 +50,13 @@ type Config struct {
 	// host that the broker id it claims registered (tls.go). A
 	// GetConfigForClient (tlsconfig.Server's, for reloads) is kept.
 	ServerTLS *tls.Config
-	// ClientTLS, if not nil, makes the fetchers dial leaders over TLS
-	// with it (its certificate for the leaders' ServerTLS), verifying
-	// each leader's certificate for the host the leader registered.
-	ClientTLS *tls.Config
+	// ClientTLS, if not nil, makes the fetchers dial leaders over TLS:
+	// it returns the configuration for dialing the leader registered at
+	// host, which presents this broker's certificate (for the leaders'
+	// ServerTLS) and verifies the leader's certificate for host
+	// (tlsconfig.Server.ClientConfig does both with the certificates
+	// loaded last; ForHost adapts a fixed configuration).
+	ClientTLS func(host string) *tls.Config
 	// Logger receives the replication log lines.
 	Logger *slog.Logger
 	// Metrics is where the Manager registers its metrics.

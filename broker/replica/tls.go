@@ -63,11 +63,22 @@ func (m *Manager) dialOption(addr string) grpc.DialOption {
 	if m.cfg.ClientTLS == nil {
 		return grpc.WithTransportCredentials(insecure.NewCredentials())
 	}
-	c := m.cfg.ClientTLS.Clone()
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		c.ServerName = host
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
 	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(c))
+	return grpc.WithTransportCredentials(credentials.NewTLS(m.cfg.ClientTLS(host)))
+}
+
+// ForHost adapts a fixed client configuration (tlsconfig.NewClient's) to
+// Config.ClientTLS: a copy with ServerName set to the host dialed, whose
+// certificate crypto/tls then verifies for it.
+func ForHost(cfg *tls.Config) func(host string) *tls.Config {
+	return func(host string) *tls.Config {
+		c := cfg.Clone()
+		c.ServerName = host
+		return c
+	}
 }
 
 // checkPeerCertificate refuses a call over TLS unless the peer's

@@ -64,7 +64,7 @@ func tlsClient(t *testing.T, addr string, ca *tlstest.CA, cert *tlstest.Cert) re
 	if err != nil {
 		t.Fatal(err)
 	}
-	fm := &Manager{cfg: Config{ClientTLS: ccfg}}
+	fm := &Manager{cfg: Config{ClientTLS: ForHost(ccfg)}}
 	cc, err := grpc.NewClient("passthrough:///"+addr, fm.dialOption(addr))
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +127,28 @@ func TestReplicationMutualTLS(t *testing.T) {
 			t.Fatalf("got %v, want Unavailable: the leader's certificate is not for 127.0.0.1", err)
 		}
 		t.Logf("refused as: %v", err)
+	})
+
+	t.Run("client side of a broker's tlsconfig.Server", func(t *testing.T) {
+		dir := t.TempDir()
+		self, err := tlsconfig.NewServer(map[string]string{
+			"ssl.keystore.location":   right.WritePEMKeystore(t, filepath.Join(dir, "follower.pem"), ""),
+			"ssl.truststore.location": tlstest.WritePEM(t, filepath.Join(dir, "ca.pem"), ca),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer self.Close()
+		fm := &Manager{cfg: Config{ClientTLS: self.ClientConfig}}
+		cc, err := grpc.NewClient("passthrough:///"+addr, fm.dialOption(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		msg, err := openStream(t, replpb.NewReplicationClient(cc), 2, start)
+		if err != nil || len(msg.GetPartitions()) != 1 {
+			t.Fatalf("got %v, %v; want the stream served", msg, err)
+		}
 	})
 
 	t.Run("plaintext client", func(t *testing.T) {

@@ -51,18 +51,18 @@ func NewClient(properties map[string]string) (*tls.Config, error) {
 			}
 		}
 		cfg.InsecureSkipVerify = true // the chain is verified below, without the host name
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyChain(cs, roots) }
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyChain(cs, roots, "") }
 	}
 	return cfg, nil
 }
 
-// verifyChain verifies the server's chain against roots, as crypto/tls
-// does but without the host name.
-func verifyChain(cs tls.ConnectionState, roots *x509.CertPool) error {
+// verifyChain verifies the server's chain against roots, and for host
+// unless it is "", as crypto/tls does.
+func verifyChain(cs tls.ConnectionState, roots *x509.CertPool, host string) error {
 	if len(cs.PeerCertificates) == 0 {
 		return fmt.Errorf("tlsconfig: the server sent no certificate")
 	}
-	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+	opts := x509.VerifyOptions{Roots: roots, DNSName: host, Intermediates: x509.NewCertPool()}
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
 	}

@@ -105,3 +105,44 @@ func TestReloadRefusesIncompatibleKeystore(t *testing.T) {
 func optionsLike(p *pki, hosts []string) tlstest.Options {
 	return tlstest.Options{Subject: p.server.Cert.Subject, Hosts: hosts}
 }
+
+// TestServerClientConfig: a broker's client side presents its keystore
+// certificate and verifies the peer for the host dialed, with the
+// stores loaded last.
+func TestServerClientConfig(t *testing.T) {
+	p := newPKI(t)
+	peer := newServer(t, p.serverProps("required"))
+	addr, acc := serve(t, peer.Config())
+
+	self := newPKI(t) // another directory; the same CA is used below
+	self.ca = p.ca
+	self.server = p.ca.Server(t, "127.0.0.1")
+	self.keystore = self.server.WritePEMKeystore(t, self.keystore, "")
+	tlstest.WritePEM(t, self.truststore, p.ca)
+	srv := newServer(t, self.serverProps("required"))
+	cfg := srv.ClientConfig("127.0.0.1")
+	if _, err := dial(t, addr, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := peer.Principal((<-acc).state); got != "User:CN=127.0.0.1,O=Strata" {
+		t.Fatalf("the peer saw %q", got)
+	}
+	wrongHost := srv.ClientConfig("broker-7.example")
+	if _, err := dial(t, addr, wrongHost); err == nil || !strings.Contains(err.Error(), "broker-7.example") {
+		t.Fatalf("dial for another host: %v, want the certificate refused", err)
+	}
+	<-acc
+
+	// A reload changes the certificate presented to new connections.
+	next := p.ca.Server(t, "127.0.0.1")
+	next.WritePEMKeystore(t, self.keystore, "")
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dial(t, addr, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := (<-acc).state.PeerCertificates[0].SerialNumber; got.Cmp(next.Cert.SerialNumber) != 0 {
+		t.Fatalf("presented serial %v after the reload, want %v", got, next.Cert.SerialNumber)
+	}
+}

@@ -31,6 +31,7 @@ type Server struct {
 	mapper     *PrincipalMapper
 	allowDN    bool // ssl.allow.dn.changes
 	allowSAN   bool // ssl.allow.san.changes
+	verifyHost bool // ssl.endpoint.identification.algorithm, for ClientConfig
 	config     *tls.Config
 
 	cur atomic.Pointer[generation]
@@ -53,6 +54,7 @@ type Server struct {
 type generation struct {
 	config *tls.Config
 	cert   *tls.Certificate
+	roots  *x509.CertPool // nil without a truststore
 	files  []string
 	hash   [32]byte
 }
@@ -65,7 +67,7 @@ type generation struct {
 // what to set.
 func NewServer(properties map[string]string) (*Server, error) {
 	p := props(maps.Clone(properties))
-	if err := p.checkKeys(append(slices.Clone(serverKeys), "ssl.allow.dn.changes", "ssl.allow.san.changes")); err != nil {
+	if err := p.checkKeys(Settings); err != nil {
 		return nil, err
 	}
 	s := &Server{props: p}
@@ -86,6 +88,9 @@ func NewServer(properties map[string]string) (*Server, error) {
 		return nil, err
 	}
 	if s.allowSAN, err = p.boolean("ssl.allow.san.changes"); err != nil {
+		return nil, err
+	}
+	if s.verifyHost, err = p.verifyHostname(); err != nil {
 		return nil, err
 	}
 	g, err := s.load()
@@ -118,6 +123,41 @@ func (p props) boolean(k string) (bool, error) {
 // Config is the listener's TLS configuration: give it to tls.NewListener
 // or tls.Server. Each handshake uses the certificates loaded last.
 func (s *Server) Config() *tls.Config { return s.config }
+
+// ClientConfig is the configuration of a connection this side makes as
+// a client to serverName (a broker dialing another's inter-broker
+// listener or replication port, serverName being the host it dials): it
+// presents the keystore's certificate and verifies the peer against the
+// truststore (the system's CAs without one), both as loaded last, so a
+// reload applies to new connections. The peer's certificate must be
+// valid for serverName, unless ssl.endpoint.identification.algorithm
+// is empty.
+func (s *Server) ClientConfig(serverName string) *tls.Config {
+	host := ""
+	if s.verifyHost {
+		host = serverName
+	}
+	return &tls.Config{
+		ServerName:   serverName,
+		MinVersion:   s.minV,
+		MaxVersion:   s.maxV,
+		CipherSuites: s.suites,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return s.cur.Load().cert, nil
+		},
+		InsecureSkipVerify: true, // verified below against the truststore loaded last
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			roots := s.cur.Load().roots
+			if roots == nil {
+				var err error
+				if roots, err = x509.SystemCertPool(); err != nil {
+					return fmt.Errorf("tlsconfig: the system's CAs: %w; set ssl.truststore.location", err)
+				}
+			}
+			return verifyChain(cs, roots, host)
+		},
+	}
+}
 
 // Certificate is the keystore's certificate chain and key loaded last.
 func (s *Server) Certificate() *tls.Certificate { return s.cur.Load().cert }
@@ -162,7 +202,7 @@ func (s *Server) load() (*generation, error) {
 			return err
 		},
 	}
-	return &generation{config: cfg, cert: cert, files: files, hash: hash}, nil
+	return &generation{config: cfg, cert: cert, roots: roots, files: files, hash: hash}, nil
 }
 
 // hashFiles hashes the contents of files, in order.
