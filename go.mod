@@ -5,12 +5,10 @@ go 1.26.0
 require (
 	github.com/go-zookeeper/zk v1.0.4
 	google.golang.org/grpc v1.85.0
+	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
-require (
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	software.sslmate.com/src/go-pkcs12 v0.7.4 // indirect
-)
+require google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 
 require (
 	github.com/IBM/sarama v1.61.1
