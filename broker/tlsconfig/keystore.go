@@ -273,35 +273,20 @@ func pemCertificates(data []byte, name string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// pkcs12Certificates reads the certificates of a PKCS12 truststore:
-// keytool's (each marked as a trust anchor) or one openssl wrote.
+// pkcs12Certificates reads the certificates of a PKCS12 truststore. As
+// in Java, only certificates marked as trust anchors count: keytool
+// marks them (and openssl 3.2 on with -jdktrust anyExtendedKeyUsage);
+// a store of unmarked certificates is refused with what to do.
 func pkcs12Certificates(data []byte, password, name string) ([]*x509.Certificate, error) {
 	certs, err := pkcs12.DecodeTrustStore(data, password)
-	if err != nil && !errors.Is(err, pkcs12.ErrIncorrectPassword) {
-		blocks, perr := pkcs12.ToPEM(data, password)
-		if perr == nil {
-			for _, b := range blocks {
-				if b.Type != "CERTIFICATE" {
-					continue
-				}
-				c, cerr := x509.ParseCertificate(b.Bytes)
-				if cerr != nil {
-					return nil, fmt.Errorf("tlsconfig: PKCS12 truststore %s: %w", name, cerr)
-				}
-				certs = append(certs, c)
-			}
-			err = nil
-		} else if errors.Is(perr, pkcs12.ErrIncorrectPassword) {
-			err = perr
-		}
-	}
-	if errors.Is(err, pkcs12.ErrIncorrectPassword) {
+	switch {
+	case errors.Is(err, pkcs12.ErrIncorrectPassword):
 		return nil, fmt.Errorf("tlsconfig: PKCS12 truststore %s: wrong or missing ssl.truststore.password", name)
-	}
-	if err != nil {
+	case err != nil && strings.Contains(err.Error(), "not marked as trusted"):
+		return nil, fmt.Errorf("tlsconfig: PKCS12 truststore %s holds certificates not marked as trusted (as openssl before 3.2 writes them): make it with 'keytool -importcert -alias ca -file ca.pem -keystore %s -storetype PKCS12', or use the CA's PEM file with ssl.truststore.type=PEM", name, name)
+	case err != nil:
 		return nil, fmt.Errorf("tlsconfig: PKCS12 truststore %s: %w", name, err)
-	}
-	if len(certs) == 0 {
+	case len(certs) == 0:
 		return nil, fmt.Errorf("tlsconfig: PKCS12 truststore %s holds no certificate", name)
 	}
 	return certs, nil
