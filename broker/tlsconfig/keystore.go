@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"software.sslmate.com/src/go-pkcs12"
@@ -181,7 +182,11 @@ func pkcs12KeyPair(data []byte, storePassword, keyPassword, name string) (*tls.C
 	}
 	certs := [][]byte{leaf.Raw}
 	for _, c := range cas {
-		certs = append(certs, c.Raw)
+		// keytool keeps the CA both in the chain and as a trusted
+		// entry: send it once.
+		if !slices.ContainsFunc(certs, func(b []byte) bool { return bytes.Equal(b, c.Raw) }) {
+			certs = append(certs, c.Raw)
+		}
 	}
 	return keyPair(certs, priv, name)
 }
