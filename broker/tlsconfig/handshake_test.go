@@ -248,3 +248,27 @@ func TestEndpointIdentification(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestNoMappingRuleRefusesClient: a verified client certificate whose
+// subject no ssl.principal.mapping.rules rule maps is refused in the
+// handshake, as Kafka refuses the connection; one that maps gets the
+// mapped name.
+func TestNoMappingRuleRefusesClient(t *testing.T) {
+	p := newPKI(t)
+	props := p.serverProps("required")
+	props["ssl.principal.mapping.rules"] = "RULE:^CN=([^,]+),OU=ops$/$1/U"
+	srv := newServer(t, props)
+	addr, acc := serve(t, srv.Config())
+	if _, err := dial(t, addr, p.clientConfig(t, p.ca.Client(t, pkix.Name{CommonName: "carol", OrganizationalUnit: []string{"ops"}}))); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := srv.Principal((<-acc).state); !ok || got != "User:CAROL" {
+		t.Fatalf("principal %q %v, want User:CAROL", got, ok)
+	}
+	if _, err := dial(t, addr, p.clientConfig(t, p.ca.Client(t, pkix.Name{CommonName: "dave", OrganizationalUnit: []string{"eng"}}))); err == nil {
+		t.Fatal("a client no rule maps was accepted")
+	}
+	if a := <-acc; a.err == nil || !strings.Contains(a.err.Error(), "no rule") {
+		t.Fatalf("server: %v, want no rule applies", a.err)
+	}
+}

@@ -186,10 +186,14 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 	if err != nil {
 		return nil, ctx, err
 	}
-	sec := c.sec
-	if sec == nil {
-		sec = &clientSecurity{protocol: protoPlaintext}
+	if c.sec == nil { // parse resolves it; a caller that skipped parse gets the same
+		sec, err := c.security.resolve(envOrEmpty)
+		if err != nil {
+			return nil, ctx, err
+		}
+		c.sec = sec
 	}
+	sec := c.sec
 	w := &dialWatcher{seeds: len(seeds), tlsOn: sec.tls != nil}
 	c.watcher = w
 	opts = append(append([]kgo.Opt{
