@@ -194,7 +194,7 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 		c.sec = sec
 	}
 	sec := c.sec
-	w := &dialWatcher{seeds: len(seeds), tlsOn: sec.tls != nil}
+	w := &dialWatcher{seeds: len(seeds), tlsOn: sec.tls != nil, sec: sec}
 	c.watcher = w
 	opts = append(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -268,7 +268,8 @@ const advertisedFailures = 3
 // the mark of a wrong advertised.listeners.
 type dialWatcher struct {
 	seeds int
-	tlsOn bool // the client dials with TLS
+	tlsOn bool            // the client dials with TLS
+	sec   *clientSecurity // for explaining a failed handshake
 	mu    struct {
 		sync.Mutex
 		cancelProbe context.CancelCauseFunc // nil once the probe ended
@@ -369,6 +370,12 @@ func (w *dialWatcher) explain(err error) error {
 		for _, u := range w.mu.unreached {
 			return &u
 		}
+	}
+	// A broker reached after the first (a partition's leader) whose
+	// handshake failed: franz-go retries it until the request times out.
+	if _, done := errors.AsType[*securityError](err); !done && w.mu.tlsErr != nil && w.sec != nil &&
+		(errors.Is(err, context.DeadlineExceeded) || isTLSError(err)) {
+		return withHintOf(explainTLS(w.mu.tlsAddr, w.mu.tlsErr, w.sec))
 	}
 	return err
 }
