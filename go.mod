@@ -6,6 +6,7 @@ require (
 	github.com/go-zookeeper/zk v1.0.4
 	golang.org/x/term v0.46.0
 	google.golang.org/grpc v1.85.0
+	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
 require (

@@ -87,10 +87,12 @@
 // address: NAT, several interfaces and proxies are normal), else the call
 // ends with codes.PermissionDenied and both sides log it at WARN. This
 // keeps a stray process from replicating under an id no live broker has;
-// it is not authentication: any process that can reach the port can
-// claim a registered broker's id. Proving a peer's identity takes mutual TLS on
-// the replication listener with certificates matching the registrations,
-// which comes with the security work.
+// over plaintext it is not authentication: any process that can reach
+// the port can claim a registered broker's id. With Config.ServerTLS and
+// Config.ClientTLS the service runs mutual TLS (tls.go): a call is then
+// served only if the caller's verified certificate is valid for the host
+// its claimed broker id registered, and a follower verifies the leader's
+// certificate for the host the leader registered.
 //
 // # Locks
 //

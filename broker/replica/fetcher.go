@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
@@ -125,7 +124,7 @@ func (f *fetcher) run() {
 				cc = nil
 			}
 			c, err := grpc.NewClient("passthrough:///"+addr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				m.dialOption(addr),
 				grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReplicationMessage)),
 			)

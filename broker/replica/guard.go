@@ -29,10 +29,10 @@ import (
 //     matched against the registration: a broker may call from another
 //     address than the one it advertises (several interfaces, NAT, a
 //     proxy in front of it; the network fault tests run that way), and
-//     an address proves nothing anyway. The peer's identity is proven only
-//     when the replication listener runs mutual TLS with certificates
-//     matching the registrations, which comes with the security work
-//     (DESIGN.md, "Listeners and security").
+//     an address proves nothing anyway. The peer's identity is proven
+//     when the replication listener runs mutual TLS (Config.ServerTLS):
+//     the caller's certificate must then be valid for the host its
+//     broker id registered (tls.go).
 
 // PanicMarker begins the message of the ERROR line logged when a
 // replication call panics and is recovered; it is broker.PanicMarker,
@@ -50,12 +50,16 @@ func maxFollowerMessage(maxPartitions int) int {
 
 // serverOptions are the Replication server's limits and interceptors.
 func (m *Manager) serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxFollowerMessage(m.cfg.MaxPartitions)),
 		grpc.MaxSendMsgSize(maxReplicationMessage),
 		grpc.ChainUnaryInterceptor(m.recoverUnary),
 		grpc.ChainStreamInterceptor(m.recoverStream),
 	}
+	if m.cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(serverCredentials(m.cfg.ServerTLS)))
+	}
+	return opts
 }
 
 func (m *Manager) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
@@ -76,16 +80,19 @@ func (m *Manager) recoverCall(method string, err *error) {
 	}
 }
 
-// checkFollower refuses a call that claims to come from broker id unless
-// id is another broker registered in the cluster.
-func (m *Manager) checkFollower(id int32) error {
+// checkFollower refuses a call (whose context is ctx) that claims to
+// come from broker id unless id is another broker registered in the
+// cluster and, over TLS, the caller's certificate is valid for the host
+// that broker registered (tls.go).
+func (m *Manager) checkFollower(ctx context.Context, id int32) error {
 	if id < 0 || id == m.cfg.BrokerID {
 		return status.Errorf(codes.PermissionDenied, "replication: a call from broker %d refused by broker %d", id, m.cfg.BrokerID)
 	}
-	if _, ok := m.host.Snapshot().Broker(id); !ok {
+	b, ok := m.host.Snapshot().Broker(id)
+	if !ok {
 		return status.Errorf(codes.PermissionDenied, "replication: broker %d is not registered in the cluster", id)
 	}
-	return nil
+	return m.checkPeerCertificate(ctx, id, b.Host)
 }
 
 // refused logs a refused call; the caller returns err.

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
@@ -42,6 +43,20 @@ type Config struct {
 	// other brokers' fetchers; the Manager owns it from NewManager on.
 	// Nil for a single node, which has no followers.
 	Listener net.Listener
+	// ServerTLS, if not nil, makes the Replication service on Listener
+	// serve mutual TLS: it requires a client certificate verified by
+	// ServerTLS.ClientCAs (whatever ServerTLS.ClientAuth says), and
+	// accepts a call only from a peer whose certificate is valid for the
+	// host that the broker id it claims registered (tls.go). A
+	// GetConfigForClient (tlsconfig.Server's, for reloads) is kept.
+	ServerTLS *tls.Config
+	// ClientTLS, if not nil, makes the fetchers dial leaders over TLS:
+	// it returns the configuration for dialing the leader registered at
+	// host, which presents this broker's certificate (for the leaders'
+	// ServerTLS) and verifies the leader's certificate for host
+	// (tlsconfig.Server.ClientConfig does both with the certificates
+	// loaded last; ForHost adapts a fixed configuration).
+	ClientTLS func(host string) *tls.Config
 	// Logger receives the replication log lines.
 	Logger *slog.Logger
 	// Metrics is where the Manager registers its metrics.

@@ -71,7 +71,7 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 		return err
 	}
 	follower := first.GetFollowerId()
-	if err := m.checkFollower(follower); err != nil {
+	if err := m.checkFollower(stream.Context(), follower); err != nil {
 		return m.refused("Replicate", err)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
@@ -346,7 +346,7 @@ func readBatches(l *segment.Log, off int64, maxBytes int, limit int64) ([]byte, 
 
 // EpochEnds answers a follower's KIP-101 question for each partition.
 func (rs *replicationService) EpochEnds(ctx context.Context, req *replpb.EpochEndsRequest) (*replpb.EpochEndsResponse, error) {
-	if err := rs.m.checkFollower(req.GetFollowerId()); err != nil {
+	if err := rs.m.checkFollower(ctx, req.GetFollowerId()); err != nil {
 		return nil, rs.m.refused("EpochEnds", err)
 	}
 	resp := &replpb.EpochEndsResponse{}

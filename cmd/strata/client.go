@@ -51,7 +51,9 @@ type clientCmd struct {
 	stderr  io.Writer
 
 	bootstrap *string
-	watcher   *dialWatcher // of the last connect
+	security  *securityFlags
+	sec       *clientSecurity // resolved by parse
+	watcher   *dialWatcher    // of the last connect
 }
 
 func newClientCmd(name, usage, example string, stdout, stderr io.Writer) *clientCmd {
@@ -60,6 +62,7 @@ func newClientCmd(name, usage, example string, stdout, stderr io.Writer) *client
 	c.fs.SetOutput(stderr)
 	c.fs.Usage = func() {} // printed by parse: to stdout for --help
 	c.bootstrap = c.fs.String("bootstrap-server", defaultBootstrap, "the brokers to connect to first, as `host:port[,...]`")
+	c.security = addSecurityFlags(c.fs)
 	return c
 }
 
@@ -105,6 +108,11 @@ func (c *clientCmd) parse(args []string) (pos []string, status int, ok bool) {
 	if _, err := c.seeds(); err != nil {
 		return nil, c.usageError("--bootstrap-server: %v", err), false
 	}
+	sec, err := c.security.resolve(envOrEmpty)
+	if err != nil {
+		return nil, c.usageError("%v", err), false
+	}
+	c.sec = sec
 	return pos, 0, true
 }
 
@@ -178,14 +186,22 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 	if err != nil {
 		return nil, ctx, err
 	}
-	w := &dialWatcher{seeds: len(seeds)}
+	if c.sec == nil { // parse resolves it; a caller that skipped parse gets the same
+		sec, err := c.security.resolve(envOrEmpty)
+		if err != nil {
+			return nil, ctx, err
+		}
+		c.sec = sec
+	}
+	sec := c.sec
+	w := &dialWatcher{seeds: len(seeds), tlsOn: sec.tls != nil, sec: sec}
 	c.watcher = w
-	opts = append([]kgo.Opt{
+	opts = append(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.DialTimeout(dialTimeout),
 		kgo.ClientID("strata-cli"),
 		kgo.WithHooks(w),
-	}, opts...)
+	}, sec.opts()...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, ctx, err
@@ -210,6 +226,10 @@ func (c *clientCmd) connect(ctx context.Context, opts ...kgo.Opt) (*session, con
 		cause := context.Cause(pctx)
 		if cause == nil || errors.Is(cause, context.Canceled) {
 			cause = err
+		}
+		tlsAddr, tlsErr := w.tlsFailure()
+		if serr := explainSecurity(cause, tlsAddr, tlsErr, seeds, sec); serr != nil {
+			return nil, ctx, serr
 		}
 		if errors.Is(cause, context.DeadlineExceeded) {
 			cause = fmt.Errorf("no answer within %v", probeTimeout)
@@ -248,6 +268,8 @@ const advertisedFailures = 3
 // the mark of a wrong advertised.listeners.
 type dialWatcher struct {
 	seeds int
+	tlsOn bool            // the client dials with TLS
+	sec   *clientSecurity // for explaining a failed handshake
 	mu    struct {
 		sync.Mutex
 		cancelProbe context.CancelCauseFunc // nil once the probe ended
@@ -259,7 +281,17 @@ type dialWatcher struct {
 		// unreached counts the failed connections to brokers never
 		// reached, by broker id.
 		unreached map[int32]advertisedError
+		// tlsAddr and tlsErr are the last TLS handshake that failed.
+		tlsAddr string
+		tlsErr  error
 	}
+}
+
+// tlsFailure returns the last TLS handshake that failed, if any.
+func (w *dialWatcher) tlsFailure() (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.tlsAddr, w.mu.tlsErr
 }
 
 var _ kgo.HookBrokerConnect = (*dialWatcher)(nil)
@@ -280,11 +312,19 @@ func (w *dialWatcher) probed() {
 }
 
 // OnBrokerConnect implements kgo.HookBrokerConnect.
-func (w *dialWatcher) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+func (w *dialWatcher) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mu.abort == nil {
 		return // not started
+	}
+	// A TLS handshake is part of the dial (conn is nil when it fails),
+	// but a TLS 1.3 server's refusal of the client's certificate comes
+	// with the first answer (the hook reports the errors of the
+	// connection's first requests too). With TCP connected, any error
+	// of the dial is the handshake's.
+	if err != nil && w.tlsOn && (isTLSError(err) || conn == nil && !isDialError(err) && !errors.Is(err, context.Canceled)) {
+		w.mu.tlsAddr, w.mu.tlsErr = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err
 	}
 	if err == nil {
 		w.mu.anyOK = true
@@ -330,6 +370,12 @@ func (w *dialWatcher) explain(err error) error {
 		for _, u := range w.mu.unreached {
 			return &u
 		}
+	}
+	// A broker reached after the first (a partition's leader) whose
+	// handshake failed: franz-go retries it until the request times out.
+	if _, done := errors.AsType[*securityError](err); !done && w.mu.tlsErr != nil && w.sec != nil &&
+		(errors.Is(err, context.DeadlineExceeded) || isTLSError(err)) {
+		return withHintOf(explainTLS(w.mu.tlsAddr, w.mu.tlsErr, w.sec))
 	}
 	return err
 }
@@ -396,6 +442,9 @@ func hintFor(err error) string {
 			h += "\nIf a broker is running there, it may be starting or overloaded: check its log and try again."
 		}
 		return h
+	}
+	if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
+		return "The broker closed the connection at once: its listener may use TLS or SASL. Set security.protocol (--security-protocol or --command-config) to match the listener, with its ssl.* and sasl.* settings (docs/security.md)."
 	}
 	if _, ok := errors.AsType[*advertisedError](err); ok {
 		return "The broker answered at --bootstrap-server but gives clients another address to use: check its advertised.listeners setting, and that this machine can reach that address."
