@@ -86,10 +86,8 @@ func (c *conn) handshakeTLS() error {
 		return nil
 	}
 	p := anonymous
-	if c.lis.principalOf != nil {
-		if name, ok := c.lis.principalOf(tc.ConnectionState()); ok {
-			p = name
-		}
+	if name, ok := c.lis.tls.Principal(tc.ConnectionState()); ok {
+		p = name
 	}
 	c.auth.Store(&authSession{principal: p})
 	c.s.metrics.authSucceeded(c.lis.name, "tls")

@@ -76,6 +76,9 @@ type Config struct {
 	// ConnectionsMaxReauth is connections.max.reauth.ms, broker-wide
 	// (listeners may override it).
 	ConnectionsMaxReauth time.Duration
+	// SSLReloadCheckInterval is strata.ssl.reload.check.interval.ms: how
+	// often TLS listeners look for changed certificate files; 0 for never.
+	SSLReloadCheckInterval time.Duration
 	// FailedAuthenticationDelay is
 	// connection.failed.authentication.delay.ms.
 	FailedAuthenticationDelay time.Duration

@@ -109,7 +109,7 @@ func (s *Server) startConn(l *listener, nc net.Conn) {
 	}
 	if l.tls != nil {
 		// Not c.tcp: sendfile would bypass TLS.
-		nc = tls.Server(nc, l.tls)
+		nc = tls.Server(nc, l.tls.Config())
 		c.nc = nc
 	} else {
 		c.tcp, _ = nc.(*net.TCPConn)

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/sasl"
+	"github.com/stratastream/strata/broker/tlsconfig"
 	"github.com/stratastream/strata/coord"
 )
 
@@ -374,11 +374,9 @@ type listener struct {
 	// adv is the address clients are told (advertised.listeners, or the
 	// bound one).
 	adv ListenerAddr
-	// tls is the TLS configuration of an SSL or SASL_SSL listener, nil
-	// for others; principalOf maps a verified client certificate to a
-	// principal (SSL).
-	tls         *tls.Config
-	principalOf func(tls.ConnectionState) (string, bool)
+	// tls is the TLS of an SSL or SASL_SSL listener (its certificates
+	// reload in place), nil for others.
+	tls *tlsconfig.Server
 	// sasl starts SASL exchanges on a SASL_PLAINTEXT or SASL_SSL
 	// listener, nil for others; maxReauth is its
 	// connections.max.reauth.ms, 0 for sessions without an end.
@@ -412,6 +410,16 @@ func (s *Server) bindListeners() error {
 	return nil
 }
 
+// listener is the bound listener named name, nil if none.
+func (s *Server) listener(name string) *listener {
+	for _, l := range s.lns {
+		if l.name == name {
+			return l
+		}
+	}
+	return nil
+}
+
 // interBrokerBind is the bound host of the inter-broker listener, where
 // the replication port binds too.
 func (s *Server) interBrokerBind() string {
@@ -437,7 +445,23 @@ func (s *Server) closeListeners() {
 func (s *Server) setupListenerSecurity(l *listener) error {
 	props := s.cfg.ListenerProperties(l.name)
 	if l.protocol.TLS() {
-		return fmt.Errorf("broker: listener %s: security protocol %s is not served yet", l.name, l.protocol)
+		srv, err := tlsconfig.NewServer(props)
+		if err != nil {
+			return fmt.Errorf("broker: listener %s (%s): %w", l.name, l.protocol, err)
+		}
+		l.tls = srv
+		if iv := s.cfg.SSLReloadCheckInterval; iv > 0 {
+			name := l.name
+			if err := srv.Watch(iv, func(err error) {
+				if err != nil {
+					s.log.Error("TLS certificates changed on disk but were refused; the old ones stay in use", "listener", name, "err", err)
+					return
+				}
+				s.log.Info("TLS certificates reloaded", "listener", name, "files", strings.Join(srv.Files(), ","))
+			}); err != nil {
+				return fmt.Errorf("broker: listener %s: %w", l.name, err)
+			}
+		}
 	}
 	if l.protocol.SASL() {
 		sc, err := sasl.NewConfig(props, s.ScramCredentialStore(), sasl.Options{Now: s.nowFn})
@@ -460,6 +484,9 @@ func (s *Server) setupListenerSecurity(l *listener) error {
 func (l *listener) close() {
 	if l.sasl != nil {
 		l.sasl.Close()
+	}
+	if l.tls != nil {
+		_ = l.tls.Close()
 	}
 }
 

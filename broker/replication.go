@@ -28,9 +28,9 @@ import (
 
 // newReplicaManager creates the replication manager from the broker's
 // configuration. A broker in a ZooKeeper cluster binds the replication
-// listener (replication.port on the Kafka listener's host) and records
-// the bound port in its registration; a single node has no followers
-// and no listener.
+// listener (replication.port on the inter-broker listener's host, over
+// mutual TLS if that listener runs TLS) and records the bound port in
+// its registration; a single node has no followers and no listener.
 func (s *Server) newReplicaManager() (*replica.Manager, error) {
 	cfg := replica.Config{
 		BrokerID:             s.cfg.BrokerID,
@@ -53,6 +53,12 @@ func (s *Server) newReplicaManager() (*replica.Manager, error) {
 		}
 		cfg.Listener = ln
 		s.self.ReplicationPort = int32(ln.Addr().(*net.TCPAddr).Port)
+		// Over mutual TLS when the inter-broker listener runs TLS, with
+		// its certificates: a follower proves its broker id by a
+		// certificate for the host that id registered.
+		if ib := s.listener(s.cfg.InterBrokerListener); ib != nil && ib.tls != nil {
+			cfg.ServerTLS, cfg.ClientTLS = ib.tls.Config(), ib.tls.ClientConfig
+		}
 	}
 	return replica.NewManager(cfg, replicaHost{s}), nil
 }

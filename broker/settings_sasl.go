@@ -14,11 +14,11 @@ import (
 // listener.name.<name>.<mechanism>.<setting>.
 var saslSettings = []setting{
 	{name: "sasl.enabled.mechanisms", typ: typeList, def: "SCRAM-SHA-256,SCRAM-SHA-512", perListener: true, check: checkMechanisms,
-		doc: "The SASL mechanisms a SASL listener offers, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (GSSAPI is not served, so Kafka's default GSSAPI is not ours). SCRAM users are managed with strata users or AlterUserScramCredentials."},
+		doc: "The SASL mechanisms a SASL listener offers, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (GSSAPI is not served, so Kafka's GSSAPI is not ours to offer). SCRAM users are managed with strata users or AlterUserScramCredentials."},
 	{name: "sasl.jaas.config", typ: typeString, unset: "none", perListener: true, perMechanism: true, sensitive: true,
 		doc: "JAAS login configuration, as Kafka writes it: for PLAIN, org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...; (listener.name.<l>.plain.sasl.jaas.config); for OAUTHBEARER's unsecured validator, OAuthBearerLoginModule with its unsecuredValidator* options. Never shown by DescribeConfigs or in errors."},
 	{name: "sasl.server.callback.handler.class", typ: typeString, unset: "the mechanism's own", perListener: true, perMechanism: true,
-		doc: "Given as listener.name.<l>.oauthbearer.sasl.server.callback.handler.class: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (JWT signed by keys from sasl.oauthbearer.jwks.endpoint.url) or the unsecured validator (development only; the default without a JWKS URL)."},
+		doc: "Given as listener.name.<l>.oauthbearer.sasl.server.callback.handler.class: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (JWT signed by keys from sasl.oauthbearer.jwks.endpoint.url) or org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler (unsigned tokens: development only)."},
 	{name: "sasl.mechanism.inter.broker.protocol", typ: typeString, def: "GSSAPI",
 		doc: "Accepted for Kafka configs; not used: brokers reach each other over the replication port (gRPC), which runs over mutual TLS when the inter-broker listener uses TLS, never SASL."},
 	{name: "sasl.oauthbearer.jwks.endpoint.url", typ: typeString, unset: "none (the unsecured validator)", perListener: true,
