@@ -1,7 +1,6 @@
 package broker
 
 import (
-
 	"github.com/stratastream/strata/broker/sasl"
 )
 
