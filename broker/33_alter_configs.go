@@ -22,9 +22,11 @@ import (
 // * __consumer_offsets must keep retention.ms=-1 and retention.bytes=-1
 //   (it is not compacted): anything else is INVALID_CONFIG.
 // * ValidateOnly checks and changes nothing.
-// * Broker resources are read-only here (INVALID_REQUEST): broker settings
-//   come from the properties file and --override. Other resource types are
-//   INVALID_REQUEST.
+// * Broker resources: broker settings come from the properties file and
+//   --override; the one change served at run time is setting a TLS
+//   listener's store settings to their current values, which reloads its
+//   certificates (ssl_reload.go); anything else is INVALID_REQUEST. Other
+//   resource types are INVALID_REQUEST.
 //
 // Version notes:
 // * v2: flexible versions
@@ -62,6 +64,14 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 			if err == nil {
 				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)
 			}
+		case kmsg.ConfigResourceTypeBroker:
+			if err = brokerResourceName(s, rr.ResourceName); err == nil {
+				configs := map[string]*string{}
+				for _, c := range rr.Configs {
+					configs[c.Name] = c.Value
+				}
+				err = s.reloadSSL(configs, req.ValidateOnly)
+			}
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}
@@ -72,6 +82,15 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return reply{msg: resp}, nil
+}
+
+// brokerResourceName checks a broker resource names this broker (or is
+// empty, the broker the request went to).
+func brokerResourceName(s *Server, name string) error {
+	if name != "" && name != strconv.Itoa(int(s.cfg.BrokerID)) {
+		return newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, name)
+	}
+	return nil
 }
 
 // brokerResourceError is the answer to altering anything but a topic.

@@ -24,7 +24,9 @@ import (
 // * A config named twice in one resource, or an unknown operation, is
 //   INVALID_REQUEST.
 // * ValidateOnly checks and changes nothing.
-// * Broker resources are read-only (INVALID_REQUEST), as in AlterConfigs.
+// * Broker resources: only SET of a TLS listener's store settings to their
+//   current values, which reloads its certificates (ssl_reload.go); any
+//   other change is INVALID_REQUEST, as in AlterConfigs.
 //
 // Version notes:
 // * v1: flexible versions
@@ -41,6 +43,20 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			err = s.incrementalAlterTopic(rr, req.ValidateOnly)
+		case kmsg.ConfigResourceTypeBroker:
+			if err = brokerResourceName(s, rr.ResourceName); err == nil {
+				configs := map[string]*string{}
+				for _, c := range rr.Configs {
+					if c.Op != kmsg.IncrementalAlterConfigOpSet {
+						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings is served at run time", c.Name)
+						break
+					}
+					configs[c.Name] = c.Value
+				}
+				if err == nil {
+					err = s.reloadSSL(configs, req.ValidateOnly)
+				}
+			}
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -196,5 +198,87 @@ func TestTLSCertificateReload(t *testing.T) {
 		if got := served(); got.SerialNumber.Cmp(next.Cert.SerialNumber) != 0 {
 			t.Fatalf("after a bad file: serial %v, want the last good %v", got.SerialNumber, next.Cert.SerialNumber)
 		}
+	}
+}
+
+// TestTLSReloadByAdminCall reloads the certificates of a broker that does
+// not watch its files, by IncrementalAlterConfigs setting the keystore
+// location to its current value, as Kafka's dynamic SSL update; other
+// changes are refused, and so is a keystore that does not load.
+func TestTLSReloadByAdminCall(t *testing.T) {
+	f := newTLSFixture(t)
+	props := f.props("none")
+	props["strata.ssl.reload.check.interval.ms"] = "0"
+	props["listener.name.ssl.ssl.keystore.password"] = ""
+	s := startServer(t, props)
+	adm := kadm.NewClient(newClient(t, s))
+	served := func() *big.Int {
+		c, err := tls.Dial("tcp", s.ListenerAddr("SSL").String(), f.clientTLS(nil))
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	alter := func(key, value string) error {
+		resp, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	first := served()
+	next := f.ca.Server(t, "127.0.0.1", "localhost")
+	if err := os.Rename(next.WritePEMKeystore(t, filepath.Join(f.dir, "next.pem"), ""), f.keystore); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got.Cmp(first) != 0 {
+		t.Fatalf("the certificate changed without a reload (no watch): %v", got)
+	}
+	if err := alter("listener.name.ssl.ssl.keystore.location", f.keystore); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := served(); got.Cmp(next.Cert.SerialNumber) != 0 {
+		t.Fatalf("after the reload: serial %v, want %v", got, next.Cert.SerialNumber)
+	}
+	for _, tc := range []struct {
+		key, value string
+		want       error
+	}{
+		{"listener.name.ssl.ssl.keystore.location", "/elsewhere.pem", kerr.InvalidConfig},
+		{"num.partitions", "3", kerr.InvalidRequest},
+		{"listener.name.plaintext.ssl.keystore.location", f.keystore, kerr.InvalidConfig},
+	} {
+		if err := alter(tc.key, tc.value); !errors.Is(err, tc.want) {
+			t.Errorf("set %s=%s: %v, want %v", tc.key, tc.value, err, tc.want)
+		}
+	}
+	if err := os.WriteFile(f.keystore, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := alter("listener.name.ssl.ssl.keystore.location", f.keystore); !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("reload of a bad keystore: %v, want INVALID_CONFIG", err)
+	}
+	if got := served(); got.Cmp(next.Cert.SerialNumber) != 0 {
+		t.Fatalf("after a refused reload: serial %v, want the last good %v", got, next.Cert.SerialNumber)
+	}
+	// Passwords are described as null, marked sensitive.
+	rcs, err := adm.DescribeBrokerConfigs(testCtx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "listener.name.ssl.ssl.keystore.password" {
+				found = true
+				if !c.Sensitive || c.Value != nil {
+					t.Errorf("%s: sensitive %v value %v", c.Key, c.Sensitive, c.Value)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("listener.name.ssl.ssl.keystore.password not described")
 	}
 }
