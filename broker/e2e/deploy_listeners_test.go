@@ -45,6 +45,17 @@ import (
 // INTERNAL listener at the broker's address, resolving strata-N itself
 // (Cluster.dial), and its EXTERNAL listener the same way, localhost:909N
 // standing for the port the compose file publishes on the machine.
+//
+// It checks: each broker's ZooKeeper registration (its endpoints, and an
+// inter-broker host that the other brokers resolve to it); that Metadata,
+// DescribeCluster and FindCoordinator on each listener of each broker give
+// every broker's address on that listener (strata-N:19092 on INTERNAL,
+// localhost:909N on EXTERNAL); then a topic with replication factor 3 and
+// min.insync.replicas=2, created and produced to with acks=all through
+// INTERNAL, gets a full ISR and byte-identical replicas, tiers its sealed
+// segments to MinIO (reached as minio:9000), and reads back, through
+// INTERNAL and through EXTERNAL, with the history checker finding nothing
+// acknowledged lost.
 func TestDeployListeners(t *testing.T) {
 	if strataBin == "" {
 		t.Skip("end-to-end tests do not run with -short")
@@ -147,6 +158,13 @@ func TestDeployListeners(t *testing.T) {
 			hist.Read("reader", history.TP{Topic: topic, Partition: p}, r.Offset, string(r.Value))
 		}
 	}
+	// A client on the host, bootstrapping from the EXTERNAL addresses
+	// (localhost:909N, published) reads it all too.
+	external := slices.Sorted(maps.Keys(published))
+	n := deployConsume(t, c, external, topic, parts*perPart, func(r *kgo.Record) {
+		hist.Read("external reader", history.TP{Topic: topic, Partition: r.Partition}, r.Offset, string(r.Value))
+	})
+	t.Logf("DEPLOY_LISTENERS read %d records through the EXTERNAL listeners %v", n, external)
 	rep := hist.Check(finalLog(topic, logs))
 	t.Logf("DEPLOY_LISTENERS history %s", rep)
 	if !rep.OK() || rep.Acknowledged != parts*perPart {
@@ -337,8 +355,8 @@ func checkRegistrations(t *testing.T, c *Cluster, cfgs []*broker.Config, names m
 }
 
 // checkListenerAnswers connects to one listener of one broker (addr, as
-// the test process reaches it) and checks that Metadata and
-// DescribeCluster give every broker's address on that listener, as
+// the test process reaches it) and checks that Metadata, DescribeCluster
+// and FindCoordinator give every broker's address on that listener, as
 // advertised in its file. The client talks to that broker only.
 func checkListenerAnswers(t *testing.T, c *Cluster, addr, listener string, cfgs []*broker.Config) {
 	t.Helper()
@@ -361,7 +379,7 @@ func checkListenerAnswers(t *testing.T, c *Cluster, addr, listener string, cfgs 
 	for i, cfg := range cfgs {
 		want[int32(i+1)] = advertisedOf(cfg, listener).HostPort()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	got := map[int32]string{}
 	var mresp *kmsg.MetadataResponse
@@ -389,7 +407,36 @@ func checkListenerAnswers(t *testing.T, c *Cluster, addr, listener string, cfgs 
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("DescribeCluster on %s (listener %s) gives brokers %v, want %v", addr, listener, got, want)
 	}
-	t.Logf("listener %s at %s: Metadata and DescribeCluster give %v", listener, addr, got)
+	// FindCoordinator: the group coordinator at its address on this
+	// listener (once the offsets topic has a leader).
+	// (v4 and later answer in Coordinators, older ones at the top level.)
+	var coordinator string
+	var node int32
+	var code int16
+	poll.For(20*time.Second, func() bool {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = "deploy-listeners-group"
+		req.CoordinatorKeys = []string{req.CoordinatorKey}
+		var fresp *kmsg.FindCoordinatorResponse
+		if fresp, err = req.RequestWith(ctx, seeds[0]); err != nil {
+			return false
+		}
+		node, code, coordinator = fresp.NodeID, fresp.ErrorCode, net.JoinHostPort(fresp.Host, strconv.Itoa(int(fresp.Port)))
+		if len(fresp.Coordinators) == 1 {
+			fc := fresp.Coordinators[0]
+			node, code, coordinator = fc.NodeID, fc.ErrorCode, net.JoinHostPort(fc.Host, strconv.Itoa(int(fc.Port)))
+		}
+		return code == 0
+	})
+	switch {
+	case err != nil:
+		t.Errorf("FindCoordinator from %s (%s): %v", addr, listener, err)
+	case code != 0:
+		t.Errorf("FindCoordinator from %s (%s): error code %d", addr, listener, code)
+	case coordinator != want[node]:
+		t.Errorf("FindCoordinator on %s (listener %s) gives broker %d at %s, want %s", addr, listener, node, coordinator, want[node])
+	}
+	t.Logf("listener %s at %s: Metadata and DescribeCluster give %v, FindCoordinator %s", listener, addr, got, coordinator)
 }
 
 // deployProduce produces perPart records to each partition of topic with
@@ -449,3 +496,29 @@ func deployProduce(t *testing.T, c *Cluster, hist *history.History, topic string
 // deployProduceBound bounds the wait for the acknowledgements of
 // deployProduce.
 const deployProduceBound = 40 * time.Second
+
+// deployConsume reads topic from the start through a client seeded with
+// seeds until want records came (bounded), passing each to read, and
+// returns how many came.
+func deployConsume(t *testing.T, c *Cluster, seeds []string, topic string, want int, read func(*kgo.Record)) int {
+	t.Helper()
+	cl, err := kgo.NewClient(append(c.clientOpts(seeds...), kgo.DialTimeout(2*time.Second),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Errorf("read %d of %d records of %s through %v: %v", n, want, topic, seeds, ctx.Err())
+			return n
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s-%d through %v: %v", tp, p, seeds, err) })
+		fs.EachRecord(func(r *kgo.Record) { n++; read(r) })
+	}
+	return n
+}
