@@ -252,6 +252,10 @@ func boundOf(t *testing.T, cfg *broker.Config, name string) broker.ListenerAddr 
 	return broker.ListenerAddr{}
 }
 
+// netnsEtc holds, per network namespace, the files `ip netns exec` mounts
+// over those of /etc.
+const netnsEtc = "/etc/netns"
+
 // netnsHostsRE matches the /etc/netns folders this test writes:
 // snl<lab>-strata<N>.
 var netnsHostsRE = regexp.MustCompile(`^snl[0-9]+-strata[0-9]$`)
@@ -265,7 +269,11 @@ func writeNetnsHosts(t *testing.T, h *netlab.Host, names map[string]string) {
 	if !netnsHostsRE.MatchString(h.Netns()) {
 		t.Fatalf("netns %q: not one this test writes hosts for", h.Netns())
 	}
-	dir := filepath.Join("/etc/netns", h.Netns())
+	dir := filepath.Join(netnsEtc, h.Netns())
+	if _, err := os.Stat(netnsEtc); errors.Is(err, os.ErrNotExist) {
+		// Made here: removed at the end if nothing else is in it.
+		t.Cleanup(func() { _ = os.Remove(netnsEtc) })
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +299,7 @@ func writeNetnsHosts(t *testing.T, h *netlab.Host, names map[string]string) {
 // and is deleted after its folder is removed.
 func sweepNetnsHosts(t *testing.T) {
 	t.Helper()
-	ents, err := os.ReadDir("/etc/netns")
+	ents, err := os.ReadDir(netnsEtc)
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -303,8 +311,8 @@ func sweepNetnsHosts(t *testing.T) {
 			continue
 		}
 		if _, err := os.Stat("/run/netns/" + e.Name()); errors.Is(err, os.ErrNotExist) {
-			t.Logf("removing the leftover /etc/netns/%s", e.Name())
-			_ = os.RemoveAll(filepath.Join("/etc/netns", e.Name()))
+			t.Logf("removing the leftover %s/%s", netnsEtc, e.Name())
+			_ = os.RemoveAll(filepath.Join(netnsEtc, e.Name()))
 		}
 	}
 }
