@@ -71,7 +71,7 @@ test-repeat:
 # E2E_SHARD_A names the longer half (about half of the e2e wall time);
 # every other test, a new one too, runs in the second shard.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord' | grep -v '/broker/e2e$$')
-E2E_SHARD_A := ^(TestNetFaults|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse)$$
+E2E_SHARD_A := ^(TestNetFaults|TestDeployListeners|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse)$$
 unit: build
 	@bash deploy/scripts/run-parallel.sh \
 	  "$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)" \

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,18 @@ type Cluster struct {
 	// net is where the processes run when the cluster is on the hosts of
 	// a netlab.Lab (StartNetCluster); nil on 127.0.0.1.
 	net *netHosts
+	// dial, if set, is how the test's clients connect (kgo.Dialer): for
+	// brokers that advertise names only their hosts resolve.
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
+}
+
+// clientOpts are the options every client of the cluster starts with.
+func (c *Cluster) clientOpts(seeds ...string) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	if c.dial != nil {
+		opts = append(opts, kgo.Dialer(c.dial))
+	}
+	return opts
 }
 
 // StartCluster starts ZooKeeper and n brokers (one after the other) with
@@ -60,7 +73,7 @@ func (c *Cluster) waitAllSee(t testing.TB, timeout time.Duration, n int) {
 	for _, b := range c.brokers {
 		for {
 			got := func() string {
-				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DialTimeout(time.Second))
+				cl, err := kgo.NewClient(append(c.clientOpts(b.Addr), kgo.DialTimeout(time.Second))...)
 				if err != nil {
 					return err.Error()
 				}
@@ -132,13 +145,12 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 // newClient is Client without the cleanup: the caller closes it.
 func (c *Cluster) newClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	base := []kgo.Opt{
-		kgo.SeedBrokers(c.LiveAddrs()...),
-		kgo.DialTimeout(2 * time.Second),
-		kgo.RetryTimeout(20 * time.Second),
-		kgo.MetadataMinAge(100 * time.Millisecond),
+	base := append(c.clientOpts(c.LiveAddrs()...),
+		kgo.DialTimeout(2*time.Second),
+		kgo.RetryTimeout(20*time.Second),
+		kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.MetadataMaxAge(time.Second),
-	}
+	)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kgo.NewClient: %v", err)
@@ -149,7 +161,7 @@ func (c *Cluster) newClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 // Metadata asks a running broker for the cluster's metadata (all topics).
 func (c *Cluster) Metadata(ctx context.Context, t testing.TB) (kadm.Metadata, error) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.LiveAddrs()...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(2*time.Second))
+	cl, err := kgo.NewClient(append(c.clientOpts(c.LiveAddrs()...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(2*time.Second))...)
 	if err != nil {
 		return kadm.Metadata{}, err
 	}

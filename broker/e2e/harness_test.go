@@ -189,6 +189,10 @@ type brokerSpec struct {
 	// addr, if set, is the listener's fixed address (a host of a
 	// netlab.Lab); else a free 127.0.0.1 port is picked.
 	addr string
+	// config, if set, is a properties file passed as --config, whose
+	// listeners are kept: addr must then be one of them, as the test
+	// process reaches it, and is not passed as listeners.
+	config string
 }
 
 // StartBroker starts a broker on a free 127.0.0.1 port with a fresh data
@@ -250,9 +254,11 @@ func freeAddr(t testing.TB) string {
 }
 
 func (b *Broker) args() []string {
-	args := []string{"broker",
-		"--override", "listeners=PLAINTEXT://" + b.Addr,
-		"--override", "log.dirs=" + b.Dir,
+	args := []string{"broker", "--override", "log.dirs=" + b.Dir}
+	if b.spec.config != "" {
+		args = append(args, "--config", b.spec.config)
+	} else {
+		args = append(args, "--override", "listeners=PLAINTEXT://"+b.Addr)
 	}
 	for _, o := range b.overrides {
 		args = append(args, "--override", o)

@@ -45,6 +45,8 @@ type netHosts struct {
 	s3     *netlab.Host
 	minio  *miniotest.Server
 	bucket string
+	// prefix is the brokers' remote.storage.s3.prefix ("" for none).
+	prefix string
 	// hosts[i] runs broker i+1; proxies[i] is in front of it, on the
 	// address it advertises.
 	hosts   []*netlab.Host
@@ -522,6 +524,12 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 	t.Helper()
 	start := time.Now()
 	mc, bucket := c.net.minio.Client(), c.net.bucket
+	key := func(k string) string {
+		if p := strings.Trim(c.net.prefix, "/"); p != "" {
+			return p + "/" + k
+		}
+		return k
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
 	dir := c.brokers[0].Dir
@@ -539,7 +547,7 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 		sealedEnd := segs[len(segs)-1].BaseOffset
 		var m *tiering.Manifest
 		if !poll.For(timeout, func() bool {
-			b, err := readObject(ctx, mc, bucket, tiering.ManifestKey(topic, topicID, p))
+			b, err := readObject(ctx, mc, bucket, key(tiering.ManifestKey(topic, topicID, p)))
 			if err == nil && b != nil {
 				if m, err = tiering.DecodeManifest(b); err != nil {
 					t.Fatalf("%s-%d: manifest: %v", topic, p, err)
@@ -562,7 +570,7 @@ func (c *Cluster) compareRemote(t *testing.T, topic string, parts []int32, timeo
 		}
 		var remote []byte
 		for i := range m.Segments {
-			b, err := readObject(ctx, mc, bucket, m.SegmentKey(&m.Segments[i], tiering.SuffixLog))
+			b, err := readObject(ctx, mc, bucket, key(m.SegmentKey(&m.Segments[i], tiering.SuffixLog)))
 			if err != nil || b == nil {
 				t.Fatalf("%s-%d: segment %d..%d: %v (missing: %v)", topic, p, m.Segments[i].BaseOffset, m.Segments[i].NextOffset, err, b == nil)
 			}

@@ -30,7 +30,7 @@ import (
 // ids (for Metadata while some are paused: a stopped process accepts
 // connections but never answers).
 func (c *Cluster) without(ids ...int32) *Cluster {
-	v := &Cluster{ZK: c.ZK, Connect: c.Connect, net: c.net}
+	v := &Cluster{ZK: c.ZK, Connect: c.Connect, net: c.net, dial: c.dial}
 	for i, b := range c.brokers {
 		if !slices.Contains(ids, int32(i+1)) {
 			v.brokers = append(v.brokers, b)
