@@ -114,7 +114,7 @@ var clusterSettings = []setting{
 		doc:   "This broker's rack; replicas of a partition are spread over racks (all brokers or none must have one)."},
 	{name: "replication.port", typ: typeInt, def: "0", valid: between(0, 65535),
 		field: func(c *Config) any { return &c.ReplicationPort },
-		doc:   "Port of the broker-to-broker replication listener (gRPC), on the Kafka listener's host, published in ZooKeeper; 0 picks a free port. Only brokers with zookeeper.connect listen."},
+		doc:   "Port of the broker-to-broker replication listener (gRPC), bound on the inter-broker listener's host and reached at its advertised host, published in ZooKeeper; over mutual TLS when that listener runs TLS; 0 picks a free port. Only brokers with zookeeper.connect listen."},
 	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", valid: between(1, math.MaxInt32),
 		field: func(c *Config) any { return &c.ReplicaLagTimeMax }, unit: time.Millisecond,
 		doc: "A follower that has not caught up with the leader for this long leaves the ISR."},
