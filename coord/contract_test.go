@@ -45,6 +45,8 @@ var contractTests = []struct {
 	{"PreferredElectionOnDemand", testPreferredOnDemand},
 	{"UncleanElection", testUncleanElection},
 	{"ControllerMoves", testControllerMoves},
+	{"ACLs", testACLs},
+	{"ACLsSeenByOther", testACLsSeenByOther},
 }
 
 func runContract(t *testing.T, newEnv func(t *testing.T) env) {

@@ -73,6 +73,8 @@ var (
 //
 // All methods are safe for concurrent use.
 type Coordinator interface {
+	ACLStore
+
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when
 	// the coordinator is opened.

@@ -32,6 +32,7 @@ type ZK struct {
 	clusterID string
 	hub       *hub
 	cache     *zkCache
+	acls      *zkACLs // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -132,6 +133,10 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 	z.cache = newZKCache(z)
 	go z.cache.loop()
 	if err := z.inLoop(ctx, func(c *zkCache) error { return c.fullReload() }); err != nil {
+		_ = z.Close()
+		return nil, err
+	}
+	if z.acls, err = openZKACLs(ctx, z); err != nil {
 		_ = z.Close()
 		return nil, err
 	}
@@ -345,6 +350,9 @@ func (z *ZK) Close() error {
 	z.conn.Close()
 	if z.cache != nil {
 		<-z.loopDone
+	}
+	if z.acls != nil {
+		<-z.acls.done
 	}
 	if z.hub != nil {
 		z.hub.close()
