@@ -48,6 +48,9 @@ type request struct {
 	// down). Handlers that block pass it on and drop their response when
 	// it is done.
 	ctx context.Context
+	// conn is the connection the request came on, for its principal
+	// (authorize.go); nil until the connection's reader sets it.
+	conn *conn
 }
 
 // Growth of a frame's buffer as its body arrives (readFrameBody).
