@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/broker/acl"
+	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment/poll"
 )
@@ -250,4 +251,44 @@ func TestACLsAcrossZooKeeperCluster(t *testing.T) {
 		t.Fatalf("delete through broker 2: %+v %v", del, err)
 	}
 	waitAuthorized(t, a, "User:alice", acl.OpWrite, acl.Topic("orders-eu"), false)
+}
+
+// TestAuthorizeHelpers checks the helpers the request handlers call: the
+// principal and host they take from the request, and their answers with
+// and without an authorizer.
+func TestAuthorizeHelpers(t *testing.T) {
+	r := &request{ctx: group.WithClient(context.Background(), group.Client{Host: "/10.1.2.3"})}
+	if p, h := r.peer(); p != anonymousPrincipal || h != "10.1.2.3" {
+		t.Fatalf("peer: got %q %q", p, h)
+	}
+	open := &Server{}
+	if !open.authorize(r, acl.OpDelete, acl.Topic("t")) || !open.authorizeByResourceType(r, acl.OpWrite, acl.ResourceTopic) ||
+		open.authorizedOperations(r, acl.Topic("t")) != acl.AllOperations(acl.ResourceTopic) {
+		t.Fatal("without an authorizer everything is allowed")
+	}
+	s := &Server{authz: acl.NewAuthorizer(acl.Config{})}
+	s.authz.Update([]acl.Binding{
+		{Pattern: acl.Pattern{Type: acl.ResourceTopic, Name: "t", Pattern: acl.PatternLiteral},
+			Entry: acl.Entry{Principal: anonymousPrincipal, Host: "10.1.2.3", Operation: acl.OpWrite, Permission: acl.PermissionAllow}},
+		{Pattern: acl.Pattern{Type: acl.ResourceTopic, Name: "u", Pattern: acl.PatternLiteral},
+			Entry: acl.Entry{Principal: anonymousPrincipal, Host: "10.9.9.9", Operation: acl.OpRead, Permission: acl.PermissionAllow}},
+	})
+	cases := []struct {
+		got, want bool
+	}{
+		{s.authorize(r, acl.OpWrite, acl.Topic("t")), true},
+		{s.authorize(r, acl.OpDescribe, acl.Topic("t")), true},
+		{s.authorize(r, acl.OpRead, acl.Topic("t")), false},
+		{s.authorize(r, acl.OpRead, acl.Topic("u")), false}, // another host
+		{s.authorizeByResourceType(r, acl.OpWrite, acl.ResourceTopic), true},
+		{s.authorizeByResourceType(r, acl.OpRead, acl.ResourceTopic), false},
+	}
+	for i, c := range cases {
+		if c.got != c.want {
+			t.Errorf("#%d: got %v, want %v", i, c.got, c.want)
+		}
+	}
+	if got := s.authorizedOperations(r, acl.Topic("t")); got != 1<<acl.OpWrite|1<<acl.OpDescribe {
+		t.Errorf("authorizedOperations: %b", got)
+	}
 }

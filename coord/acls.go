@@ -73,13 +73,6 @@ func (t *aclTable) snapshot() ([]acl.Binding, <-chan struct{}) {
 	return t.mu.list, t.mu.changed
 }
 
-// entries returns a copy of a pattern's entries.
-func (t *aclTable) entries(p acl.Pattern) []acl.Entry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.mu.byPattern[p])
-}
-
 // set replaces a pattern's entries (none removes the pattern).
 func (t *aclTable) set(p acl.Pattern, es []acl.Entry) {
 	t.mu.Lock()
