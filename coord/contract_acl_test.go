@@ -161,3 +161,22 @@ func sameBindings(got, want []acl.Binding) bool {
 	}
 	return true
 }
+
+// testACLsAfterExpiry: a coordinator cut off until its session expired
+// misses the change notifications written meanwhile; once back it must
+// still end up with the other broker's changes (ZK: a full reload).
+func testACLsAfterExpiry(t *testing.T, e env) {
+	a, b := e.open(t), e.open(t)
+	ctx := ctxT(t, waitTimeout)
+	x := aclBinding(acl.ResourceGroup, "g", acl.PatternLiteral, "User:alice", acl.OpRead, acl.PermissionAllow)
+	y := aclBinding(acl.ResourceTopic, "t-", acl.PatternPrefixed, "User:bob", acl.OpWrite, acl.PermissionDeny)
+	checkErrs(t, a.CreateACLs(ctx, []acl.Binding{x}), nil)
+	waitACLs(t, b, "b sees x", hasBinding(x))
+	e.partition(t, b)
+	checkErrs(t, a.CreateACLs(ctx, []acl.Binding{y}), nil)
+	if res := a.DeleteACLs(ctx, []acl.Filter{{Type: acl.ResourceGroup, Pattern: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}}); res[0].Err != nil || len(res[0].Deleted) != 1 {
+		t.Fatalf("delete x: %+v", res[0])
+	}
+	e.heal(t, b)
+	waitACLs(t, b, "b sees y and not x after its session expired", func(bs []acl.Binding) bool { return sameBindings(bs, []acl.Binding{y}) })
+}

@@ -47,6 +47,7 @@ var contractTests = []struct {
 	{"ControllerMoves", testControllerMoves},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},
+	{"ACLsAfterExpiry", testACLsAfterExpiry},
 }
 
 func runContract(t *testing.T, newEnv func(t *testing.T) env) {
