@@ -182,6 +182,12 @@ func TestPrefixed(t *testing.T) {
 		{alice, host1, OpRead, Topic("foo_"), false},
 		{alice, host1, OpRead, Group("_foo"), false}, // another resource type
 	})
+
+	// "*" is the wildcard only as a LITERAL name: PREFIXED "*" is the
+	// prefix "*".
+	c := NewAuthorizer(Config{})
+	c.Update([]Binding{bind(ResourceTopic, Wildcard, PatternPrefixed, alice, Wildcard, OpRead, PermissionAllow)})
+	runChecks(t, c, []check{{alice, host1, OpRead, Topic("orders"), false}, {alice, host1, OpRead, Topic("*x"), true}})
 }
 
 func TestAuthorizedOperations(t *testing.T) {

@@ -48,7 +48,7 @@
 //	                      "operation":"Read","host":"*"}]}
 //
 // Names are Kafka's PascalCase ("Topic", "TransactionalId",
-// "DescribeConfigs", "Allow"); decoding also accepts upper case
-// ("TRANSACTIONAL_ID" without the underscore rule applied, as Kafka's
-// SecurityUtils does).
+// "DescribeConfigs", "Allow"). Decoding also accepts, case-insensitively,
+// the upper-case forms Kafka's SecurityUtils accepts ("TRANSACTIONALID")
+// and Java's enum names ("TRANSACTIONAL_ID").
 package acl
