@@ -49,13 +49,14 @@ type ACLDeleteResult struct {
 
 // aclTable is the in-memory set of ACLs of one coordinator (ZK: the
 // cache fed by change notifications; Local: the store's state), by
-// resource pattern. Its sorted binding list is rebuilt on change and
-// handed out shared.
+// resource pattern. Its sorted binding list is built when first asked
+// for after a change (so a burst of changes sorts once) and handed out
+// shared.
 type aclTable struct {
 	mu struct {
 		sync.Mutex
 		byPattern map[acl.Pattern][]acl.Entry
-		list      []acl.Binding
+		list      []acl.Binding // nil after a change until snapshot builds it
 		changed   chan struct{}
 	}
 }
@@ -70,6 +71,12 @@ func newACLTable() *aclTable {
 func (t *aclTable) snapshot() ([]acl.Binding, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.mu.list == nil {
+		t.mu.list = bindingList(t.mu.byPattern)
+		if t.mu.list == nil {
+			t.mu.list = []acl.Binding{}
+		}
+	}
 	return t.mu.list, t.mu.changed
 }
 
@@ -99,15 +106,21 @@ func (t *aclTable) replaceAll(all map[acl.Pattern][]acl.Entry) {
 			next[p] = slices.Clone(es)
 		}
 	}
-	t.mu.byPattern = next
-	if slices.Equal(t.mu.list, bindingList(next)) {
-		return
+	same := len(next) == len(t.mu.byPattern)
+	for p, es := range next {
+		if !same {
+			break
+		}
+		same = slices.Equal(sortedEntries(es), sortedEntries(t.mu.byPattern[p]))
 	}
-	t.publishLocked()
+	t.mu.byPattern = next
+	if !same {
+		t.publishLocked()
+	}
 }
 
 func (t *aclTable) publishLocked() {
-	t.mu.list = bindingList(t.mu.byPattern)
+	t.mu.list = nil
 	close(t.mu.changed)
 	t.mu.changed = make(chan struct{})
 }

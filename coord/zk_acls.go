@@ -106,7 +106,10 @@ type zkACLs struct {
 	// through loop, each from a fresh read, so an older read never
 	// overwrites a newer one.
 	refreshes chan aclRefresh
-	done      chan struct{}
+	// purged is when loop last looked for expired notifications, per
+	// change directory.
+	purged map[string]time.Time
+	done   chan struct{}
 }
 
 type aclRefresh struct {
@@ -117,7 +120,8 @@ type aclRefresh struct {
 // openZKACLs creates Kafka's ACL directories if missing, loads every ACL
 // and starts following the change notifications.
 func openZKACLs(ctx context.Context, z *ZK) (*zkACLs, error) {
-	a := &zkACLs{z: z, table: newACLTable(), last: map[string]int64{}, refreshes: make(chan aclRefresh), done: make(chan struct{})}
+	a := &zkACLs{z: z, table: newACLTable(), last: map[string]int64{}, refreshes: make(chan aclRefresh),
+		purged: map[string]time.Time{}, done: make(chan struct{})}
 	dirs := []string{zACLLiteral, zACLExtended, zACLExtended + "/prefixed", zACLLiteralChanges, zACLExtendedChanges}
 	for _, t := range aclResourceTypes {
 		dirs = append(dirs, zACLTypeDir(t, acl.PatternLiteral), zACLTypeDir(t, acl.PatternPrefixed))
@@ -313,9 +317,16 @@ func (a *zkACLs) follow(dir string) (<-chan zk.Event, error) {
 		}
 	}
 	slices.SortFunc(todo, func(x, y change) int { return cmp.Compare(x.seq, y.seq) })
+	if time.Since(a.purged[dir]) >= aclPurgeInterval {
+		a.purged[dir] = time.Now()
+		for _, c := range todo {
+			if c.seq > a.last[dir] || !a.expire(dir, c.name) {
+				break // later ones are younger
+			}
+		}
+	}
 	for _, c := range todo {
 		if c.seq <= a.last[dir] {
-			a.expire(dir, c.name)
 			continue
 		}
 		path := a.z.path(dir + "/" + c.name)
@@ -347,23 +358,34 @@ func (a *zkACLs) follow(dir string) (<-chan zk.Event, error) {
 	return ch, nil
 }
 
-// expire deletes an already handled notification once it is older than
-// aclChangeExpiry. Failures are left for the next pass or another broker.
-func (a *zkACLs) expire(dir, name string) {
+// aclPurgeInterval is how often loop looks for expired notifications
+// (when notifications arrive).
+const aclPurgeInterval = time.Minute
+
+// expire deletes an already handled notification if it is older than
+// aclChangeExpiry, and reports whether it was (or is gone). Failures are
+// left for the next pass or another broker.
+func (a *zkACLs) expire(dir, name string) bool {
 	path := a.z.path(dir + "/" + name)
 	var st *zk.Stat
+	var ok bool
 	if err := a.z.call(bg, "exists", path, func() (err error) {
-		_, st, err = a.z.conn.Exists(path)
+		ok, st, err = a.z.conn.Exists(path)
 		return err
-	}); err != nil || st == nil || st.Ctime == 0 {
-		return
+	}); err != nil {
+		return false
+	}
+	if !ok {
+		return true
 	}
 	if time.Since(time.UnixMilli(st.Ctime)) < aclChangeExpiry {
-		return
+		return false
 	}
 	if err := a.z.call(bg, "delete", path, func() error { return a.z.conn.Delete(path, st.Version) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		a.z.log.Debug("coord: could not delete an expired ACL change notification", "znode", path, "err", err)
+		return false
 	}
+	return true
 }
 
 // maxACLRetries bounds the compare-and-set retries of one pattern's
