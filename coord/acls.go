@@ -147,6 +147,10 @@ func comparePatterns(a, b acl.Pattern) int {
 
 func sortPatterns(ps []acl.Pattern) { slices.SortFunc(ps, comparePatterns) }
 
+func compareBindings(a, b acl.Binding) int {
+	return cmp.Or(comparePatterns(a.Pattern, b.Pattern), compareEntries(a.Entry, b.Entry))
+}
+
 func sortedEntries(es []acl.Entry) []acl.Entry {
 	out := slices.Clone(es)
 	slices.SortFunc(out, compareEntries)
@@ -160,9 +164,7 @@ func bindingList(m map[acl.Pattern][]acl.Entry) []acl.Binding {
 			out = append(out, acl.Binding{Pattern: p, Entry: e})
 		}
 	}
-	slices.SortFunc(out, func(a, b acl.Binding) int {
-		return cmp.Or(comparePatterns(a.Pattern, b.Pattern), compareEntries(a.Entry, b.Entry))
-	})
+	slices.SortFunc(out, compareBindings)
 	return slices.Compact(out)
 }
 
@@ -213,9 +215,7 @@ func deletions(all map[acl.Pattern][]acl.Entry, filters []acl.Filter) (perFilter
 		}
 	}
 	for i := range perFilter {
-		slices.SortFunc(perFilter[i], func(a, b acl.Binding) int {
-			return cmp.Or(comparePatterns(a.Pattern, b.Pattern), compareEntries(a.Entry, b.Entry))
-		})
+		slices.SortFunc(perFilter[i], compareBindings)
 	}
 	return perFilter, remove
 }

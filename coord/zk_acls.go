@@ -481,36 +481,60 @@ func (z *ZK) CreateACLs(ctx context.Context, bindings []acl.Binding) []error {
 	return errs
 }
 
-// DeleteACLs implements ACLStore. The filters are matched against this
-// broker's cache; each matched pattern is then updated with
-// compare-and-set, removing only the matched entries.
+// DeleteACLs implements ACLStore. The patterns come from this broker's
+// cache (as in Kafka's AclAuthorizer); each matching pattern is then
+// updated with compare-and-set, the filters applied to the entries read
+// from ZooKeeper, so an entry another broker added a moment ago is
+// deleted too, and what is reported deleted is what was.
 func (z *ZK) DeleteACLs(ctx context.Context, filters []acl.Filter) []ACLDeleteResult {
 	res := make([]ACLDeleteResult, len(filters))
-	perFilter, remove := deletions(z.acls.table.all(), filters)
-	failed := map[acl.Pattern]error{}
-	var order []acl.Pattern
-	for p := range remove {
-		order = append(order, p)
-	}
-	sortPatterns(order)
-	for _, p := range order {
-		drop := remove[p]
-		if _, err := z.acls.update(ctx, p, func(cur []acl.Entry) ([]acl.Entry, bool) {
-			next := without(cur, drop)
-			return next, len(next) != len(cur)
-		}); err != nil {
-			failed[p] = err
-		}
-	}
-	for i, bs := range perFilter {
-		for _, b := range bs {
-			if err := failed[b.Pattern]; err != nil {
-				res[i].Err = err
+	var patterns []acl.Pattern
+	for p := range z.acls.table.all() {
+		for _, f := range filters {
+			if f.MatchesPattern(p) {
+				patterns = append(patterns, p)
+				break
 			}
 		}
-		if res[i].Err == nil {
-			res[i].Deleted = bs
+	}
+	sortPatterns(patterns)
+	for _, p := range patterns {
+		var matched [][]acl.Entry // per filter, of the attempt that landed
+		_, err := z.acls.update(ctx, p, func(cur []acl.Entry) ([]acl.Entry, bool) {
+			matched = make([][]acl.Entry, len(filters))
+			var drop []acl.Entry
+			for i, f := range filters {
+				if !f.MatchesPattern(p) {
+					continue
+				}
+				for _, e := range cur {
+					if f.MatchesEntry(e) {
+						matched[i] = append(matched[i], e)
+						drop = append(drop, e)
+					}
+				}
+			}
+			next := without(cur, drop)
+			return next, len(next) != len(cur)
+		})
+		for i := range filters {
+			if !filters[i].MatchesPattern(p) {
+				continue
+			}
+			if err != nil {
+				res[i].Err = err
+				continue
+			}
+			for _, e := range matched[i] {
+				res[i].Deleted = append(res[i].Deleted, acl.Binding{Pattern: p, Entry: e})
+			}
 		}
+	}
+	for i := range res {
+		if res[i].Err != nil {
+			res[i].Deleted = nil
+		}
+		slices.SortFunc(res[i].Deleted, compareBindings)
 	}
 	return res
 }
