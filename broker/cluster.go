@@ -66,6 +66,9 @@ func (s *Server) joinCluster() error {
 		return fmt.Errorf("broker: coordinator: %w", err)
 	}
 	s.coord = c
+	if err := s.startAuthorizer(); err != nil {
+		return err
+	}
 	for _, d := range s.dirs.online() {
 		err := checkMetaProperties(d.path, cfg.BrokerID, c.ClusterID())
 		switch {

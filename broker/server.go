@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
@@ -45,6 +46,10 @@ type Server struct {
 	// the partitions this broker leads.
 	groups      *group.Coordinator
 	groupLoader groupLoader
+
+	// authz is the ACL authorizer (authorize.go), nil without
+	// authorizer.class.name; set before the broker serves.
+	authz *acl.Authorizer
 
 	// tier is the broker's tiered storage (tiering.go), set by NewServer.
 	tier *brokerTier

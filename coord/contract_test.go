@@ -47,6 +47,9 @@ var contractTests = []struct {
 	{"UncleanElection", testUncleanElection},
 	{"ControllerMoves", testControllerMoves},
 	{"ScramCredentials", testScramCredentials},
+	{"ACLs", testACLs},
+	{"ACLsSeenByOther", testACLsSeenByOther},
+	{"ACLsAfterExpiry", testACLsAfterExpiry},
 }
 
 func runContract(t *testing.T, newEnv func(t *testing.T) env) {

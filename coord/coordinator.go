@@ -75,6 +75,7 @@ var (
 type Coordinator interface {
 	// ScramStore holds users' SCRAM credentials (users.go).
 	ScramStore
+	ACLStore
 
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when

@@ -99,6 +99,29 @@
 //	config/changes/config_change_<seq>      persistent sequential, Kafka's change notification
 //	    {"version":2,"entity_path":"users/<URL-encoded user>"}
 //
+// ACLs use Kafka's own layout and formats (kafka.zk.ZkAclStore,
+// ZkAclChangeStore), so a Kafka tool reading the chroot finds them where
+// Kafka keeps them. The JSON has Kafka's field names and PascalCase
+// values; see package acl:
+//
+//	kafka-acl/<ResourceType>/<name>         persistent, LITERAL patterns
+//	                                        (ResourceType: Topic, Group,
+//	                                        Cluster, TransactionalId,
+//	                                        DelegationToken, User)
+//	    {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+//	                          "operation":"Read","host":"*"}]}
+//	kafka-acl-extended/prefixed/<ResourceType>/<name>   PREFIXED patterns, same JSON
+//	kafka-acl-changes/acl_changes_<seq>     persistent sequential: "TOPIC:name"
+//	kafka-acl-extended-changes/acl_changes_<seq>
+//	    {"version":1,"resourceType":"TOPIC","name":"ord","patternType":"PREFIXED"}
+//
+// A pattern's znode is written with compare-and-set on its version, in
+// one transaction with its change notification (create, set, or delete
+// when no entry is left); a conflict re-reads and retries. Every broker
+// watches both change directories and re-reads the patterns they name;
+// notifications older than 15 minutes are deleted, as Kafka does. The
+// embedded store keeps ACLs in ACLFile beside MetadataFile.
+//
 // Atomic steps (ZooKeeper multi-op transactions):
 //   - A user's SCRAM credentials: create / set (at the version read) /
 //     delete config/users/<user> + create the change notification. Every

@@ -73,6 +73,9 @@ type LocalStore struct {
 	// persisted; an error stops the deletion there (crash tests).
 	hookAfterMarker func() error
 
+	// acls are the ACLs (local_acls.go), in ACLFile; written with mu held.
+	acls *aclTable
+
 	mu struct {
 		sync.Mutex
 		file       localFile
@@ -139,6 +142,9 @@ func OpenLocal(dir string, log *slog.Logger) (*LocalStore, error) {
 		}
 		f.Version = localFileVersion
 		s.mu.file = f
+	}
+	if s.acls, err = loadLocalACLs(dir); err != nil {
+		return nil, err
 	}
 	s.mu.topics = map[string]*TopicInfo{}
 	for name, lt := range s.mu.file.Topics {

@@ -33,6 +33,7 @@ type ZK struct {
 	hub       *hub
 	cache     *zkCache
 	users     *zkUsers // SCRAM credentials (zk_users.go)
+	acls      *zkACLs  // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -137,6 +138,10 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		return nil, err
 	}
 	if err := z.startUsers(ctx); err != nil {
+		_ = z.Close()
+		return nil, err
+	}
+	if z.acls, err = openZKACLs(ctx, z); err != nil {
 		_ = z.Close()
 		return nil, err
 	}
@@ -353,6 +358,9 @@ func (z *ZK) Close() error {
 	}
 	if z.users != nil {
 		<-z.users.done
+	}
+	if z.acls != nil {
+		<-z.acls.done
 	}
 	if z.hub != nil {
 		z.hub.close()

@@ -99,6 +99,9 @@ func WithClient(ctx context.Context, cl Client) context.Context {
 	return context.WithValue(ctx, clientKey{}, cl)
 }
 
+// ClientFrom returns the client WithClient put in ctx (zero if none).
+func ClientFrom(ctx context.Context) Client { return clientFrom(ctx) }
+
 func clientFrom(ctx context.Context) Client {
 	cl, _ := ctx.Value(clientKey{}).(Client)
 	return cl
