@@ -21,8 +21,10 @@ import (
 
 	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/broker/tlsconfig/tlstest"
+	"github.com/stratastream/strata/coord/zktest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
@@ -569,4 +571,254 @@ func TestSecurityFranzGoSuite(t *testing.T) {
 		t.Errorf("a franz-go test skipped:\n%s", tailString(string(out), 4096))
 	}
 	t.Logf("franz-go:\n%s", tailString(string(out), 2048))
+}
+
+// produceHist produces n records per partition with acks=all (kgo's
+// idempotent default) through c and notes each in hist.
+func produceHist(t *testing.T, c *Cluster, hist *history.History, topic string, parts []int32, n int, prefix string) {
+	t.Helper()
+	cl := c.newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for _, p := range parts {
+		for i := range n {
+			v := fmt.Sprintf("%s-%d-%d", prefix, p, i)
+			tp := history.TP{Topic: topic, Partition: p}
+			hist.Sent(prefix, tp, v)
+			wg.Add(1)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					hist.Answered(tp, v, history.Unknown, -1, err.Error())
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				hist.Answered(tp, v, history.Acked, r.Offset, "")
+			})
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("producing to %s with acks=all: %v", topic, firstErr)
+	}
+}
+
+// followerLogEnds reads the log end of each partition of topic in the
+// data directory of b with `strata tier status` (read only, the broker
+// running).
+func followerLogEnds(t *testing.T, b *Broker, topic string) map[int32]int64 {
+	t.Helper()
+	out := runCmd(t, 30*time.Second, "", strataBin, "tier", "status", topic, "--format", "json", "--override", "log.dirs="+b.Dir)
+	var st struct {
+		Partitions []struct {
+			Partition int32  `json:"partition"`
+			LogEnd    *int64 `json:"log_end_offset"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("tier status: %v\n%s", err, tailString(out, 2048))
+	}
+	ends := map[int32]int64{}
+	for _, p := range st.Partitions {
+		if p.LogEnd != nil {
+			ends[p.Partition] = *p.LogEnd
+		}
+	}
+	return ends
+}
+
+// TestSecurityClusterMTLS runs three ZooKeeper brokers whose inter-broker
+// listener is SSL (client certificates required), each with its own
+// certificate from strata certs create, so replication runs over mutual
+// TLS: a topic with replication factor 3 and min.insync.replicas=2 takes
+// acks=all records, keeps a full ISR, every follower's log reaches the
+// leader's end, and the records read back pass the history check. Then a
+// fourth broker joins with a certificate of the same CA for another host:
+// the leaders refuse its replication calls (PermissionDenied, in both
+// logs), it never joins the ISR of the partitions it is assigned, while
+// the others keep replicating and acks=all keeps working.
+func TestSecurityClusterMTLS(t *testing.T) {
+	if strataBin == "" {
+		t.Skip("end-to-end tests do not run with -short")
+	}
+	certs := makeCerts(t, "--hosts", "127.0.0.1,broker-{id}.local", "--broker-id", "1,2,3")
+	runCmd(t, 30*time.Second, "", strataBin, "certs", "create", "--dir", certs.dir, "--hosts", "broker-4.elsewhere.example", "--broker-id", "4")
+	c := &Cluster{ZK: zktest.Start(t)}
+	c.Connect = c.ZK.ConnectString("/strata")
+	start := func(id int) *Broker {
+		addrs := listenerAddrs(t, "PLAINTEXT", "INTERNAL")
+		b := StartBroker(t, c.brokerOverrides(id, []string{
+			"listeners=" + listenersValue(addrs, "PLAINTEXT", "INTERNAL"),
+			"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+			"inter.broker.listener.name=INTERNAL",
+			"ssl.keystore.location=" + certs.path(fmt.Sprintf("broker-%d.pem", id)),
+			"ssl.truststore.location=" + certs.truststore,
+			"listener.name.internal.ssl.client.auth=required",
+			"replica.lag.time.max.ms=3000",
+		})...)
+		b.Addr = addrs["PLAINTEXT"]
+		c.brokers = append(c.brokers, b)
+		return b
+	}
+	for id := 1; id <= 3; id++ {
+		start(id)
+	}
+	c.waitAllSee(t, 30*time.Second, 3)
+
+	hist := history.New()
+	const topic = "sec-mtls"
+	parts := []int32{0, 1, 2}
+	c.createTopicWith(t, topic, 3, 3, map[string]string{"min.insync.replicas": "2"})
+	produceHist(t, c, hist, topic, parts, 200, "rf3")
+	md := c.waitFullISR(t, 30*time.Second, topic, 3, false)
+	ends := map[int32]int64{}
+	for _, p := range parts {
+		ends[p] = 200
+	}
+	// Every replica's log reaches the end the leader acknowledged.
+	for _, id := range c.IDs() {
+		var got map[int32]int64
+		poll := time.Now().Add(30 * time.Second)
+		for {
+			got = followerLogEnds(t, c.Broker(id), topic)
+			if fmt.Sprint(got) == fmt.Sprint(ends) || time.Now().After(poll) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ends) {
+			t.Errorf("broker %d's log ends %v, want %v (leaders %v)", id, got, ends, leadersOf(md, topic))
+		}
+	}
+
+	// Broker 4 with a certificate for another host.
+	bad := start(4)
+	c.waitAllSee(t, 30*time.Second, 4)
+	const badTopic = "sec-mtls-wronghost"
+	// Partition 0 on 1,2,4 (led by 1), partition 1 on 2,3,4 (led by 2).
+	assign := map[int32][]int32{0: {1, 2, 4}, 1: {2, 3, 4}}
+	createAssigned(t, c, badTopic, assign, map[string]string{"min.insync.replicas": "2"})
+	produceHist(t, c, hist, badTopic, []int32{0, 1}, 100, "bad")
+	produceHist(t, c, hist, topic, parts, 100, "rf3-more")
+	// Broker 4 never gets into an ISR; 1,2,3 stay in theirs.
+	c.WaitMetadata(t, 30*time.Second, "ISRs without broker 4, full otherwise", func(m kadm.Metadata) string {
+		for p, reps := range assign {
+			d := m.Topics[badTopic].Partitions[p]
+			want := reps[:2]
+			if !sameMembers(d.ISR, want) {
+				return fmt.Sprintf("%s-%d: isr %v, want %v", badTopic, p, d.ISR, want)
+			}
+		}
+		for p, d := range m.Topics[topic].Partitions {
+			if len(d.ISR) != 3 {
+				return fmt.Sprintf("%s-%d: isr %v", topic, p, d.ISR)
+			}
+		}
+		return ""
+	})
+	for i := 0; i < 10; i++ { // and stays out (bounded: 10 looks)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := c.Metadata(ctx, t)
+		cancel()
+		if err != nil {
+			t.Fatalf("Metadata: %v", err)
+		}
+		for p := range assign {
+			if isr := m.Topics[badTopic].Partitions[p].ISR; slicesContains(isr, 4) {
+				t.Fatalf("%s-%d: broker 4 (certificate for another host) is in the ISR %v", badTopic, p, isr)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	poll := time.Now().Add(30 * time.Second)
+	for !strings.Contains(bad.Output(), "PermissionDenied") && time.Now().Before(poll) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(bad.Output(), "PermissionDenied") {
+		t.Errorf("broker 4's log does not say PermissionDenied:\n%s", tailString(bad.Output(), 4096))
+	}
+	leaderSaid := false
+	for _, id := range []int32{1, 2} {
+		if strings.Contains(c.Broker(id).Output(), "not valid for") {
+			leaderSaid = true
+		}
+	}
+	if !leaderSaid {
+		t.Errorf("neither leader (1, 2) logged the refused certificate")
+	}
+	if e := followerLogEnds(t, bad, badTopic); e[0] != 0 || e[1] != 0 {
+		t.Errorf("broker 4 holds records of %s: log ends %v, want none", badTopic, e)
+	}
+
+	final := finalLog(topic, c.readLog(t, topic, parts))
+	for tp, recs := range finalLog(badTopic, c.readLog(t, badTopic, []int32{0, 1})) {
+		final[tp] = recs
+	}
+	rep := hist.Check(final)
+	t.Logf("history: %s", rep)
+	if !rep.OK() {
+		t.Fatalf("history check failed: %s", rep)
+	}
+}
+
+func slicesContains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// createAssigned creates topic with a manual replica assignment and waits
+// until each partition has its first replica as leader.
+func createAssigned(t *testing.T, c *Cluster, topic string, assign map[int32][]int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions = -1
+	rt.ReplicationFactor = -1
+	for p := int32(0); p < int32(len(assign)); p++ {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition = p
+		ra.Replicas = assign[p]
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	for k, v := range configs {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.Client(t))
+	if err != nil {
+		t.Fatalf("CreateTopics %s: %v", topic, err)
+	}
+	if e := resp.Topics[0].ErrorCode; e != 0 {
+		t.Fatalf("CreateTopics %s: error %d %v", topic, e, resp.Topics[0].ErrorMessage)
+	}
+	c.WaitMetadata(t, 30*time.Second, topic+" led by its first replicas", func(m kadm.Metadata) string {
+		td, ok := m.Topics[topic]
+		if !ok || len(td.Partitions) != len(assign) {
+			return "not listed"
+		}
+		for p, reps := range assign {
+			if d := td.Partitions[p]; d.Leader != reps[0] {
+				return fmt.Sprintf("partition %d led by %d", p, d.Leader)
+			}
+		}
+		return ""
+	})
 }
