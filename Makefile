@@ -175,6 +175,10 @@ clean:
 # A local cluster on this machine (deploy/local, see deploy/README.md):
 # ZooKeeper, MinIO with a bucket, three brokers on 127.0.0.1:9092-9094
 # tiering to MinIO; everything under .cluster/. Running it again is harmless.
+# make cluster SECURE=1: the same with TLS and SCRAM (certificates from
+# strata certs create, an INTERNAL SSL listener with client certificates,
+# an EXTERNAL SASL_SSL listener with SCRAM-SHA-512, .cluster/client.properties;
+# docs/security.md's quickstart).
 cluster: build
 	@bash deploy/local/up.sh
 
@@ -190,8 +194,9 @@ cluster-clean:
 	@bash deploy/local/clean.sh
 
 # Runs the local-cluster scripts end to end (make cluster, a topic, produce,
-# consume, cluster-status, cluster again, cluster-stop) on free ports with a
-# temporary CLUSTER_DIR, so it does not touch .cluster/ or 9092-9094.
+# consume, cluster-status, cluster again, cluster-stop), then a SECURE=1
+# cluster (produce and consume over SASL_SSL with strata and kcat), on free
+# ports with temporary CLUSTER_DIRs, so it does not touch .cluster/ or 9092-9094.
 test-cluster: build
 	@bash deploy/local/test-cluster.sh
 

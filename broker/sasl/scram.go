@@ -345,7 +345,12 @@ func (s *scramSession) clientFinal(msg []byte) ([]byte, bool, error) {
 	if subtle.ConstantTimeCompare(fin.ChannelBinding, []byte(s.first.GS2Header)) != 1 {
 		return s.fail("e=channel-bindings-dont-match", failed("Authentication failed: channel bindings do not match", ""))
 	}
-	if fin.Nonce != s.nonce {
+	// Kafka's ScramSaslServer checks that the client's nonce ends with
+	// the combined nonce, not that it equals it: librdkafka (through
+	// 2.x) sends its own nonce again in front of the combined one
+	// (r=cnonce+cnonce+snonce). The proof covers the message as sent, so
+	// the check stays as strong: a different prefix changes AuthMessage.
+	if !strings.HasSuffix(fin.Nonce, s.nonce) {
 		return s.fail("e=other-error", failed("Invalid client nonce in the final client message.", ""))
 	}
 	authMsg := []byte(s.first.Bare + "," + s.serverMsg + "," + fin.WithoutProof)

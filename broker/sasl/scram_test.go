@@ -271,9 +271,30 @@ func TestScramCredentialFormat(t *testing.T) {
 	}
 }
 
+// TestScramLibrdkafkaNonce checks the client-final nonce librdkafka sends
+// (its nonce, then the whole combined nonce again), which Kafka accepts:
+// the nonce need only end with the combined one.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	store := memStore{"u/SCRAM-SHA-256": mustCred(t, MechanismScramSHA256, "pw", 4096)}
+	sess, _ := NewScramSession(MechanismScramSHA256, store, []byte("k"))
+	if err := scramClientNonce(t, sess, "n,,", "u", "pw", func(n string) string { return "clientnonce" + n }); err != nil {
+		t.Fatalf("librdkafka's nonce: %v", err)
+	}
+	sess, _ = NewScramSession(MechanismScramSHA256, store, []byte("k"))
+	if err := scramClientNonce(t, sess, "n,,", "u", "pw", func(n string) string { return n[:len(n)-1] }); err == nil {
+		t.Fatal("a nonce missing the server's last character was accepted")
+	}
+}
+
 // scramClient is a minimal RFC 5802 client for headers franz-go does not
 // send (y, a=).
 func scramClient(t *testing.T, sess Session, gs2, user, pass string) error {
+	t.Helper()
+	return scramClientNonce(t, sess, gs2, user, pass, func(n string) string { return n })
+}
+
+// scramClientNonce is scramClient sending final(nonce) as its final nonce.
+func scramClientNonce(t *testing.T, sess Session, gs2, user, pass string, final func(string) string) error {
 	t.Helper()
 	bare := "n=" + EncodeSaslName(user) + ",r=clientnonce"
 	out, _, err := sess.Step([]byte(gs2 + bare))
@@ -304,7 +325,7 @@ func scramClient(t *testing.T, sess Session, gs2, user, pass string) error {
 	clientKey := hmacSum(h, salted, []byte("Client Key"))
 	sk := h()
 	sk.Write(clientKey)
-	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + final(nonce)
 	sig := hmacSum(h, sk.Sum(nil), []byte(bare+","+serverFirst+","+withoutProof))
 	proof := make([]byte, len(sig))
 	for i := range sig {

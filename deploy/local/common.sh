@@ -29,7 +29,37 @@ STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
 ZK_JARS="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 ZK_MAIN="org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
+# SECURE=1 (make cluster SECURE=1) makes a TLS + SCRAM cluster: each broker
+# has an INTERNAL SSL listener (inter-broker, client certificates required,
+# replication over mutual TLS) on BROKER_INTERNAL_BASE_PORT+N-1 and an
+# EXTERNAL SASL_SSL listener with SCRAM-SHA-512 for clients on
+# BROKER_BASE_PORT+N-1. A cluster made so remembers it ($CLUSTER_DIR/secure),
+# so cluster-status and cluster-stop need no SECURE=1.
+BROKER_INTERNAL_BASE_PORT="${BROKER_INTERNAL_BASE_PORT:-$((BROKER_BASE_PORT + 10000))}"
+CERTS_DIR="$CLUSTER_DIR/certs"
+# The client properties for the EXTERNAL listener (SASL_SSL, user admin).
+CLIENT_PROPS="$CLUSTER_DIR/client.properties"
+# The properties for the INTERNAL listener with the admin client certificate.
+ADMIN_SSL_PROPS="$CLUSTER_DIR/admin-ssl.properties"
+ADMIN_USER="${ADMIN_USER:-admin}"
+ADMIN_PASSWORD_FILE="$CLUSTER_DIR/admin.password"
+if [ -f "$CLUSTER_DIR/secure" ]; then
+	CLUSTER_SECURE=1
+elif [ "${SECURE:-0}" != 0 ] && [ -n "${SECURE:-}" ]; then
+	CLUSTER_SECURE=1
+else
+	CLUSTER_SECURE=0
+fi
+
 broker_port() { echo $((BROKER_BASE_PORT + $1 - 1)); }
+broker_internal_port() { echo $((BROKER_INTERNAL_BASE_PORT + $1 - 1)); }
+broker_internal_addr() { echo "$BROKER_HOST:$(broker_internal_port "$1")"; }
+# client_flags: the flags a strata client command needs to reach the
+# cluster's client listener (none for a PLAINTEXT cluster).
+client_flags() {
+	[ "$CLUSTER_SECURE" = 1 ] && echo "--command-config $CLIENT_PROPS"
+	return 0
+}
 broker_addr() { echo "$BROKER_HOST:$(broker_port "$1")"; }
 bootstrap() {
 	local out="" id

@@ -26,6 +26,7 @@ row minio "127.0.0.1:$MINIO_PORT"
 echo "             console http://127.0.0.1:$MINIO_CONSOLE_PORT (user $MINIO_ROOT_USER, password $MINIO_ROOT_PASSWORD)"
 for id in "${BROKER_IDS[@]}"; do
 	row "broker-$id" "$(broker_addr "$id")"
+	[ "$CLUSTER_SECURE" = 1 ] && echo "             INTERNAL (SSL) $(broker_internal_addr "$id"), EXTERNAL (SASL_SSL) $(broker_addr "$id")"
 done
 
 live=""
@@ -34,8 +35,10 @@ for id in "${BROKER_IDS[@]}"; do
 done
 echo
 if [ -n "$live" ]; then
-	echo "strata cluster --bootstrap-server $live"
-	timeout 15 "$STRATA_BIN" cluster --bootstrap-server "$live" 2>&1 | sed 's/^/  /' || all_up=1
+	# shellcheck disable=SC2046 # client_flags is zero or two words
+	echo "strata cluster --bootstrap-server $live $(client_flags)"
+	timeout 15 "$STRATA_BIN" cluster --bootstrap-server "$live" $(client_flags) 2>&1 | sed 's/^/  /'
+	[ "${PIPESTATUS[0]}" = 0 ] || all_up=1
 else
 	echo "no broker running: make cluster starts the cluster"
 fi

@@ -5,6 +5,10 @@
 #   and 3 replicas; 100 lines produced and consumed back; make cluster-status
 #   exits 0; make cluster again is harmless; make cluster-stop leaves nothing
 #   listening on the cluster's ports.
+# Then a SECURE=1 pass in a second cluster folder: make cluster SECURE=1;
+#   a topic created, 100 lines produced and consumed with the CLI and 50
+#   with kcat through the EXTERNAL SASL_SSL listener (SCRAM-SHA-512, the
+#   generated client.properties and kcat.conf); make cluster-stop.
 # Every step is bounded by timeout; a trap stops the cluster and removes the
 # temporary directory however the script ends. Exit status 0 when all pass.
 set -euo pipefail
@@ -62,13 +66,16 @@ BS="127.0.0.1:$b,127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2))"
 export READY_TIMEOUT="${READY_TIMEOUT:-60}"
 
 cleanup() {
-	local rc=$?
-	timeout 90 "$MAKE" --no-print-directory -C "$ROOT" cluster-stop >/dev/null 2>&1 || true
-	if [ "$rc" -ne 0 ] && [ -d "$CLUSTER_DIR" ]; then
-		for f in "$CLUSTER_DIR"/*/*.log; do
-			[ -f "$f" ] && { echo "--- last lines of $f:" >&2; tail -n 15 "$f" >&2; }
-		done
-	fi
+	local rc=$? dir
+	for dir in "$TMP/cluster" "$TMP/secure"; do
+		[ -d "$dir" ] || continue
+		CLUSTER_DIR="$dir" timeout 90 "$MAKE" --no-print-directory -C "$ROOT" cluster-stop >/dev/null 2>&1 || true
+		if [ "$rc" -ne 0 ]; then
+			for f in "$dir"/*/*.log; do
+				[ -f "$f" ] && { echo "--- last lines of $f:" >&2; tail -n 15 "$f" >&2; }
+			done
+		fi
+	done
 	rm -rf "$TMP"
 	exit "$rc"
 }
@@ -124,4 +131,51 @@ for p in "${PORTS[@]}"; do
 	port_free "$p" || fail "port $p still has a listener after make cluster-stop: $(ss -Hltnp "sport = :$p")"
 done
 
+echo "test-cluster: plain cluster passed in $((SECONDS - START))s"
+
+# --- SECURE=1 ----------------------------------------------------------------
+SSTART=$SECONDS
+export CLUSTER_DIR="$TMP/secure"
+for ((t = 0; t < 50; t++)); do
+	ib="$(free_range 3)" || fail "no free ports for the INTERNAL listeners"
+	ok=1
+	for p in "${PORTS[@]}"; do
+		[ "$p" -ge "$ib" ] && [ "$p" -le $((ib + 2)) ] && ok=0
+	done
+	[ "$ok" = 1 ] && break
+done
+export BROKER_INTERNAL_BASE_PORT="$ib"
+PORTS+=("$ib" $((ib + 1)) $((ib + 2)))
+CP="$CLUSTER_DIR/client.properties"
+
+step "make cluster SECURE=1 (INTERNAL SSL on $ib-$((ib + 2)), EXTERNAL SASL_SSL on $b-$((b + 2)))"
+timeout 180 "$MAKE" --no-print-directory cluster SECURE=1 >"$TMP/secure-up.txt" 2>&1 || { cat "$TMP/secure-up.txt"; fail "make cluster SECURE=1"; }
+grep -E 'cluster is up|client config' "$TMP/secure-up.txt"
+grep -q '^security.protocol=SASL_SSL$' "$CP" || fail "$CP: no security.protocol=SASL_SSL"
+
+step "SASL_SSL: create topic s, produce and consume 100 lines with strata --command-config"
+timeout 30 "$STRATA" topic create --bootstrap-server "$BS" --command-config "$CP" --topic s --partitions 3 --replication-factor 3 ||
+	fail "topic create over SASL_SSL"
+timeout 60 "$STRATA" produce --bootstrap-server "$BS" --command-config "$CP" --file "$TMP/in.txt" s || fail "produce over SASL_SSL"
+timeout 60 "$STRATA" consume --bootstrap-server "$BS" --command-config "$CP" --from-beginning --max-messages 100 --timeout 20s s \
+	>"$TMP/sout.txt" || fail "consume over SASL_SSL"
+sort "$TMP/sout.txt" | cmp -s "$TMP/in.sorted" - || fail "SASL_SSL: consumed $(wc -l <"$TMP/sout.txt") lines, not the 100 produced"
+
+step "SASL_SSL: produce 50 lines with kcat -X ..., consume all 150 with kcat -F kcat.conf"
+seq -f 'kcat-%g' 1 50 >"$TMP/kin.txt"
+timeout 30 kcat -P -b "$BS" -t s -X security.protocol=SASL_SSL -X sasl.mechanisms=SCRAM-SHA-512 \
+	-X sasl.username=admin -X sasl.password="$(head -n 1 "$CLUSTER_DIR/admin.password")" \
+	-X ssl.ca.location="$CLUSTER_DIR/certs/truststore.pem" <"$TMP/kin.txt" || fail "kcat produce over SASL_SSL"
+timeout 30 kcat -F "$CLUSTER_DIR/kcat.conf" -C -b "$BS" -t s -o beginning -e -q -c 150 >"$TMP/kout.txt" ||
+	fail "kcat consume over SASL_SSL"
+sort "$TMP/in.txt" "$TMP/kin.txt" >"$TMP/all.sorted"
+sort "$TMP/kout.txt" | cmp -s "$TMP/all.sorted" - ||
+	fail "kcat consumed $(wc -l <"$TMP/kout.txt") lines, not the 150 produced: $(sort "$TMP/kout.txt" | diff "$TMP/all.sorted" - | head -5)"
+
+step "make cluster-stop (SECURE=1 cluster)"
+timeout 120 "$MAKE" --no-print-directory cluster-stop || fail "make cluster-stop (secure)"
+for p in "${PORTS[@]}"; do
+	port_free "$p" || fail "port $p still has a listener after make cluster-stop: $(ss -Hltnp "sport = :$p")"
+done
+echo "test-cluster: SECURE=1 cluster passed in $((SECONDS - SSTART))s"
 echo "test-cluster: PASS in $((SECONDS - START))s"

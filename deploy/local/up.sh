@@ -81,7 +81,66 @@ if ! comp_pid minio >/dev/null; then
 fi
 for id in "${BROKER_IDS[@]}"; do
 	comp_pid "broker-$id" >/dev/null || require_free_port "$(broker_port "$id")" "broker-$id" BROKER_BASE_PORT
+	if [ "$CLUSTER_SECURE" = 1 ]; then
+		comp_pid "broker-$id" >/dev/null ||
+			require_free_port "$(broker_internal_port "$id")" "broker-$id INTERNAL listener" BROKER_INTERNAL_BASE_PORT
+	fi
 done
+
+# A cluster is made secure or not once: its brokers' data, users and
+# clients depend on it.
+if [ "$CLUSTER_SECURE" = 1 ] && [ ! -f "$CLUSTER_DIR/secure" ] && [ -f "$CLUSTER_DIR/broker-1/server.properties" ]; then
+	die "the cluster in $CLUSTER_DIR was made without SECURE=1; remove it first (make cluster-clean) or use another CLUSTER_DIR"
+fi
+
+# --- certificates and the admin user's password (SECURE=1) ----------------
+
+if [ "$CLUSTER_SECURE" = 1 ]; then
+	mkdir -p "$CLUSTER_DIR"
+	touch "$CLUSTER_DIR/secure"
+	# strata certs create: a CA, one keystore per broker (SANs: the broker
+	# host and localhost) and the admin client certificate (CN=admin), made
+	# once and kept with the cluster.
+	if [ ! -f "$CERTS_DIR/client-$ADMIN_USER.pem" ]; then
+		ids="$(IFS=,; echo "${BROKER_IDS[*]}")"
+		echo "creating certificates in $CERTS_DIR"
+		"$STRATA_BIN" certs create --dir "$CERTS_DIR" --hosts "$BROKER_HOST,localhost" \
+			--broker-id "$ids" --client "$ADMIN_USER" >/dev/null ||
+			die "strata certs create failed"
+	fi
+	if [ ! -s "$ADMIN_PASSWORD_FILE" ]; then
+		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=\n' >"$ADMIN_PASSWORD_FILE" && echo >>"$ADMIN_PASSWORD_FILE")
+	fi
+	ADMIN_PASSWORD="$(head -n 1 "$ADMIN_PASSWORD_FILE")"
+	(
+		umask 077
+		cat >"$ADMIN_SSL_PROPS" <<PROPS
+# The admin client certificate on the INTERNAL (SSL) listener, written by
+# deploy/local/up.sh: strata ... --bootstrap-server $(broker_internal_addr 1) --command-config $ADMIN_SSL_PROPS
+security.protocol=SSL
+ssl.truststore.location=$CERTS_DIR/truststore.pem
+ssl.keystore.location=$CERTS_DIR/client-$ADMIN_USER.pem
+PROPS
+		cat >"$CLIENT_PROPS" <<PROPS
+# The EXTERNAL (SASL_SSL) listener as user $ADMIN_USER, written by
+# deploy/local/up.sh: strata ... --command-config $CLIENT_PROPS
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$ADMIN_USER" password="$ADMIN_PASSWORD";
+ssl.truststore.location=$CERTS_DIR/truststore.pem
+PROPS
+		# The same for kcat and other librdkafka clients: kcat -F FILE.
+		cat >"$CLUSTER_DIR/kcat.conf" <<PROPS
+# librdkafka settings for the EXTERNAL (SASL_SSL) listener as user $ADMIN_USER,
+# written by deploy/local/up.sh: kcat -F $CLUSTER_DIR/kcat.conf ...
+security.protocol=SASL_SSL
+sasl.mechanisms=SCRAM-SHA-512
+sasl.username=$ADMIN_USER
+sasl.password=$ADMIN_PASSWORD
+ssl.ca.location=$CERTS_DIR/truststore.pem
+PROPS
+	)
+fi
 
 # --- ZooKeeper -------------------------------------------------------------
 
@@ -150,6 +209,21 @@ for id in "${BROKER_IDS[@]}"; do
 		continue
 	fi
 	require_free_port "$(broker_port "$id")" "$name" BROKER_BASE_PORT
+	if [ "$CLUSTER_SECURE" = 1 ]; then
+		listeners="INTERNAL://$(broker_internal_addr "$id"),EXTERNAL://$(broker_addr "$id")"
+		security="# SECURE=1: INTERNAL is SSL with client certificates required (other
+# brokers, replication over mutual TLS, the admin certificate); EXTERNAL is
+# SASL_SSL with SCRAM-SHA-512 users (strata users).
+listener.security.protocol.map=INTERNAL:SSL,EXTERNAL:SASL_SSL
+inter.broker.listener.name=INTERNAL
+ssl.keystore.location=$CERTS_DIR/broker-$id.pem
+ssl.truststore.location=$CERTS_DIR/truststore.pem
+listener.name.internal.ssl.client.auth=required
+listener.name.external.sasl.enabled.mechanisms=SCRAM-SHA-512"
+	else
+		listeners="PLAINTEXT://$(broker_addr "$id")"
+		security=""
+	fi
 	d="$(comp_dir "$name")"
 	mkdir -p "$d/data"
 	props="$d/server.properties"
@@ -160,8 +234,9 @@ for id in "${BROKER_IDS[@]}"; do
 # Broker $id of the local cluster, written by deploy/local/up.sh at every
 # start: put your own settings in $CLUSTER_DIR/extra.properties instead.
 broker.id=$id
-listeners=PLAINTEXT://$(broker_addr "$id")
-advertised.listeners=PLAINTEXT://$(broker_addr "$id")
+listeners=$listeners
+advertised.listeners=$listeners
+$security
 log.dirs=$d/data
 zookeeper.connect=$(zk_connect)
 zookeeper.session.timeout.ms=18000
@@ -184,7 +259,11 @@ PROPS
 			echo
 		} >>"$props"
 	fi
-	echo "starting $name on $(broker_addr "$id")"
+	if [ "$CLUSTER_SECURE" = 1 ]; then
+		echo "starting $name on $(broker_addr "$id") (EXTERNAL, SASL_SSL) and $(broker_internal_addr "$id") (INTERNAL, SSL)"
+	else
+		echo "starting $name on $(broker_addr "$id")"
+	fi
 	start_bg "$name" "$STRATA_BIN" broker --config "$props"
 	started+=("$id")
 done
@@ -194,13 +273,24 @@ for id in "${started[@]}"; do
 	echo "broker-$id ready (pid $(comp_pid "broker-$id"), $(broker_addr "$id"))"
 done
 
-# Every broker registered: the cluster's metadata lists all three.
+# Every broker registered: the cluster's metadata lists all three. A secure
+# cluster is asked on the INTERNAL listener with the admin certificate: the
+# admin SCRAM user may not exist yet.
+check_bs="$(bootstrap)"
+check_flags=()
+addr_of=broker_addr
+if [ "$CLUSTER_SECURE" = 1 ]; then
+	check_bs=""
+	for id in "${BROKER_IDS[@]}"; do check_bs="${check_bs:+$check_bs,}$(broker_internal_addr "$id")"; done
+	check_flags=(--command-config "$ADMIN_SSL_PROPS")
+	addr_of=broker_internal_addr
+fi
 n=0
 for ((i = 0; i < READY_TIMEOUT * 2; i++)); do
-	out="$(timeout 10 "$STRATA_BIN" cluster --bootstrap-server "$(bootstrap)" 2>&1 || true)"
+	out="$(timeout 10 "$STRATA_BIN" cluster --bootstrap-server "$check_bs" "${check_flags[@]}" 2>&1 || true)"
 	n=0
 	for id in "${BROKER_IDS[@]}"; do
-		grep -qF "$(broker_addr "$id")" <<<"$out" && n=$((n + 1))
+		grep -qF "$($addr_of "$id")" <<<"$out" && n=$((n + 1))
 	done
 	[ "$n" -eq "${#BROKER_IDS[@]}" ] && break
 	sleep 0.5
@@ -211,6 +301,58 @@ if [ "$n" -ne "${#BROKER_IDS[@]}" ]; then
 fi
 
 BS="$(bootstrap)"
+if [ "$CLUSTER_SECURE" = 1 ]; then
+	# The admin SCRAM user, created (or its password set again) through the
+	# INTERNAL listener, which the admin client certificate opens: that is
+	# how the first user exists before any client can authenticate with
+	# SCRAM. Then the EXTERNAL listener must let it in.
+	"$STRATA_BIN" users create --bootstrap-server "$check_bs" --command-config "$ADMIN_SSL_PROPS" \
+		--user "$ADMIN_USER" --mechanism SCRAM-SHA-512 --password-file "$ADMIN_PASSWORD_FILE" >/dev/null ||
+		die "could not create the SCRAM user $ADMIN_USER through the INTERNAL listener"
+	ok=0
+	for ((i = 0; i < READY_TIMEOUT * 2; i++)); do
+		# Each broker reads the new credential from ZooKeeper on its own.
+		ok=1
+		for id in "${BROKER_IDS[@]}"; do
+			timeout 10 "$STRATA_BIN" cluster --bootstrap-server "$(broker_addr "$id")" --command-config "$CLIENT_PROPS" >/dev/null 2>&1 || { ok=0; break; }
+		done
+		[ "$ok" = 1 ] && break
+		sleep 0.5
+	done
+	[ "$ok" = 1 ] || die "user $ADMIN_USER cannot authenticate on the EXTERNAL listeners within ${READY_TIMEOUT}s: $(timeout 10 "$STRATA_BIN" cluster --bootstrap-server "$BS" --command-config "$CLIENT_PROPS" 2>&1 | tail -3)"
+	cat <<INFO
+
+Strata local cluster is up, with TLS and SCRAM (SECURE=1). Everything
+(configs, certificates, data, logs, pid files) is in
+  $CLUSTER_DIR
+
+  brokers        $BS   (EXTERNAL listener: SASL_SSL, SCRAM-SHA-512)
+                 $check_bs   (INTERNAL listener: SSL, client certificate required)
+  certificates   $CERTS_DIR   (CA, broker-N.pem, client-$ADMIN_USER.pem, truststore.pem)
+  admin user     $ADMIN_USER, password in $ADMIN_PASSWORD_FILE
+  client config  $CLIENT_PROPS   (strata --command-config)
+                 $CLUSTER_DIR/kcat.conf   (kcat -F)
+  zookeeper      $(zk_connect)
+  minio S3 API   $(minio_endpoint)   bucket: $MINIO_BUCKET (prefix local-cluster/)
+  logs           $CLUSTER_DIR/<component>/<component>.log
+
+Create a topic, produce and consume with strata:
+  ./strata topic create --bootstrap-server $BS --command-config $CLIENT_PROPS --topic demo --partitions 3 --replication-factor 3
+  printf 'k1:hello\nk2:world\n' | ./strata produce --bootstrap-server $BS --command-config $CLIENT_PROPS --key-separator : demo
+  ./strata consume --bootstrap-server $BS --command-config $CLIENT_PROPS --from-beginning --print-key --timeout 5s demo
+Produce and consume with kcat (the same settings as -X flags, or -F $CLUSTER_DIR/kcat.conf):
+  echo 'k3:from kcat' | kcat -P -b $BS -t demo -K: -X security.protocol=SASL_SSL -X sasl.mechanisms=SCRAM-SHA-512 \\
+      -X sasl.username=$ADMIN_USER -X sasl.password="\$(cat $ADMIN_PASSWORD_FILE)" -X ssl.ca.location=$CERTS_DIR/truststore.pem
+  kcat -F $CLUSTER_DIR/kcat.conf -C -b $BS -t demo -o beginning -e -f '%p %o %k %s\n'
+More users (any authenticated client may manage users until ACLs are set):
+  ./strata users create --bootstrap-server $BS --command-config $CLIENT_PROPS --user alice < alice.pw
+More client certificates (same CA): ./strata certs create --dir $CERTS_DIR --client alice
+Inspect:
+  make cluster-status
+Stop (data kept): make cluster-stop      Remove everything: make cluster-clean
+INFO
+	exit 0
+fi
 cat <<INFO
 
 Strata local cluster is up. Everything (configs, data, logs, pid files) is in
