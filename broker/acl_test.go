@@ -77,7 +77,7 @@ func TestACLSettingsRefused(t *testing.T) {
 // against a broker whose client is a super user, and checks the ACLs
 // survive a restart of the broker (embedded coordinator).
 func TestACLAdminAPIs(t *testing.T) {
-	cfg := testConfig(t, authorizerProps(anonymousPrincipal))
+	cfg := testConfig(t, authorizerProps(anonymous))
 	s := startServerConfig(t, cfg)
 	adm := aclAdmin(t, s)
 	ctx := testCtx(t)
@@ -195,18 +195,18 @@ func TestACLClusterAuthorization(t *testing.T) {
 	// broker or an operator would); the broker enforces it once its
 	// authorizer has the change.
 	grant := acl.Binding{Pattern: acl.Pattern{Type: acl.ResourceCluster, Name: acl.ClusterName, Pattern: acl.PatternLiteral},
-		Entry: acl.Entry{Principal: anonymousPrincipal, Host: "*", Operation: acl.OpAlter, Permission: acl.PermissionAllow}}
+		Entry: acl.Entry{Principal: anonymous, Host: "*", Operation: acl.OpAlter, Permission: acl.PermissionAllow}}
 	if err := s.coord.CreateACLs(ctx, []acl.Binding{grant})[0]; err != nil {
 		t.Fatal(err)
 	}
-	waitAuthorized(t, s, anonymousPrincipal, acl.OpAlter, acl.Cluster, true)
+	waitAuthorized(t, s, anonymous, acl.OpAlter, acl.Cluster, true)
 	res, err = adm.CreateACLs(ctx, kadm.NewACLs().Topics("t").Allow("User:alice").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
 	mustCreate(t, res, err, 1)
 	// ALTER implies DESCRIBE.
 	if n := countACLs(t, adm); n != 2 {
 		t.Fatalf("%d bindings, want 2", n)
 	}
-	if got := s.authz.AuthorizedOperations(anonymousPrincipal, "127.0.0.1", acl.Cluster); got != 1<<acl.OpAlter|1<<acl.OpDescribe {
+	if got := s.authz.AuthorizedOperations(anonymous, "127.0.0.1", acl.Cluster); got != 1<<acl.OpAlter|1<<acl.OpDescribe {
 		t.Fatalf("authorized operations on the cluster: %b", got)
 	}
 }
@@ -229,7 +229,7 @@ func TestACLsAcrossZooKeeperCluster(t *testing.T) {
 	zks := zktest.Start(t)
 	connect := zks.ConnectString(fmt.Sprintf("/strata-acl-%d", time.Now().UnixNano()))
 	start := func(id int) *Server {
-		p := authorizerProps(anonymousPrincipal)
+		p := authorizerProps(anonymous)
 		p["broker.id"] = fmt.Sprint(id)
 		p["zookeeper.connect"] = connect
 		p["offsets.topic.replication.factor"] = "1"
@@ -258,7 +258,7 @@ func TestACLsAcrossZooKeeperCluster(t *testing.T) {
 // and without an authorizer.
 func TestAuthorizeHelpers(t *testing.T) {
 	r := &request{ctx: group.WithClient(context.Background(), group.Client{Host: "/10.1.2.3"})}
-	if p, h := r.peer(); p != anonymousPrincipal || h != "10.1.2.3" {
+	if p, h := r.peer(); p != anonymous || h != "10.1.2.3" {
 		t.Fatalf("peer: got %q %q", p, h)
 	}
 	open := &Server{}
@@ -269,9 +269,9 @@ func TestAuthorizeHelpers(t *testing.T) {
 	s := &Server{authz: acl.NewAuthorizer(acl.Config{})}
 	s.authz.Update([]acl.Binding{
 		{Pattern: acl.Pattern{Type: acl.ResourceTopic, Name: "t", Pattern: acl.PatternLiteral},
-			Entry: acl.Entry{Principal: anonymousPrincipal, Host: "10.1.2.3", Operation: acl.OpWrite, Permission: acl.PermissionAllow}},
+			Entry: acl.Entry{Principal: anonymous, Host: "10.1.2.3", Operation: acl.OpWrite, Permission: acl.PermissionAllow}},
 		{Pattern: acl.Pattern{Type: acl.ResourceTopic, Name: "u", Pattern: acl.PatternLiteral},
-			Entry: acl.Entry{Principal: anonymousPrincipal, Host: "10.9.9.9", Operation: acl.OpRead, Permission: acl.PermissionAllow}},
+			Entry: acl.Entry{Principal: anonymous, Host: "10.9.9.9", Operation: acl.OpRead, Permission: acl.PermissionAllow}},
 	})
 	cases := []struct {
 		got, want bool

@@ -27,17 +27,20 @@ import (
 // The principal is the request's connection's (conn.principal); the host
 // is the client's IP address without Kafka's display "/".
 
-// anonymousPrincipal is the principal of an unauthenticated connection.
-const anonymousPrincipal = "User:ANONYMOUS"
-
-// principal is the connection's authenticated principal, "Type:name".
-// Until connections authenticate, every connection is anonymous.
-func (c *conn) principal() string { return anonymousPrincipal }
+// principal is the connection's authenticated principal, "Type:name"
+// (authenticate.go): the SASL user, the mapped client certificate
+// subject on SSL, else User:ANONYMOUS.
+func (c *conn) principal() string {
+	if s := c.session(); s != nil {
+		return s.principal
+	}
+	return anonymous
+}
 
 // peer is who sent r: its connection's principal (anonymous when the
 // request carries no connection) and the client's IP address.
 func (r *request) peer() (principal, host string) {
-	principal = anonymousPrincipal
+	principal = anonymous
 	if r.conn != nil {
 		principal = r.conn.principal()
 		host = r.conn.host
