@@ -63,6 +63,9 @@ func TestListenerSettings(t *testing.T) {
 			"security.inter.broker.protocol", "not among the listeners"},
 		{map[string]string{"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name", "not among the listeners"},
 		{map[string]string{"listener.name.plaintext.no.such.setting": "1"}, "listener.name.plaintext.no.such.setting", "unknown"},
+		{map[string]string{"listener.name.other.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.other.sasl.enabled.mechanisms", "no listener OTHER"},
+		{map[string]string{"listener.name.plaintext.sasl.enabled.mechanisms": "GSSAPI"}, "listener.name.plaintext.sasl.enabled.mechanisms", "not served"},
+		{map[string]string{"connection.failed.authentication.delay.ms": "700000"}, "connection.failed.authentication.delay.ms", "less than connections.max.idle.ms"},
 	} {
 		_, err := ConfigFromProperties(tc.props)
 		var ce *ConfigError

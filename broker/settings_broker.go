@@ -173,6 +173,10 @@ func checkAcrossSettings(c *Config) *ConfigError {
 	if err := checkListeners(c); err != nil {
 		return err
 	}
+	if c.FailedAuthenticationDelay >= c.ConnectionsMaxIdle {
+		k := "connection.failed.authentication.delay.ms"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be less than connections.max.idle.ms (%d)", c.ConnectionsMaxIdle.Milliseconds())}
+	}
 	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
 		k := "queued.max.request.bytes"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least socket.request.max.bytes (%d), or -1", c.SocketRequestMaxBytes)}
