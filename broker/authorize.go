@@ -116,3 +116,28 @@ func (s *Server) authorizedOperations(r *request, res acl.Resource) int32 {
 	principal, host := r.peer()
 	return s.authz.AuthorizedOperations(principal, host, res)
 }
+
+// topicAuthorizer returns a check of op on topics by name for r's sender,
+// each name asked of the authorizer once, as Kafka's filterByAuthorized
+// does for a request's topics.
+func (s *Server) topicAuthorizer(r *request, op acl.Operation) func(name string) bool {
+	if s.authz == nil {
+		return func(string) bool { return true }
+	}
+	seen := map[string]bool{}
+	return func(name string) bool {
+		ok, done := seen[name]
+		if !done {
+			ok = s.authorize(r, op, acl.Topic(name))
+			seen[name] = ok
+		}
+		return ok
+	}
+}
+
+// mayCreateTopic reports whether r's sender may create topic name: CREATE
+// on the cluster or on the topic, as Kafka asks for CreateTopics and
+// Metadata's auto-creation.
+func (s *Server) mayCreateTopic(r *request, name string) bool {
+	return s.authorize(r, acl.OpCreate, acl.Cluster) || s.authorize(r, acl.OpCreate, acl.Topic(name))
+}
