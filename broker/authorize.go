@@ -5,6 +5,8 @@ import (
 
 	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/group"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Authorization: the broker's authorizer (package acl) and the checks the
@@ -140,4 +142,23 @@ func (s *Server) topicAuthorizer(r *request, op acl.Operation) func(name string)
 // Metadata's auto-creation.
 func (s *Server) mayCreateTopic(r *request, name string) bool {
 	return s.authorize(r, acl.OpCreate, acl.Cluster) || s.authorize(r, acl.OpCreate, acl.Topic(name))
+}
+
+// configResourceDenied is the authorization error of op (DESCRIBE_CONFIGS
+// or ALTER_CONFIGS) on a config resource, as Kafka answers it: a topic
+// needs op on the topic (TOPIC_AUTHORIZATION_FAILED), a broker or broker
+// logger op on the cluster (CLUSTER_AUTHORIZATION_FAILED). Nil when
+// allowed, and for other types, which the handlers refuse themselves.
+func (s *Server) configResourceDenied(r *request, op acl.Operation, typ kmsg.ConfigResourceType, name string) error {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.authorize(r, op, acl.Topic(name)) {
+			return newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to %s of topic %q", op, name)
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !s.authorize(r, op, acl.Cluster) {
+			return newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized to %s of the cluster", op)
+		}
+	}
+	return nil
 }
