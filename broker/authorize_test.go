@@ -53,10 +53,12 @@ type grant struct {
 	deny bool
 }
 
-func topicGrant(op acl.Operation) grant   { return grant{op: op, rt: acl.ResourceTopic} }
-func groupGrant(op acl.Operation) grant   { return grant{op: op, rt: acl.ResourceGroup} }
-func txnGrant(op acl.Operation) grant     { return grant{op: op, rt: acl.ResourceTransactionalID} }
-func clusterGrant(op acl.Operation) grant { return grant{op: op, rt: acl.ResourceCluster, name: acl.ClusterName} }
+func topicGrant(op acl.Operation) grant { return grant{op: op, rt: acl.ResourceTopic} }
+func groupGrant(op acl.Operation) grant { return grant{op: op, rt: acl.ResourceGroup} }
+func txnGrant(op acl.Operation) grant   { return grant{op: op, rt: acl.ResourceTransactionalID} }
+func clusterGrant(op acl.Operation) grant {
+	return grant{op: op, rt: acl.ResourceCluster, name: acl.ClusterName}
+}
 
 // matrixEnv is what a row's call works with.
 type matrixEnv struct {
