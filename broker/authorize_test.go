@@ -819,3 +819,70 @@ func TestACLSSLPrincipal(t *testing.T) {
 		t.Errorf("CN=dave: %v", kerr.ErrorForCode(c))
 	}
 }
+
+// TestACLTopicIDsAndConfigs: by topic ID, Metadata and DeleteTopics
+// answer a topic the principal may not DESCRIBE with
+// TOPIC_AUTHORIZATION_FAILED and no name (the ID is no secret); a topic
+// created without DESCRIBE_CONFIGS on it is answered without its configs
+// (TopicConfigErrorCode), as Kafka does.
+func TestACLTopicIDsAndConfigs(t *testing.T) {
+	s := startServer(t, authzSASLProps([]string{"alice", "bob"}, nil))
+	admin := newClient(t, s)
+	createTopic(t, admin, "secret", 1, nil)
+	grantAll(t, s, []acl.Binding{
+		binding("User:alice", acl.OpDescribe, acl.ResourceTopic, "secret"),
+		binding("User:alice", acl.OpCreate, acl.ResourceTopic, "made-*"),
+		binding("User:bob", acl.OpCreate, acl.ResourceTopic, "seen-*"),
+		binding("User:bob", acl.OpDescribeConfigs, acl.ResourceTopic, "seen-*"),
+	})
+	alice, bob := plainClient(t, s, "alice"), plainClient(t, s, "bob")
+
+	byName := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("secret")
+	byName.Topics = append(byName.Topics, rt)
+	id := brokerRequest(t, s, admin, byName).(*kmsg.MetadataResponse).Topics[0].TopicID
+	if id == [16]byte{} {
+		t.Fatal("no topic ID for secret")
+	}
+	byID := kmsg.NewPtrMetadataRequest()
+	rt = kmsg.NewMetadataRequestTopic()
+	rt.TopicID = id
+	byID.Topics = append(byID.Topics, rt)
+	if mt := brokerRequest(t, s, alice, byID).(*kmsg.MetadataResponse).Topics[0]; mt.ErrorCode != 0 || mt.Topic == nil || *mt.Topic != "secret" {
+		t.Errorf("alice's Metadata by ID: %v %v", kerr.ErrorForCode(mt.ErrorCode), mt.Topic)
+	}
+	if resp := brokerRequest(t, s, bob, byID).(*kmsg.MetadataResponse); resp.Version < 12 {
+		t.Logf("Metadata v%d has no topic IDs; skipped", resp.Version)
+	} else if mt := resp.Topics[0]; mt.ErrorCode != codeTopicAuth || mt.Topic != nil || mt.TopicID != id {
+		t.Errorf("bob's Metadata by ID: %v name %v id %v", kerr.ErrorForCode(mt.ErrorCode), mt.Topic, mt.TopicID)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.TopicID = id
+	del.Topics, del.TimeoutMillis = append(del.Topics, dt), 10000
+	if resp := brokerRequest(t, s, bob, del).(*kmsg.DeleteTopicsResponse); resp.Version < 6 {
+		t.Logf("DeleteTopics v%d has no topic IDs; skipped", resp.Version)
+	} else if st := resp.Topics[0]; st.ErrorCode != codeTopicAuth || st.Topic != nil {
+		t.Errorf("bob's DeleteTopics by ID: %v name %v", kerr.ErrorForCode(st.ErrorCode), st.Topic)
+	}
+	if st := brokerRequest(t, s, alice, del).(*kmsg.DeleteTopicsResponse).Topics[0]; st.ErrorCode != codeTopicAuth || st.Topic == nil || *st.Topic != "secret" {
+		t.Errorf("alice's DeleteTopics by ID (DESCRIBE, no DELETE): %v name %v", kerr.ErrorForCode(st.ErrorCode), st.Topic)
+	}
+
+	create := func(cl *kgo.Client, name string) kmsg.CreateTopicsResponseTopic {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = name, 1, 1
+		req.Topics, req.TimeoutMillis = append(req.Topics, ct), 10000
+		return brokerRequest(t, s, cl, req).(*kmsg.CreateTopicsResponse).Topics[0]
+	}
+	if st := create(alice, "made-1"); st.ErrorCode != 0 || st.ConfigErrorCode != codeTopicAuth || len(st.Configs) != 0 || st.NumPartitions != 1 {
+		t.Errorf("alice creates made-1 without DESCRIBE_CONFIGS: %v, config error %v, %d configs, %d partitions",
+			kerr.ErrorForCode(st.ErrorCode), kerr.ErrorForCode(st.ConfigErrorCode), len(st.Configs), st.NumPartitions)
+	}
+	if st := create(bob, "seen-1"); st.ErrorCode != 0 || st.ConfigErrorCode != 0 || len(st.Configs) == 0 {
+		t.Errorf("bob creates seen-1 with DESCRIBE_CONFIGS: %v, config error %v, %d configs",
+			kerr.ErrorForCode(st.ErrorCode), kerr.ErrorForCode(st.ConfigErrorCode), len(st.Configs))
+	}
+}
