@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,6 +56,12 @@ import (
 // * __consumer_offsets is written only by the group coordinator: a produce
 //   to it is INVALID_TOPIC_EXCEPTION, as Kafka answers clients other than
 //   its own admin tools.
+// * Authorization (with an authorizer): a transactional id needs WRITE on
+//   it, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+//   each topic needs WRITE, else its partitions are
+//   TOPIC_AUTHORIZATION_FAILED (checked before the topic's existence, so
+//   a denied client learns nothing about it). Auto-creation also needs
+//   CREATE on the cluster or the topic, else UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Version notes:
 // * v5: LogStartOffset in the response
@@ -69,19 +76,32 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	failed := false
 	var waits []produceWait
+	var txnErr error
+	if req.TransactionID != nil && !s.authorize(r, acl.OpWrite, acl.TransactionalID(*req.TransactionID)) {
+		txnErr = newKafkaError(kerr.TransactionalIDAuthorizationFailed, "not authorized to write transactional id %q", *req.TransactionID)
+	}
+	mayWrite := s.topicAuthorizer(r, acl.OpWrite)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		var ts *topicState
 		var topicErr error
 		switch {
+		case txnErr != nil:
+			topicErr = txnErr
+		case !mayWrite(rt.Topic):
+			topicErr = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to write to topic %q", rt.Topic)
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			topicErr = newKafkaError(kerr.InvalidRequiredAcks, "acks must be 0, 1 or -1, got %d", req.Acks)
 		case isInternalTopic(rt.Topic):
 			topicErr = newKafkaError(kerr.InvalidTopicException, "cannot append to internal topic %s", rt.Topic)
 		default:
 			if ts = s.topic(rt.Topic); ts == nil {
-				ts, topicErr = s.autoCreateTopic(rt.Topic)
+				if s.mayCreateTopic(r, rt.Topic) {
+					ts, topicErr = s.autoCreateTopic(rt.Topic)
+				} else {
+					topicErr = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist (and creating it needs CREATE on the cluster or the topic)", rt.Topic)
+				}
 			}
 		}
 		for _, rp := range rt.Partitions {

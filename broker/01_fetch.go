@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,6 +42,10 @@ import (
 // * ThrottleMillis is 0; there are no preferred read replicas (-1).
 // * Unknown topics are UNKNOWN_TOPIC_OR_PARTITION; fetch never creates
 //   topics.
+// * Authorization (with an authorizer): each topic needs READ, else its
+//   partitions are TOPIC_AUTHORIZATION_FAILED (before its existence is
+//   checked). Replicas do not fetch here (replication is gRPC), so there
+//   is no CLUSTER_ACTION path.
 //
 // Version notes:
 // * v4: LastStableOffset, AbortedTransactions, IsolationLevel
@@ -59,15 +64,16 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		return s.fetchReply(res), nil
 	}
 	deadline := s.nowFn().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	mayRead := s.topicAuthorizer(r, acl.OpRead)
 	for {
 		// Take the append notifiers before reading, so an append that
 		// lands after the read still wakes us.
 		var notify []<-chan struct{}
 		wait := req.MaxWaitMillis > 0 && !s.shuttingDown()
 		if wait {
-			notify = s.fetchNotifiers(req)
+			notify = s.fetchNotifiers(req, mayRead)
 		}
-		res, bytes, anyErr := s.fetchOnce(req)
+		res, bytes, anyErr := s.fetchOnce(req, mayRead)
 		if !wait || anyErr || bytes >= int64(req.MinBytes) || len(req.Topics) == 0 {
 			return s.fetchReply(res), nil
 		}
@@ -78,7 +84,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		res.releaseAll() // not sent: unpin its remote chunks
 		if !s.waitForAppend(notify, left) {
 			// Timed out or shutting down: answer with what there is now.
-			res, _, _ = s.fetchOnce(req)
+			res, _, _ = s.fetchOnce(req, mayRead)
 			return s.fetchReply(res), nil
 		}
 	}
@@ -86,11 +92,11 @@ func handleFetch(s *Server, r *request) (reply, error) {
 
 // fetchNotifiers returns the append notifiers of the requested partitions
 // that exist.
-func (s *Server) fetchNotifiers(req *kmsg.FetchRequest) []<-chan struct{} {
+func (s *Server) fetchNotifiers(req *kmsg.FetchRequest, mayRead func(string) bool) []<-chan struct{} {
 	var out []<-chan struct{}
 	for _, rt := range req.Topics {
 		t := s.topic(rt.Topic)
-		if t == nil {
+		if t == nil || !mayRead(rt.Topic) {
 			continue
 		}
 		for _, rp := range rt.Partitions {
@@ -127,7 +133,7 @@ func (s *Server) waitForAppend(notify []<-chan struct{}, d time.Duration) bool {
 
 // fetchOnce reads every requested partition once. It returns the result,
 // the record bytes in it and whether any partition had an error.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*fetchResult, int64, bool) {
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*fetchResult, int64, bool) {
 	res := &fetchResult{version: req.Version}
 	budget := int64(req.MaxBytes)
 	minOne := true
@@ -140,6 +146,8 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*fetchResult, int64, bool) {
 		for _, rp := range rt.Partitions {
 			pr := fetchPartResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted}
 			switch {
+			case !mayRead(rt.Topic):
+				pr.errorCode = kerr.TopicAuthorizationFailed.Code
 			case t == nil || !t.hasPartition(rp.Partition):
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,6 +25,8 @@ import (
 //   broker does not lead is NOT_LEADER_OR_FOLLOWER.
 // * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION; a
 //   partition named twice is INVALID_REQUEST.
+// * Authorization (with an authorizer): each topic needs DESCRIBE, else
+//   its partitions are TOPIC_AUTHORIZATION_FAILED, checked first.
 //
 // Version notes:
 // * v1: single offset per partition with timestamp
@@ -48,6 +51,7 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 		t string
 		p int32
 	}
+	mayDescribe := s.topicAuthorizer(r, acl.OpDescribe)
 	seen := map[tp]int{}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
@@ -63,6 +67,8 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			switch {
+			case !mayDescribe(rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case seen[tp{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case t == nil || !t.hasPartition(rp.Partition):

@@ -3,6 +3,7 @@ package broker
 import (
 	"slices"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,8 +32,14 @@ import (
 //   first), ISR and offline replicas (replicas whose broker is not live).
 //   A partition without a live leader is LEADER_NOT_AVAILABLE with leader
 //   -1, as Kafka answers, so clients wait and ask again.
-// * Authorized operations (v8+), when asked for, are all operations: there
-//   is no authorizer.
+// * Authorization (with an authorizer; Kafka's rules): all topics lists
+//   only those the principal may DESCRIBE; a named topic it may not
+//   DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or not (by
+//   ID: the ID is answered, not the name). Auto-creation also needs CREATE
+//   on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
+// * Authorized operations (v8+), when asked for: the topic's operations
+//   the principal is allowed (every one without an authorizer); the
+//   cluster's (v8-10) when it may DESCRIBE the cluster, else 0.
 //
 // Version notes:
 // * v1: IsInternal, ControllerID, null topics for all
@@ -46,15 +53,9 @@ import (
 
 func init() { register(3, 0, 12, handleMetadata) }
 
-// Authorized-operation bit sets reported without an authorizer: topic
-// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-// ALTER_CONFIGS; cluster CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-const (
-	topicAuthorizedOps   int32 = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
-	clusterAuthorizedOps int32 = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
-	opsNotRequested      int32 = -2147483648
-)
+// opsNotRequested is the authorized-operations field's default,
+// Integer.MIN_VALUE: not asked for (or, for a topic, not authorized).
+const opsNotRequested int32 = -2147483648
 
 func handleMetadata(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
@@ -74,41 +75,70 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 	resp.ClusterID = &cid
 	resp.ControllerID = snap.Controller.ID
 	resp.AuthorizedOperations = opsNotRequested
-	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAuthorizedOps
+	if req.IncludeClusterAuthorizedOperations && req.Version <= 10 {
+		resp.AuthorizedOperations = 0
+		if s.authorize(r, acl.OpDescribe, acl.Cluster) {
+			resp.AuthorizedOperations = s.authorizedOperations(r, acl.Cluster)
+		}
+	}
+	mayDescribe := s.topicAuthorizer(r, acl.OpDescribe)
+	topicOps := func(mt *kmsg.MetadataResponseTopic) {
+		if req.IncludeTopicAuthorizedOperations && mt.Topic != nil {
+			mt.AuthorizedOperations = s.authorizedOperations(r, acl.Topic(*mt.Topic))
+		}
 	}
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, name := range snap.TopicNames() {
-			resp.Topics = append(resp.Topics, metadataTopic(snap, snap.Topics[name], req, lis))
+			if !mayDescribe(name) {
+				continue // hidden, as Kafka lists only DESCRIBE-able topics
+			}
+			mt := metadataTopic(snap, snap.Topics[name], req, lis)
+			topicOps(&mt)
+			resp.Topics = append(resp.Topics, mt)
 		}
 		return reply{msg: resp}, nil
 	}
-	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	autoCreate := (req.Version < 4 || req.AllowAutoTopicCreation) && s.cfg.AutoCreateTopics
 	for _, rt := range req.Topics {
 		var t *coord.TopicInfo
 		var err error
+		// described is whether the error answer may carry the topic's
+		// authorized operations: the principal may DESCRIBE it.
+		described, createDenied := false, false
 		switch {
 		case rt.Topic == nil && rt.TopicID != [16]byte{}:
 			var ok bool
 			if t, ok = snap.TopicByID(coord.TopicID(rt.TopicID)); !ok {
 				err = newKafkaError(kerr.UnknownTopicID, "no topic with id %s", coord.TopicID(rt.TopicID))
+			} else if !mayDescribe(t.Name) {
+				// Topic IDs are not secret (Kafka): the ID is answered, not the name.
+				err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to describe topic id %s", coord.TopicID(rt.TopicID))
+				t = nil
 			}
 		case rt.Topic == nil:
 			err = newKafkaError(kerr.InvalidRequest, "topic with neither name nor id")
+		case !mayDescribe(*rt.Topic):
+			// Checked before existence, which stays undisclosed.
+			err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to describe topic %q", *rt.Topic)
 		default:
+			described = true
 			var ok bool
 			if t, ok = snap.Topic(*rt.Topic); !ok {
 				if err = validTopicName(*rt.Topic); err == nil {
-					if autoCreate {
+					switch {
+					case autoCreate && !s.mayCreateTopic(r, *rt.Topic):
+						described, createDenied = false, true
+						err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q (CREATE on the cluster or the topic)", *rt.Topic)
+					case autoCreate:
 						if _, err = s.autoCreateTopic(*rt.Topic); err == nil {
 							snap = s.coord.Snapshot()
 							if t, ok = snap.Topic(*rt.Topic); !ok {
 								err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q was deleted right after its creation", *rt.Topic)
 							}
 						}
-					} else {
+					default:
 						err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", *rt.Topic)
 					}
 				}
@@ -120,10 +150,21 @@ func handleMetadata(s *Server, r *request) (reply, error) {
 			mt.TopicID = rt.TopicID
 			mt.ErrorCode, _ = errorCode(err)
 			mt.AuthorizedOperations = opsNotRequested
+			if described {
+				topicOps(&mt)
+			}
+			if createDenied {
+				mt.IsInternal = isInternalTopic(*rt.Topic)
+			}
+			if mt.Partitions == nil {
+				mt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+			}
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(snap, t, req, lis))
+		mt := metadataTopic(snap, t, req, lis)
+		topicOps(&mt)
+		resp.Topics = append(resp.Topics, mt)
 	}
 	return reply{msg: resp}, nil
 }
@@ -147,9 +188,6 @@ func metadataTopic(snap *coord.Snapshot, t *coord.TopicInfo, req *kmsg.MetadataR
 	mt.TopicID = t.ID
 	mt.IsInternal = isInternalTopic(t.Name)
 	mt.AuthorizedOperations = opsNotRequested
-	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = topicAuthorizedOps
-	}
 	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -24,6 +26,10 @@ import (
 // * The commit is not abandoned when the client disconnects or the server
 //   shuts down: the append finishes and the answer goes out if the
 //   connection is still there.
+// * Authorization (with an authorizer, as Kafka): READ on the group, else
+//   every partition is GROUP_AUTHORIZATION_FAILED; READ on each topic,
+//   else its partitions are TOPIC_AUTHORIZATION_FAILED while the others
+//   are committed.
 //
 // Version notes:
 // * v2-4: RetentionTimeMillis (sets the offsets' expire time)
@@ -36,5 +42,48 @@ func init() { registerGroupAPI(8, handleOffsetCommit) }
 
 func handleOffsetCommit(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetCommitRequest)
-	return reply{msg: s.groups.OffsetCommit(context.WithoutCancel(groupCtx(r)), req)}, nil
+	// Kafka: READ on the group, else every partition is
+	// GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions
+	// are TOPIC_AUTHORIZATION_FAILED and the others are committed.
+	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
+		return reply{msg: offsetCommitErrors(req, req.Topics, kerr.GroupAuthorizationFailed.Code)}, nil
+	}
+	mayRead := s.topicAuthorizer(r, acl.OpRead)
+	allowed := *req
+	allowed.Topics = nil
+	var denied []kmsg.OffsetCommitRequestTopic
+	for _, t := range req.Topics {
+		if mayRead(t.Topic) {
+			allowed.Topics = append(allowed.Topics, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return reply{msg: s.groups.OffsetCommit(context.WithoutCancel(groupCtx(r)), req)}, nil
+	}
+	resp := offsetCommitErrors(req, denied, kerr.TopicAuthorizationFailed.Code)
+	if len(allowed.Topics) > 0 {
+		committed := s.groups.OffsetCommit(context.WithoutCancel(groupCtx(r)), &allowed)
+		resp.Topics = append(committed.Topics, resp.Topics...)
+	}
+	return reply{msg: resp}, nil
+}
+
+// offsetCommitErrors answers code for every partition of topics.
+func offsetCommitErrors(req *kmsg.OffsetCommitRequest, topics []kmsg.OffsetCommitRequestTopic, code int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

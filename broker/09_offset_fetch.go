@@ -1,6 +1,13 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // OffsetFetch: v1-8
 //
@@ -13,6 +20,11 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 //   v2+ in the top-level error code, v1 on every partition.
 // * v8 asks for several groups, each answered on its own.
 // * RequireStable (v7+) needs no waiting: there are no transactions.
+// * Authorization (with an authorizer, as Kafka): DESCRIBE on the group,
+//   else GROUP_AUTHORIZATION_FAILED (v2+ top-level, v1 per partition, v8
+//   per group); a named topic the principal may not DESCRIBE answers
+//   offset -1 with TOPIC_AUTHORIZATION_FAILED, and null topics (all)
+//   leave such topics out.
 //
 // Version notes:
 // * v2: top-level ErrorCode, null topics for all
@@ -26,5 +38,106 @@ func init() { registerGroupAPI(9, handleOffsetFetch) }
 
 func handleOffsetFetch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
-	return reply{msg: s.groups.OffsetFetch(groupCtx(r), req)}, nil
+	if s.authz == nil {
+		return reply{msg: s.groups.OffsetFetch(groupCtx(r), req)}, nil
+	}
+	mayDescribe := s.topicAuthorizer(r, acl.OpDescribe)
+	if req.Version >= 8 {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		for _, g := range req.Groups {
+			sub := *req
+			sub.Groups = []kmsg.OffsetFetchRequestGroup{g}
+			var denied []kmsg.OffsetFetchRequestGroupTopic
+			if !s.authorize(r, acl.OpDescribe, acl.Group(g.Group)) {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group = g.Group
+				rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				resp.Groups = append(resp.Groups, rg)
+				continue
+			}
+			if g.Topics != nil {
+				sub.Groups[0].Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+				for _, t := range g.Topics {
+					if mayDescribe(t.Topic) {
+						sub.Groups[0].Topics = append(sub.Groups[0].Topics, t)
+					} else {
+						denied = append(denied, t)
+					}
+				}
+			}
+			got := s.groups.OffsetFetch(groupCtx(r), &sub).Groups
+			if len(got) != 1 {
+				return reply{}, fmt.Errorf("offset fetch of one group answered %d", len(got))
+			}
+			rg := got[0]
+			if rg.ErrorCode == 0 {
+				if g.Topics == nil {
+					rg.Topics = slices.DeleteFunc(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return !mayDescribe(t.Topic) })
+				}
+				for _, t := range denied {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+						rp.Partition = p
+						rp.Offset = -1
+						rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					rg.Topics = append(rg.Topics, rt)
+				}
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return reply{msg: resp}, nil
+	}
+	if !s.authorize(r, acl.OpDescribe, acl.Group(req.Group)) {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		if req.Version >= 2 {
+			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			return reply{msg: resp}, nil
+		}
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, offsetFetchDenied(t, kerr.GroupAuthorizationFailed.Code))
+		}
+		return reply{msg: resp}, nil
+	}
+	sub := *req
+	var denied []kmsg.OffsetFetchRequestTopic
+	if req.Topics != nil {
+		sub.Topics = []kmsg.OffsetFetchRequestTopic{}
+		for _, t := range req.Topics {
+			if mayDescribe(t.Topic) {
+				sub.Topics = append(sub.Topics, t)
+			} else {
+				denied = append(denied, t)
+			}
+		}
+	}
+	resp := s.groups.OffsetFetch(groupCtx(r), &sub)
+	if req.Version >= 2 && resp.ErrorCode != 0 {
+		return reply{msg: resp}, nil
+	}
+	if req.Topics == nil {
+		resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return !mayDescribe(t.Topic) })
+	}
+	for _, t := range denied {
+		resp.Topics = append(resp.Topics, offsetFetchDenied(t, kerr.TopicAuthorizationFailed.Code))
+	}
+	return reply{msg: resp}, nil
+}
+
+// offsetFetchDenied answers t's partitions with code and no offset.
+func offsetFetchDenied(t kmsg.OffsetFetchRequestTopic, code int16) kmsg.OffsetFetchResponseTopic {
+	rt := kmsg.NewOffsetFetchResponseTopic()
+	rt.Topic = t.Topic
+	for _, p := range t.Partitions {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition = p
+		rp.Offset = -1
+		rp.Metadata = kmsg.StringPtr("")
+		rp.ErrorCode = code
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
 }

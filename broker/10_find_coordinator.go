@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,6 +28,10 @@ import (
 //   error; the top-level fields stay empty. Before v4 the answer is in the
 //   top-level fields.
 // * On error the node is Kafka's "no node": id -1, host "", port -1.
+// * Authorization (with an authorizer, checked first, as Kafka): a group
+//   key needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), a
+//   transaction key DESCRIBE on the transactional id
+//   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //
 // Version notes:
 // * v1: CoordinatorType, ErrorMessage, ThrottleMillis
@@ -48,24 +53,32 @@ func handleFindCoordinator(s *Server, r *request) (reply, error) {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(req.CoordinatorType, key, r.listenerName())
+			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(r, req.CoordinatorType, key, r.listenerName())
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return reply{msg: resp}, nil
 	}
-	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorType, req.CoordinatorKey, r.listenerName())
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(r, req.CoordinatorType, req.CoordinatorKey, r.listenerName())
 	return reply{msg: resp}, nil
 }
 
 // findCoordinator answers one key: the coordinator's node, host and port
 // on listener lis, or "no node" with an error code and message.
-func (s *Server) findCoordinator(keyType int8, key, lis string) (node int32, host string, port int32, code int16, msg *string) {
+func (s *Server) findCoordinator(r *request, keyType int8, key, lis string) (node int32, host string, port int32, code int16, msg *string) {
 	var err error
 	var b coord.BrokerInfo
 	switch keyType {
 	case coordinatorTypeGroup:
+		if !s.authorize(r, acl.OpDescribe, acl.Group(key)) {
+			err = newKafkaError(kerr.GroupAuthorizationFailed, "not authorized to describe group %q", key)
+			break
+		}
 		b, err = s.groupCoordinator(key)
 	case coordinatorTypeTransaction:
+		if !s.authorize(r, acl.OpDescribe, acl.TransactionalID(key)) {
+			err = newKafkaError(kerr.TransactionalIDAuthorizationFailed, "not authorized to describe transactional id %q", key)
+			break
+		}
 		err = newKafkaError(kerr.UnsupportedVersion, "transactions are not supported: there is no transaction coordinator")
 	default:
 		err = newKafkaError(kerr.InvalidRequest, "unknown coordinator type %d", keyType)

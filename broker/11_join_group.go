@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // JoinGroup: v0-7
 //
@@ -22,6 +26,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 //   sent; the connection is closed.
 // * Member ids are "<client.id>-<uuid>"; the client id and the peer's
 //   address show in DescribeGroups.
+// * Authorization (with an authorizer): READ on the group, else
+//   GROUP_AUTHORIZATION_FAILED (generation -1, no member id).
 //
 // Version notes:
 // * v1: RebalanceTimeoutMillis
@@ -35,5 +41,14 @@ func init() { registerGroupAPI(11, handleJoinGroup) }
 
 func handleJoinGroup(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.JoinGroupRequest)
+	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		resp.Generation = -1
+		if req.Version < 7 {
+			resp.Protocol = kmsg.StringPtr("")
+		}
+		return reply{msg: resp}, nil
+	}
 	return blockingGroupReply(r, s.groups.JoinGroup(groupCtx(r), req)), nil
 }

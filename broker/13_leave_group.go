@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // LeaveGroup: v0-4
 //
@@ -10,6 +14,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 //   static member). A group with members left rebalances.
 // * Unknown members: UNKNOWN_MEMBER_ID; a fenced static member:
 //   FENCED_INSTANCE_ID.
+// * Authorization (with an authorizer): READ on the group, else
+//   GROUP_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -20,5 +26,10 @@ func init() { registerGroupAPI(13, handleLeaveGroup) }
 
 func handleLeaveGroup(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.LeaveGroupRequest)
+	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{msg: resp}, nil
+	}
 	return reply{msg: s.groups.LeaveGroup(groupCtx(r), req)}, nil
 }

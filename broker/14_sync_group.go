@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // SyncGroup: v0-5
 //
@@ -16,6 +20,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // * When the client disconnects, or the server shuts down, while the sync
 //   waits, no answer is sent and the connection is closed; the member is
 //   dropped if it does not sync again within the rebalance timeout.
+// * Authorization (with an authorizer): READ on the group, else
+//   GROUP_AUTHORIZATION_FAILED with an empty assignment.
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -27,5 +33,11 @@ func init() { registerGroupAPI(14, handleSyncGroup) }
 
 func handleSyncGroup(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.SyncGroupRequest)
+	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		resp.MemberAssignment = []byte{}
+		return reply{msg: resp}, nil
+	}
 	return blockingGroupReply(r, s.groups.SyncGroup(groupCtx(r), req)), nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,6 +41,11 @@ import (
 //   coordinator (ZooKeeper, or the embedded file) before the response;
 //   this broker's replicas are open when the response leaves, the other
 //   brokers open theirs when their metadata watches fire.
+// * Authorization (with an authorizer, as Kafka): CREATE on the cluster or
+//   on the topic, else TOPIC_AUTHORIZATION_FAILED (after the duplicate
+//   check); a created topic's configs (v5+) are answered only with
+//   DESCRIBE_CONFIGS on it, else TopicConfigErrorCode is
+//   TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v4: -1 for default partitions and replication factor
@@ -67,6 +73,11 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 	}
 	// Checked before anything is sized by the request.
 	limitErr := s.partitionsPerRequestError(total)
+	mayCreate := s.topicAuthorizer(r, acl.OpCreate)
+	if s.authorize(r, acl.OpCreate, acl.Cluster) {
+		mayCreate = func(string) bool { return true }
+	}
+	mayDescribeConfigs := s.topicAuthorizer(r, acl.OpDescribeConfigs)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -75,6 +86,8 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 		spec := createTopicSpec{name: rt.Topic, partitions: rt.NumPartitions, replFactor: rt.ReplicationFactor, configs: map[string]string{}}
 		if count[rt.Topic] > 1 {
 			err = newKafkaError(kerr.InvalidRequest, "create topics request contains topic %q more than once", rt.Topic)
+		} else if !mayCreate(rt.Topic) {
+			err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q (CREATE on the cluster or the topic)", rt.Topic)
 		}
 		if err == nil {
 			err = limitErr
@@ -112,6 +125,12 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 		} else if req.Version >= 5 {
 			st.NumPartitions = spec.partitions
 			st.ReplicationFactor = spec.replFactor
+			if !mayDescribeConfigs(rt.Topic) {
+				// Kafka: created, but its configs are not shown.
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
 			for _, e := range s.cfg.topicConfigEntries(spec.configs) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				v := e.value

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +21,10 @@ import (
 //   UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID, an entry
 //   with both or neither INVALID_REQUEST.
 // * __consumer_offsets cannot be deleted: INVALID_TOPIC_EXCEPTION.
+// * Authorization (with an authorizer, as Kafka): DELETE on the topic, else
+//   TOPIC_AUTHORIZATION_FAILED before its existence is checked; by topic
+//   ID, a topic the principal may not DESCRIBE is answered without its
+//   name.
 //
 // Version notes:
 // * v4: flexible versions
@@ -45,6 +50,8 @@ func handleDeleteTopics(s *Server, r *request) (reply, error) {
 			targets = append(targets, target{name: t.Topic, id: t.TopicID})
 		}
 	}
+	mayDelete := s.topicAuthorizer(r, acl.OpDelete)
+	mayDescribe := s.topicAuthorizer(r, acl.OpDescribe)
 	for _, tg := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = tg.name, tg.id
@@ -52,6 +59,9 @@ func handleDeleteTopics(s *Server, r *request) (reply, error) {
 		switch {
 		case tg.name != nil && tg.id != [16]byte{}:
 			err = newKafkaError(kerr.InvalidRequest, "topic named both by name and by id")
+		case tg.name != nil && !mayDelete(*tg.name):
+			// Before existence, which stays undisclosed (Kafka).
+			err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to delete topic %q", *tg.name)
 		case tg.name != nil:
 			if t := s.topic(*tg.name); t != nil {
 				st.TopicID = t.id
@@ -60,8 +70,17 @@ func handleDeleteTopics(s *Server, r *request) (reply, error) {
 		case tg.id != [16]byte{}:
 			if t := s.topicByID(coord.TopicID(tg.id)); t != nil {
 				name := t.name
-				st.Topic = &name
-				err = s.deleteTopic(name)
+				switch {
+				case !mayDescribe(name):
+					// Kafka: the ID is no secret, the name is.
+					err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to describe topic id %s", coord.TopicID(tg.id))
+				case !mayDelete(name):
+					st.Topic = &name
+					err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to delete topic %q", name)
+				default:
+					st.Topic = &name
+					err = s.deleteTopic(name)
+				}
 			} else {
 				err = newKafkaError(kerr.UnknownTopicID, "no topic with id %s", coord.TopicID(tg.id))
 			}

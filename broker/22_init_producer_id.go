@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/producer"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +18,11 @@ import (
 //   exhausted.
 // * A transactional id is answered with UNSUPPORTED_VERSION: Strata does
 //   not support transactions. An empty transactional id is INVALID_REQUEST.
+// * Authorization (with an authorizer, as Kafka): a transactional id needs
+//   WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, checked before it
+//   is refused as unsupported); an idempotent producer needs
+//   IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679),
+//   else CLUSTER_AUTHORIZATION_FAILED.
 // * If no id block can be reserved (disk failure), COORDINATOR_LOAD_IN_PROGRESS,
 //   which clients retry.
 
@@ -25,5 +32,20 @@ func init() {
 
 func handleInitProducerID(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.InitProducerIDRequest)
+	var denied *kerr.Error
+	switch {
+	case req.TransactionalID != nil:
+		if !s.authorize(r, acl.OpWrite, acl.TransactionalID(*req.TransactionalID)) {
+			denied = kerr.TransactionalIDAuthorizationFailed
+		}
+	case !s.authorize(r, acl.OpIdempotentWrite, acl.Cluster) && !s.authorizeByResourceType(r, acl.OpWrite, acl.ResourceTopic):
+		denied = kerr.ClusterAuthorizationFailed
+	}
+	if denied != nil {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		resp.ErrorCode = denied.Code
+		return reply{msg: resp}, nil
+	}
 	return reply{msg: s.pids.InitProducerID(req)}, nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,6 +20,9 @@ import (
 //   not ask this API: they ask the leader's Replication service
 //   (EpochEnds, package replica), which answers from the same cache.
 // * Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION.
+// * Authorization (with an authorizer): CLUSTER_ACTION on the cluster
+//   allows every topic; otherwise each topic needs DESCRIBE (KIP-320's
+//   consumers), else its partitions are TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: CurrentLeaderEpoch, ThrottleMillis
@@ -30,6 +34,12 @@ func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// CLUSTER_ACTION is what Kafka's followers have; consumers (KIP-320)
+	// need DESCRIBE on the topic.
+	mayDescribe := s.topicAuthorizer(r, acl.OpDescribe)
+	if s.authorize(r, acl.OpClusterAction, acl.Cluster) {
+		mayDescribe = func(string) bool { return true }
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -39,6 +49,8 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			switch {
+			case !mayDescribe(rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case t == nil || !t.hasPartition(rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,6 +24,9 @@ import (
 //   out, as Kafka does.
 // * Synonyms (v1+, when asked) list the override, the broker setting and
 //   the default, strongest first. Documentation (v3+) when asked.
+// * Authorization (with an authorizer, as Kafka): DESCRIBE_CONFIGS on the
+//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+//   (CLUSTER_AUTHORIZATION_FAILED), each resource on its own.
 //
 // Version notes:
 // * v1: Source, synonyms
@@ -38,15 +42,16 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var entries []configEntry
-		var err error
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		err := s.configResourceDenied(r, acl.OpDescribeConfigs, rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			if t := s.topic(rr.ResourceName); t != nil {
 				entries = s.cfg.topicConfigEntries(t.overrides)
 			} else {
 				err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
 			} else if rr.ResourceName != "" {

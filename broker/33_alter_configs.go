@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +28,10 @@ import (
 //   listener's store settings to their current values, which reloads its
 //   certificates (ssl_reload.go); anything else is INVALID_REQUEST. Other
 //   resource types are INVALID_REQUEST.
+// * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
+//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
+//   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
+//   on its own.
 //
 // Version notes:
 // * v2: flexible versions
@@ -39,9 +44,10 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		err := s.configResourceDenied(r, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			overrides := map[string]string{}
 			for _, c := range rr.Configs {
 				cerr := checkTopicConfig(c.Name, c.Value)
@@ -64,7 +70,7 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 			if err == nil {
 				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if err = brokerResourceName(s, rr.ResourceName); err == nil {
 				configs := map[string]*string{}
 				for _, c := range rr.Configs {

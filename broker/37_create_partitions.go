@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -29,6 +30,8 @@ import (
 //   (partition_limits.go), before anything sized by the request is
 //   allocated.
 // * ValidateOnly checks and changes nothing.
+// * Authorization (with an authorizer, as Kafka): ALTER on the topic, else
+//   TOPIC_AUTHORIZATION_FAILED (after the duplicate check).
 //
 // Version notes:
 // * v2: flexible versions
@@ -49,6 +52,7 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 	}
 	// Checked before anything is sized by the request.
 	limitErr := s.partitionsPerRequestError(total)
+	mayAlter := s.topicAuthorizer(r, acl.OpAlter)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -56,6 +60,8 @@ func handleCreatePartitions(s *Server, r *request) (reply, error) {
 		var asg [][]int32
 		if count[rt.Topic] > 1 {
 			err = newKafkaError(kerr.InvalidRequest, "duplicate topic %q in the request", rt.Topic)
+		} else if !mayAlter(rt.Topic) {
+			err = newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to alter topic %q", rt.Topic)
 		} else if limitErr != nil {
 			err = limitErr
 		} else if rt.Assignment != nil {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/stratastream/strata/broker/acl"
 	"slices"
 	"time"
 
@@ -36,6 +37,9 @@ import (
 //   ElectionType: INVALID_REQUEST. The coordination service unreachable
 //   (or no controller answering within TimeoutMillis):
 //   REQUEST_TIMED_OUT for each partition.
+// * Authorization (with an authorizer, as Kafka): ALTER on the cluster,
+//   else CLUSTER_AUTHORIZATION_FAILED at the top level and on every named
+//   partition.
 //
 // Version notes:
 // * v1: ElectionType, top-level ErrorCode
@@ -71,6 +75,13 @@ func handleElectLeaders(s *Server, r *request) (reply, error) {
 
 	var results []coord.ElectionResult
 	switch {
+	case !s.authorize(r, acl.OpAlter, acl.Cluster):
+		// Kafka: the top-level error, and on each named partition (none
+		// for all partitions, whose names stay undisclosed).
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		if !all {
+			results = failAll(nil, tps, newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized to alter the cluster"))
+		}
 	case req.Version >= 1 && req.ElectionType == electionUnclean:
 		results = s.electUnclean(ctx, tps)
 	case req.Version == 0 || req.ElectionType == electionPreferred:

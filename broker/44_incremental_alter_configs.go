@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"maps"
 	"slices"
 	"strings"
@@ -27,6 +28,10 @@ import (
 // * Broker resources: only SET of a TLS listener's store settings to their
 //   current values, which reloads its certificates (ssl_reload.go); any
 //   other change is INVALID_REQUEST, as in AlterConfigs.
+// * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
+//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
+//   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
+//   on its own.
 //
 // Version notes:
 // * v1: flexible versions
@@ -39,11 +44,12 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		err := s.configResourceDenied(r, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = s.incrementalAlterTopic(rr, req.ValidateOnly)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if err = brokerResourceName(s, rr.ResourceName); err == nil {
 				configs := map[string]*string{}
 				for _, c := range rr.Configs {

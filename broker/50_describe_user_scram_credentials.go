@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,6 +21,9 @@ import (
 //   RESOURCE_NOT_FOUND ("Username must not be empty"), a user asked twice
 //   DUPLICATE_RESOURCE, as Kafka's ZkAdminManager.
 // * Read from the coordinator's cache of /config/users.
+// * Authorization (with an authorizer, as Kafka): DESCRIBE on the cluster,
+//   else CLUSTER_AUTHORIZATION_FAILED at the top level and for each named
+//   user.
 //
 // Version notes:
 // * v0: flexible
@@ -29,7 +33,19 @@ func init() { register(50, 0, 0, handleDescribeUserScramCredentials) }
 func handleDescribeUserScramCredentials(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	// authorization: DESCRIBE on CLUSTER
+	if !s.authorize(r, acl.OpDescribe, acl.Cluster) {
+		// Kafka's error response: top level and on every named user.
+		msg := "not authorized to DESCRIBE the cluster"
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+		for _, u := range req.Users {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			res.User = u.Name
+			res.ErrorCode, res.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+			res.CredentialInfos = []kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{}
+			resp.Results = append(resp.Results, res)
+		}
+		return reply{msg: resp}, nil
+	}
 	users := s.coord.ScramUsers()
 	result := func(user string, creds map[string]string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
 		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()

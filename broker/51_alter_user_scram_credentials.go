@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/stratastream/strata/broker/acl"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +30,8 @@ import (
 //   (RESOURCE_NOT_FOUND). Otherwise all of the user's changes are written
 //   in one atomic write.
 // * Nothing secret is logged or answered.
+// * Authorization (with an authorizer, as Kafka): ALTER on the cluster,
+//   else CLUSTER_AUTHORIZATION_FAILED for every named user.
 //
 // Version notes:
 // * v0: flexible
@@ -46,7 +50,25 @@ type alterUser struct {
 func handleAlterUserScramCredentials(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	// authorization: ALTER on CLUSTER
+	if !s.authorize(r, acl.OpAlter, acl.Cluster) {
+		// Kafka's error response: every named user, sorted, once.
+		msg := "not authorized to ALTER the cluster"
+		var names []string
+		for _, d := range req.Deletions {
+			names = append(names, d.Name)
+		}
+		for _, u := range req.Upsertions {
+			names = append(names, u.Name)
+		}
+		slices.Sort(names)
+		for _, n := range slices.Compact(names) {
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User = n
+			res.ErrorCode, res.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+			resp.Results = append(resp.Results, res)
+		}
+		return reply{msg: resp}, nil
+	}
 
 	var order []string
 	users := map[string]*alterUser{}

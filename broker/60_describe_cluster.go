@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -11,8 +12,9 @@ import (
 // * The cluster ID, the controller (-1 while there is none) and every live
 //   broker at its advertised address, with its rack, from the metadata
 //   cache (see Metadata).
-// * Cluster authorized operations, when asked for, are all of them: there
-//   is no authorizer.
+// * Cluster authorized operations, when asked for: the cluster operations
+//   the principal is allowed if it may DESCRIBE the cluster, else 0 (all
+//   of them without an authorizer), as Kafka answers. No other check.
 // * v1: EndpointType must be 1 (brokers); anything else is
 //   UNSUPPORTED_ENDPOINT_TYPE.
 //
@@ -38,7 +40,12 @@ func handleDescribeCluster(s *Server, r *request) (reply, error) {
 	resp.ControllerID = snap.Controller.ID
 	resp.ClusterAuthorizedOperations = opsNotRequested
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+		// Kafka: the cluster's allowed operations for a principal that
+		// may DESCRIBE it, else none.
+		resp.ClusterAuthorizedOperations = 0
+		if s.authorize(r, acl.OpDescribe, acl.Cluster) {
+			resp.ClusterAuthorizedOperations = s.authorizedOperations(r, acl.Cluster)
+		}
 	}
 	lis := r.listenerName()
 	for _, b := range snap.Brokers {

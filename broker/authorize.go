@@ -5,6 +5,8 @@ import (
 
 	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/group"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Authorization: the broker's authorizer (package acl) and the checks the
@@ -115,4 +117,48 @@ func (s *Server) authorizedOperations(r *request, res acl.Resource) int32 {
 	}
 	principal, host := r.peer()
 	return s.authz.AuthorizedOperations(principal, host, res)
+}
+
+// topicAuthorizer returns a check of op on topics by name for r's sender,
+// each name asked of the authorizer once, as Kafka's filterByAuthorized
+// does for a request's topics.
+func (s *Server) topicAuthorizer(r *request, op acl.Operation) func(name string) bool {
+	if s.authz == nil {
+		return func(string) bool { return true }
+	}
+	seen := map[string]bool{}
+	return func(name string) bool {
+		ok, done := seen[name]
+		if !done {
+			ok = s.authorize(r, op, acl.Topic(name))
+			seen[name] = ok
+		}
+		return ok
+	}
+}
+
+// mayCreateTopic reports whether r's sender may create topic name: CREATE
+// on the cluster or on the topic, as Kafka asks for CreateTopics and
+// Metadata's auto-creation.
+func (s *Server) mayCreateTopic(r *request, name string) bool {
+	return s.authorize(r, acl.OpCreate, acl.Cluster) || s.authorize(r, acl.OpCreate, acl.Topic(name))
+}
+
+// configResourceDenied is the authorization error of op (DESCRIBE_CONFIGS
+// or ALTER_CONFIGS) on a config resource, as Kafka answers it: a topic
+// needs op on the topic (TOPIC_AUTHORIZATION_FAILED), a broker or broker
+// logger op on the cluster (CLUSTER_AUTHORIZATION_FAILED). Nil when
+// allowed, and for other types, which the handlers refuse themselves.
+func (s *Server) configResourceDenied(r *request, op acl.Operation, typ kmsg.ConfigResourceType, name string) error {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.authorize(r, op, acl.Topic(name)) {
+			return newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to %s of topic %q", op, name)
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !s.authorize(r, op, acl.Cluster) {
+			return newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized to %s of the cluster", op)
+		}
+	}
+	return nil
 }

@@ -9,7 +9,8 @@ package group
 //     assignment, as in Kafka. An unknown group is described as "Dead"
 //     with no error (GROUP_ID_NOT_FOUND is v6+). With
 //     IncludeAuthorizedOperations (v3+) every group operation is reported
-//     as allowed: there is no authorizer.
+//     as allowed: the broker's handler, which checks ACLs, replaces them
+//     with the principal's.
 //   - ListGroups lists every group of the loaded partitions except Dead
 //     ones, ordered by id; v4 filters by state names (case-insensitive).
 //     While a partition loads it answers COORDINATOR_LOAD_IN_PROGRESS with

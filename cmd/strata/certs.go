@@ -59,7 +59,7 @@ Writes into DIR (created if missing):
                     given without --broker-id
   client-NAME.pem   for each --client NAME: a client key and certificate
                     chain (mode 0600) with subject CN=NAME (principal
-                    User:NAME), for mutual TLS (kcat: -X
+                    User:CN=NAME), for mutual TLS (kcat: -X
                     ssl.certificate.location and -X ssl.key.location, both
                     this file)
 

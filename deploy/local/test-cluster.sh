@@ -8,7 +8,9 @@
 # Then a SECURE=1 pass in a second cluster folder: make cluster SECURE=1;
 #   a topic created, 100 lines produced and consumed with the CLI and 50
 #   with kcat through the EXTERNAL SASL_SSL listener (SCRAM-SHA-512, the
-#   generated client.properties and kcat.conf); make cluster-stop.
+#   generated client.properties and kcat.conf); ACLs are on: a SCRAM user
+#   without ACLs is refused until strata acl add grants it WRITE;
+#   make cluster-stop.
 # Every step is bounded by timeout; a trap stops the cluster and removes the
 # temporary directory however the script ends. Exit status 0 when all pass.
 set -euo pipefail
@@ -171,6 +173,26 @@ timeout 30 kcat -F "$CLUSTER_DIR/kcat.conf" -C -b "$BS" -t s -o beginning -e -q 
 sort "$TMP/in.txt" "$TMP/kin.txt" >"$TMP/all.sorted"
 sort "$TMP/kout.txt" | cmp -s "$TMP/all.sorted" - ||
 	fail "kcat consumed $(wc -l <"$TMP/kout.txt") lines, not the 150 produced: $(sort "$TMP/kout.txt" | diff "$TMP/all.sorted" - | head -5)"
+
+step "ACLs: SCRAM user alice without ACLs is refused (TOPIC_AUTHORIZATION_FAILED); strata acl add lets her produce"
+STRATA_PASSWORD=alice-secret timeout 30 "$STRATA" users create --bootstrap-server "$BS" --command-config "$CP" --user alice ||
+	fail "users create alice"
+alice=(--bootstrap-server "$BS" --command-config "$CP" --sasl-username alice)
+if echo denied | STRATA_SASL_PASSWORD=alice-secret timeout 60 "$STRATA" produce "${alice[@]}" s >"$TMP/alice-out.txt" 2>&1; then
+	fail "alice produced to s without an ACL"
+fi
+grep -qi 'authoriz' "$TMP/alice-out.txt" || fail "alice's refused produce does not say why: $(head -5 "$TMP/alice-out.txt")"
+timeout 30 "$STRATA" acl add --bootstrap-server "$BS" --command-config "$CP" --allow-principal User:alice --operation Write --topic s ||
+	fail "acl add"
+ok=0
+for ((t = 0; t < 20; t++)); do # every broker enforces it within a second; bounded retries
+	if echo allowed | STRATA_SASL_PASSWORD=alice-secret timeout 60 "$STRATA" produce "${alice[@]}" s >"$TMP/alice-out.txt" 2>&1; then
+		ok=1
+		break
+	fi
+	sleep 0.5
+done
+[ "$ok" = 1 ] || fail "alice cannot produce to s after acl add: $(head -5 "$TMP/alice-out.txt")"
 
 step "make cluster-stop (SECURE=1 cluster)"
 timeout 120 "$MAKE" --no-print-directory cluster-stop || fail "make cluster-stop (secure)"

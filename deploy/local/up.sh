@@ -219,7 +219,14 @@ inter.broker.listener.name=INTERNAL
 ssl.keystore.location=$CERTS_DIR/broker-$id.pem
 ssl.truststore.location=$CERTS_DIR/truststore.pem
 listener.name.internal.ssl.client.auth=required
-listener.name.external.sasl.enabled.mechanisms=SCRAM-SHA-512"
+listener.name.external.sasl.enabled.mechanisms=SCRAM-SHA-512
+# ACLs (docs/security.md): the admin SCRAM user and the admin client
+# certificate's subject are super users; everyone else needs ACLs
+# (strata acl add ...). Brokers need none: they speak to each other only
+# over replication (mutual TLS).
+authorizer.class.name=kafka.security.authorizer.AclAuthorizer
+super.users=User:$ADMIN_USER;User:CN=$ADMIN_USER
+allow.everyone.if.no.acl.found=false"
 	else
 		listeners="PLAINTEXT://$(broker_addr "$id")"
 		security=""
