@@ -22,6 +22,7 @@ import (
 	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/broker/tlsconfig/tlstest"
 	"github.com/stratastream/strata/coord/zktest"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -352,7 +353,11 @@ func TestSecurityRealClients(t *testing.T) {
 				t.Errorf("franz-go producer over SASL_SSL: %v", err)
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			select { // paced, not flooding
+			case <-bgStop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}()
 	stopBG := func() {
@@ -375,12 +380,8 @@ func TestSecurityRealClients(t *testing.T) {
 	waitBG := func(what string) {
 		t.Helper()
 		n0 := bgAckedNow()
-		deadline := time.Now().Add(30 * time.Second)
-		for bgAckedNow() < n0+5 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the franz-go SASL_SSL producer got no acknowledgements for 30s (%d in all)", what, bgAckedNow())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !poll.For(30*time.Second, func() bool { return bgAckedNow() >= n0+5 }) {
+			t.Fatalf("%s: the franz-go SASL_SSL producer got no acknowledgements for 30s (%d in all)", what, bgAckedNow())
 		}
 	}
 	waitBG("start")
@@ -691,14 +692,10 @@ func TestSecurityClusterMTLS(t *testing.T) {
 	// Every replica's log reaches the end the leader acknowledged.
 	for _, id := range c.IDs() {
 		var got map[int32]int64
-		poll := time.Now().Add(30 * time.Second)
-		for {
+		poll.For(30*time.Second, func() bool {
 			got = followerLogEnds(t, c.Broker(id), topic)
-			if fmt.Sprint(got) == fmt.Sprint(ends) || time.Now().After(poll) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return fmt.Sprint(got) == fmt.Sprint(ends)
+		})
 		if fmt.Sprint(got) != fmt.Sprint(ends) {
 			t.Errorf("broker %d's log ends %v, want %v (leaders %v)", id, got, ends, leadersOf(md, topic))
 		}
@@ -729,7 +726,9 @@ func TestSecurityClusterMTLS(t *testing.T) {
 		}
 		return ""
 	})
-	for i := 0; i < 10; i++ { // and stays out (bounded: 10 looks)
+	looks := 0
+	poll.For(2*time.Second, func() bool { // and stays out: looks for 2 s
+		looks++
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		m, err := c.Metadata(ctx, t)
 		cancel()
@@ -741,12 +740,10 @@ func TestSecurityClusterMTLS(t *testing.T) {
 				t.Fatalf("%s-%d: broker 4 (certificate for another host) is in the ISR %v", badTopic, p, isr)
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	poll := time.Now().Add(30 * time.Second)
-	for !strings.Contains(bad.Output(), "PermissionDenied") && time.Now().Before(poll) {
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	t.Logf("broker 4 stayed out of the ISR over %d looks", looks)
+	poll.For(30*time.Second, func() bool { return strings.Contains(bad.Output(), "PermissionDenied") })
 	if !strings.Contains(bad.Output(), "PermissionDenied") {
 		t.Errorf("broker 4's log does not say PermissionDenied:\n%s", tailString(bad.Output(), 4096))
 	}
