@@ -156,21 +156,31 @@ func TestLogDirFailureCluster(t *testing.T) {
 	}
 	c.waitAllSee(t, 30*time.Second, 3)
 	c.createTopicWith(t, topic, nparts, 3, map[string]string{"min.insync.replicas": "2"})
+	// Broker 3 opens its replicas as it applies the metadata, which may
+	// come after the topic shows in Metadata.
 	var onBad, onGood []int32
-	for p := range int32(nparts) {
-		name := fmt.Sprintf("%s-%d", topic, p)
-		_, errBad := os.Stat(filepath.Join(badDir, name))
-		_, errGood := os.Stat(filepath.Join(goodDir, name))
-		switch {
-		case errBad == nil && errGood == nil:
-			t.Fatalf("%s in both directories", name)
-		case errBad == nil:
-			onBad = append(onBad, p)
-		case errGood == nil:
-			onGood = append(onGood, p)
-		default:
-			t.Fatalf("%s in neither directory of broker 3", name)
+	missing := ""
+	if !poll.For(30*time.Second, func() bool {
+		onBad, onGood, missing = nil, nil, ""
+		for p := range int32(nparts) {
+			name := fmt.Sprintf("%s-%d", topic, p)
+			_, errBad := os.Stat(filepath.Join(badDir, name))
+			_, errGood := os.Stat(filepath.Join(goodDir, name))
+			switch {
+			case errBad == nil && errGood == nil:
+				t.Fatalf("%s in both directories", name)
+			case errBad == nil:
+				onBad = append(onBad, p)
+			case errGood == nil:
+				onGood = append(onGood, p)
+			default:
+				missing = name
+				return false
+			}
 		}
+		return true
+	}) {
+		t.Fatalf("%s in neither directory of broker 3", missing)
 	}
 	t.Logf("broker 3 placed %v on the failing disk, %v on the good one", onBad, onGood)
 	if len(onBad) == 0 || len(onGood) == 0 {
