@@ -47,6 +47,16 @@
 // whose header is 16 bytes against 1 on the wire) and unknown tagged
 // fields, which kmsg keeps in a map (up to 54 times, the worst).
 //
+// # Listeners and security
+//
+// listeners.go binds the named listeners and carries each connection's
+// listener (its name, security protocol, TLS and SASL setup);
+// authenticate.go runs the TLS handshake and the SASL exchanges
+// (SaslHandshake v0 raw tokens and v1, SaslAuthenticate, KIP-368
+// re-authentication) and holds the connection's principal; authorize.go
+// checks it against the ACLs in every handler. ssl_reload.go reloads a
+// listener's certificates on an admin request.
+//
 // # Limits
 //
 // limits.go bounds what clients can make the broker hold, with Kafka's
