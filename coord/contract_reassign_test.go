@@ -196,3 +196,19 @@ func testReassignmentFailoverRestart(t *testing.T, e env) {
 	rejoinISR(t, ns[0], tp1, 1)
 	waitSnap(t, ns[0], "completed after the restart", reassigned(tp1, []int32{3, 1}))
 }
+
+// testReassignmentGrow raises a partition's replication factor: the
+// replicas do not change when it completes, only the adding set goes,
+// and every session sees that.
+func testReassignmentGrow(t *testing.T, e env) {
+	cs, _ := cluster(t, e, 2, nil)
+	c := cs[1]
+	waitSnap(t, c, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
+	createTopic(t, c, "gr", [][]int32{{1}}, nil)
+	tp := TopicPartition{"gr", 0}
+	reassign(t, c, ReassignmentChange{tp, []int32{1, 2}})
+	rejoinISR(t, c, tp, 2)
+	for _, s := range cs {
+		waitSnap(t, s, "grown to [1 2]", reassigned(tp, []int32{1, 2}))
+	}
+}

@@ -49,6 +49,7 @@ var contractTests = []struct {
 	{"Reassignment", testReassignment},
 	{"ReassignmentRefused", testReassignmentRefused},
 	{"ReassignmentCancel", testReassignmentCancel},
+	{"ReassignmentGrow", testReassignmentGrow},
 	{"ReassignmentFailoverRestart", testReassignmentFailoverRestart},
 	{"ScramCredentials", testScramCredentials},
 	{"ACLs", testACLs},
