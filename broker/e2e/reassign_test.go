@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,10 @@ import (
 //   - partition 2 ([K,X]) is reassigned to [X,Y] while Y is paused, the
 //     controller K is killed with SIGKILL, Y resumed: the new controller
 //     completes the move, and K, restarted, deletes its copy.
+//
+// The long form (make chaos): STRATA_CHAOS_REASSIGN_ROUNDS=N rounds more,
+// each moving every partition to another pair of brokers, the controller
+// killed with SIGKILL and restarted while the round's moves are under way.
 func TestReassignment(t *testing.T) {
 	c := StartCluster(t, 3)
 	const topic = "moves"
@@ -66,6 +71,9 @@ func TestReassignment(t *testing.T) {
 
 	c.cancelWhilePending(t, plan, topic, 3, []int32{x, y}, y)
 	c.killControllerWhilePending(t, topic, 2, k, x, y)
+	if n := reassignRounds(t); n > 0 {
+		c.reassignRounds(t, topic, 4, n)
+	}
 
 	// The end: the producer flushed and stopped, the log checked.
 	c.waitFullISR(t, 60*time.Second, topic, 4, false)
@@ -343,5 +351,59 @@ func waitGoneDir(t *testing.T, b *Broker, topic string, p int32) {
 		return errors.Is(err, os.ErrNotExist)
 	}) {
 		t.Fatalf("%s still exists 60s after the partition moved away", dir)
+	}
+}
+
+// reassignRounds is STRATA_CHAOS_REASSIGN_ROUNDS, 0 if unset.
+func reassignRounds(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("STRATA_CHAOS_REASSIGN_ROUNDS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		t.Fatalf("STRATA_CHAOS_REASSIGN_ROUNDS=%q: want a count from 1 to 1000", v)
+	}
+	return n
+}
+
+// reassignRounds moves every partition of topic to the next pair of
+// brokers (in a fixed rotation), n times; in each round the controller is
+// killed with SIGKILL right after the moves are submitted and restarted
+// once they are done.
+func (c *Cluster) reassignRounds(t *testing.T, topic string, partitions int32, n int) {
+	t.Helper()
+	pairs := [][]int32{{1, 2}, {2, 3}, {3, 1}, {2, 1}, {3, 2}, {1, 3}}
+	for round := range n {
+		start := time.Now()
+		k := c.controllerID(t)
+		targets := map[int32][]int32{}
+		for p := range partitions {
+			cur := c.partitionMeta(t, topic, p).Replicas
+			for i := range pairs {
+				cand := pairs[(round+int(p)+i)%len(pairs)]
+				if !slices.Equal(cand, cur) {
+					targets[p] = cand
+					break
+				}
+			}
+			c.alterReassignment(t, topic, p, targets[p])
+		}
+		c.Broker(k).Kill(t)
+		live := c.without(k)
+		for p := range partitions {
+			// A target that includes the killed controller completes
+			// once it is back.
+			if !slices.Contains(targets[p], k) {
+				live.waitReassigned(t, topic, p, targets[p])
+			}
+		}
+		c.Broker(k).Restart(t)
+		c.waitAllSee(t, 60*time.Second, 3)
+		for p := range partitions {
+			c.waitReassigned(t, topic, p, targets[p])
+		}
+		t.Logf("round %d: every partition moved, controller %d killed and back, in %v", round+1, k, time.Since(start).Round(time.Millisecond))
 	}
 }
