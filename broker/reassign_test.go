@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/coord/zktest"
@@ -152,6 +153,79 @@ func TestAlterPartitionReassignmentsRefused(t *testing.T) {
 	l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"rf": {0: {}}, "nope": {0: {}}})
 	if err != nil || len(l) != 0 {
 		t.Fatalf("list after refusals: %+v %v", l, err)
+	}
+}
+
+// TestPartitionReassignmentPendingAndCancel keeps a reassignment pending
+// by adding a broker that is registered in ZooKeeper but never fetches (a
+// bare coordinator session), and checks ListPartitionReassignments, with
+// null topics too, then the cancel; and the v1 refusal of a replication
+// factor change.
+func TestPartitionReassignmentPendingAndCancel(t *testing.T) {
+	zk := zktest.Start(t)
+	connect := zk.ConnectString("/strata-reassign-pending")
+	s1 := startServer(t, map[string]string{"broker.id": "1", "zookeeper.connect": connect})
+	ctx := testCtx(t)
+	phantom, err := coord.Open(ctx, coord.Config{ZooKeeperConnect: connect, SessionTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = phantom.Close() })
+	if _, err := phantom.Register(ctx, coord.BrokerInfo{ID: 9, Host: "127.0.0.1", Port: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "broker 9 registered", func() bool { return s1.coord.Snapshot().Live(9) })
+	cl := newClient(t, s1)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "pend"); err != nil {
+		t.Fatal(err)
+	}
+
+	// v1 without AllowReplicationFactorChange: 1 -> 2 replicas refused.
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.Version, req.AllowReplicationFactorChange = 1, false
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic = "pend"
+	rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	rp.Partition, rp.Replicas = 0, []int32{1, 9}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[0].Partitions[0].ErrorCode; got != kerr.InvalidReplicaAssignment.Code {
+		t.Fatalf("v1 replication factor change: error %d, want INVALID_REPLICA_ASSIGNMENT", got)
+	}
+
+	var alter kadm.AlterPartitionAssignmentsReq
+	alter.Assign("pend", 0, []int32{9, 1})
+	mustAlter(t, adm, alter)
+	all, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, cl) // null topics: all
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Topics) != 1 || all.Topics[0].Topic != "pend" || len(all.Topics[0].Partitions) != 1 {
+		t.Fatalf("list all: %+v", all.Topics)
+	}
+	lp := all.Topics[0].Partitions[0]
+	if !slices.Equal(lp.Replicas, []int32{9, 1}) || !slices.Equal(lp.AddingReplicas, []int32{9}) || len(lp.RemovingReplicas) != 0 {
+		t.Fatalf("listed %+v, want replicas [9 1] adding [9] removing []", lp)
+	}
+	if p := partitionInfo(s1, "pend", 0); !p.Reassigning() || slices.Contains(p.State.ISR, 9) {
+		t.Fatalf("partition %+v: want still reassigning, 9 out of the ISR", p)
+	}
+
+	var cancel kadm.AlterPartitionAssignmentsReq
+	cancel.CancelAssign("pend", 0)
+	mustAlter(t, adm, cancel)
+	waitNoReassignment(t, adm, "pend", 0)
+	if p := partitionInfo(s1, "pend", 0); !slices.Equal(p.Replicas, []int32{1}) || !slices.Equal(p.State.ISR, []int32{1}) {
+		t.Fatalf("after cancel: replicas %v isr %v, want [1] [1]", p.Replicas, p.State.ISR)
+	}
+	res, err := adm.AlterPartitionAssignments(ctx, cancel)
+	if err != nil || !errors.Is(res["pend"][0].Err, kerr.NoReassignmentInProgress) {
+		t.Fatalf("second cancel: %v %+v", err, res)
 	}
 }
 
