@@ -166,6 +166,12 @@ func TestPartitionReassignmentPendingAndCancel(t *testing.T) {
 	connect := zk.ConnectString("/strata-reassign-pending")
 	s1 := startServer(t, map[string]string{"broker.id": "1", "zookeeper.connect": connect})
 	ctx := testCtx(t)
+	cl := newClient(t, s1)
+	adm := kadm.NewClient(cl)
+	// Created before broker 9 registers, so that it lands on broker 1.
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "pend"); err != nil {
+		t.Fatal(err)
+	}
 	phantom, err := coord.Open(ctx, coord.Config{ZooKeeperConnect: connect, SessionTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +181,6 @@ func TestPartitionReassignmentPendingAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "broker 9 registered", func() bool { return s1.coord.Snapshot().Live(9) })
-	cl := newClient(t, s1)
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "pend"); err != nil {
-		t.Fatal(err)
-	}
 
 	// v1 without AllowReplicationFactorChange: 1 -> 2 replicas refused.
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
