@@ -110,16 +110,19 @@ fuzz: fuzz-smoke
 # link, longer latency windows; its short form runs in every go test.
 # Then it runs TestTieringS3Faults (broker/e2e/tiering_s3fault_test.go)
 # with the object store down for S3_OUTAGE in the middle of a replay (20 s
-# in make test).
+# in make test), and TestReassignment (broker/e2e/reassign_test.go) with
+# CHAOS_REASSIGN_ROUNDS more rounds of moves, the controller killed in each.
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
 S3_OUTAGE     ?= 10m
 CHAOS_ABUSE_CONNS ?= 10000
+CHAOS_REASSIGN_ROUNDS ?= 20
 chaos: build
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_ABUSE_CONNS=$(CHAOS_ABUSE_CONNS) $(GO) test ./broker/e2e -run '^TestBrokerUnderAbuse$$' -count=1 -v -timeout 30m
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_REASSIGN_ROUNDS=$(CHAOS_REASSIGN_ROUNDS) $(GO) test ./broker/e2e -run '^TestReassignment$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of
 # CHAOS_SHORT_FAULTS faults from seed CHAOS_SHORT_SEED (seed 4's fourteen:

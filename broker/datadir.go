@@ -184,6 +184,8 @@ func (s *Server) removeStrayPartitions(snap *coord.Snapshot, removeUnknownLegacy
 			why = "its topic was deleted and created again while this broker was down"
 		case known && int(index) >= len(t.Partitions):
 			why = "its topic has no such partition"
+		case known && !slices.Contains(t.Partitions[index].Replicas, s.cfg.BrokerID):
+			why = "this broker is no longer one of its replicas (reassigned)"
 		case known:
 			continue
 		case hasID:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ func testConfig(t *testing.T, props map[string]string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: testLogLevel()}))
 	return cfg
 }
 
@@ -390,4 +391,14 @@ func alter(t *testing.T, cl *kgo.Client, topic string, configs map[string]string
 	if c := resp.Resources[0].ErrorCode; c != 0 {
 		t.Fatalf("alter %s: error %d %v", topic, c, resp.Resources[0].ErrorMessage)
 	}
+}
+
+// testLogLevel is the servers' log level in tests: warnings, or what
+// STRATA_TEST_LOG names (debug, info).
+func testLogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("STRATA_TEST_LOG"))); err != nil || os.Getenv("STRATA_TEST_LOG") == "" {
+		return slog.LevelWarn
+	}
+	return l
 }

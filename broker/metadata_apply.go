@@ -17,7 +17,9 @@ import (
 //   - deletes the logs of topics that left the snapshot, or whose ID
 //     changed (deleted and created again), matched by topic ID;
 //   - opens the logs of partitions this broker is a replica of, as
-//     partitions appear (new topics, added partitions);
+//     partitions appear (new topics, added partitions, a reassignment
+//     adding this broker), and deletes those it no longer is a replica
+//     of (a reassignment moved them away);
 //   - applies topic config changes to the open logs;
 //   - records each hosted partition's leader and leader epoch, which the
 //     Produce, Fetch, ListOffsets and OffsetForLeaderEpoch handlers check;
@@ -71,10 +73,16 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	}
 
 	next := make(map[string]*topicState, len(snap.Topics))
+	var removed []*partition
 	for name, ti := range snap.Topics {
-		next[name] = s.syncTopic(cur[name], ti, first)
+		var rm []*partition
+		next[name], rm = s.syncTopic(cur[name], ti, first)
+		removed = append(removed, rm...)
 	}
 	s.swapTopics(next)
+	for _, p := range removed {
+		s.deleteRemovedReplica(p)
+	}
 	if s.repl != nil {
 		s.repl.Sync(snap)
 	}
@@ -115,9 +123,32 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 	s.log.Info("topic deleted", "topic", t.name, "id", t.id.String(), "local_partitions", n)
 }
 
+// deleteRemovedReplica closes and deletes this broker's copy of a
+// partition it is no longer a replica of (a reassignment moved it away),
+// once it is out of the served topics: replication stops, the archiver
+// stops (the remote data belongs to the partition, which lives on), the
+// local log is deleted.
+func (s *Server) deleteRemovedReplica(p *partition) {
+	s.dirs.forget(segment.PartitionDirName(p.topic, p.index))
+	if s.repl != nil {
+		s.repl.Forget(p.repl)
+	}
+	p.tierStop()
+	if err := p.log.Delete(); err != nil {
+		// Not served any more; the next start removes what is left
+		// (removeStrayPartitions).
+		s.log.Error("deleting a removed replica failed", "topic", p.topic, "partition", p.index, "err", err)
+		return
+	}
+	s.log.Info("replica removed by a reassignment: local data deleted", "topic", p.topic, "partition", p.index)
+}
+
 // syncTopic returns the topicState for ti, reusing old (the same topic as
-// this broker last knew it, or nil) where nothing changed.
-func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *topicState {
+// this broker last knew it, or nil) where nothing changed, and the open
+// partitions this broker is no longer a replica of, for the caller to
+// delete once they are out of the served topics. A removed replica that
+// still leads is kept until the controller has moved leadership off it.
+func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) (*topicState, []*partition) {
 	self := s.cfg.BrokerID
 	ts := &topicState{name: ti.Name, id: ti.ID, overrides: ti.Configs}
 	configChanged := old == nil || !maps.Equal(old.overrides, ti.Configs)
@@ -127,6 +158,7 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *to
 		ts.overrides, ts.cfg = old.overrides, old.cfg
 	}
 	changed := old == nil || configChanged || len(old.parts) != len(ti.Partitions)
+	var removed []*partition
 	ts.parts = make([]*partition, len(ti.Partitions))
 	for i, pi := range ti.Partitions {
 		idx := int32(i)
@@ -157,6 +189,11 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *to
 		if p == nil {
 			continue
 		}
+		if !slices.Contains(pi.Replicas, self) && pi.State.Leader != self {
+			removed = append(removed, p)
+			changed = true
+			continue
+		}
 		if configChanged && old != nil {
 			s.tierConfigChanged(p, ts)
 		}
@@ -181,9 +218,9 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) *to
 		}
 	}
 	if !changed {
-		return old
+		return old, nil
 	}
-	return ts
+	return ts, removed
 }
 
 // resolveStoredConfig resolves a topic's stored config overrides. An

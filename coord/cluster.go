@@ -147,11 +147,17 @@ type PartitionInfo struct {
 	// Version is the state's version for compare-and-set, -1 if the
 	// partition has no state yet.
 	Version int32
+	// Adding and Removing are the replicas being added and removed by a
+	// reassignment in progress (reassignment.go), nil when there is
+	// none. Replicas then is the full set, target and original.
+	Adding, Removing []int32
 }
 
 // Clone returns a deep copy.
 func (p PartitionInfo) Clone() PartitionInfo {
 	p.Replicas = slices.Clone(p.Replicas)
+	p.Adding = slices.Clone(p.Adding)
+	p.Removing = slices.Clone(p.Removing)
 	p.State = p.State.Clone()
 	return p
 }

@@ -142,6 +142,14 @@ type activeController struct {
 	reqStale bool
 }
 
+// completion is a reassignment the controller completes: replicas (the
+// full set) become target.
+type completion struct {
+	tp               TopicPartition
+	replicas, target []int32
+	state            *StateUpdate // written with it, if not nil
+}
+
 type lostBroker struct {
 	at             time.Time
 	moved, offline int
@@ -241,7 +249,7 @@ func liveSet(s *Snapshot) map[int32]bool {
 func (a *activeController) partition(tp TopicPartition, p PartitionInfo) PartitionInfo {
 	if o, ok := a.overlay[tp]; ok {
 		if o.Version > p.Version {
-			o.Replicas = p.Replicas
+			o.Replicas, o.Adding, o.Removing = p.Replicas, p.Adding, p.Removing
 			return o
 		}
 		delete(a.overlay, tp)
@@ -289,6 +297,7 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 	var ups []StateUpdate
 	var reasons []Reason
 	var olds []int32
+	var completions []completion
 	for _, name := range snap.TopicNames() {
 		t := snap.Topics[name]
 		opts := PlanOptions{Unclean: a.cfg.UncleanLeaderElection, Preferred: a.cfg.AutoLeaderRebalance}
@@ -301,7 +310,17 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 			if p.Version < 0 {
 				continue
 			}
-			next, reason, changed := PlanPartition(p, l.withOffline(offline[tp]), opts, epoch)
+			pl := l.withOffline(offline[tp])
+			next, reason, changed := PlanPartition(p, pl, opts, epoch)
+			if !changed && p.Reassigning() {
+				if ready, st, stChanged := PlanReassignment(p, pl, epoch); ready {
+					c := completion{tp: tp, replicas: p.Replicas, target: p.TargetReplicas()}
+					if stChanged {
+						c.state = &StateUpdate{TopicPartition: tp, State: st, Version: p.Version}
+					}
+					completions = append(completions, c)
+				}
+			}
 			if changed {
 				ups = append(ups, StateUpdate{TopicPartition: tp, State: next, Version: p.Version})
 				reasons = append(reasons, reason)
@@ -339,6 +358,23 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 		}
 	}
 	a.reportFailovers(snap)
+	for _, c := range completions {
+		version, err := a.lead.CompleteReassignment(ctx, c.tp, c.replicas, c.target, c.state)
+		if err != nil {
+			if errors.Is(err, ErrNotController) {
+				return false, err
+			}
+			a.log.Warn("controller: completing a reassignment failed", "partition", c.tp.String(), "err", err)
+			dirty = true
+			continue
+		}
+		if c.state != nil {
+			a.overlay[c.tp] = PartitionInfo{State: c.state.State, Version: version}
+			a.log.Info("controller: partition state", "partition", c.tp.String(), "leader", c.state.State.Leader,
+				"leader_epoch", c.state.State.LeaderEpoch, "isr", c.state.State.ISR, "reason", string(ReasonReassignment))
+		}
+		a.log.Info("controller: reassignment complete", "partition", c.tp.String(), "from", c.replicas, "replicas", c.target)
+	}
 
 	for _, r := range a.requests {
 		if r.Answered {

@@ -180,6 +180,18 @@ type Coordinator interface {
 	// controller answers (the report stays filed for the next one).
 	ReportOfflineReplicas(ctx context.Context, brokerID int32, partitions []TopicPartition) (remaining []TopicPartition, err error)
 
+	// AlterPartitionReassignments starts, replaces or cancels (nil
+	// Target) partition reassignments, Kafka's AlterPartitionReassignments
+	// (reassignment.go has the model). Each topic's changes are written
+	// with compare-and-set on the topic's assignment, in the same write
+	// as the assignment itself, so the controller (and its successor
+	// after a failover) drives them from there. One error per change, nil
+	// when stored: ErrUnknownTopic, ErrUnknownPartition,
+	// ErrInvalidAssignment (empty, duplicate or negative replicas, a new
+	// replica on a broker that is not live), ErrNoReassignmentInProgress
+	// (cancel), ErrUnavailable or the context's error.
+	AlterPartitionReassignments(ctx context.Context, changes []ReassignmentChange) []error
+
 	// ElectPreferredLeaders asks the controller to make each partition's
 	// preferred replica (the first in its assignment) its leader, and
 	// waits for the answer: one result per partition (all partitions when
@@ -218,6 +230,16 @@ type Leadership interface {
 	// Answer records the answer to a request, fenced by the epoch. The
 	// requester is waiting for it.
 	Answer(ctx context.Context, req ControllerRequest, ans RequestAnswer) error
+
+	// CompleteReassignment ends tp's reassignment: if its replicas are
+	// still replicas and it is being reassigned to target, they become
+	// target and the adding and removing sets are cleared; with state,
+	// the partition state is written (compare-and-set on its version) in
+	// the same atomic, epoch-fenced write, and version is its new version.
+	// Errors: ErrVersionConflict (the reassignment or the state changed
+	// meanwhile: nothing was written), ErrUnknownTopic,
+	// ErrUnknownPartition, ErrNotController, ErrUnavailable.
+	CompleteReassignment(ctx context.Context, tp TopicPartition, replicas, target []int32, state *StateUpdate) (version int32, err error)
 
 	// FinishTopicDeletion completes the deletion of a topic whose
 	// pending-deletion marker exists: removes what is left of the topic

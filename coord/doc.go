@@ -72,9 +72,12 @@
 //	    {"version":1,"broker_id":2,"epoch":7,"timestamp":"..."}
 //	controller_epoch                        persistent; its znode version fences
 //	    {"version":1,"epoch":7}
-//	topics/<name>                           persistent: ID, assignment, configs
+//	topics/<name>                           persistent: ID, assignment, configs,
+//	                                        reassignments in progress (Kafka's
+//	                                        fields, only while there are some)
 //	    {"version":1,"id":"<UUID>","partitions":{"0":[1,2,3],"1":[2,3,1]},
-//	     "configs":{"retention.ms":"3600000"}}
+//	     "configs":{"retention.ms":"3600000"},
+//	     "adding_replicas":{"1":[4]},"removing_replicas":{"1":[1]}}
 //	topics/<name>/partitions/<n>            persistent, empty
 //	topics/<name>/partitions/<n>/state      persistent, written only with
 //	                                        compare-and-set on its version
@@ -193,6 +196,13 @@
 //     ErrElectionNotNeeded, ErrPreferredLeaderNotAvailable,
 //     ErrUnknownTopic, ErrUnknownPartition.
 //   - Pending topic deletions are finished.
+//   - Reassignments (reassignment.go; AlterPartitionReassignments writes
+//     them into topics/<name> with compare-and-set): once every target
+//     replica is in the ISR, one fenced transaction moves leadership into
+//     the target if needed (epoch + 1), cuts the ISR to the target, sets
+//     the replicas to the target and clears adding/removing. A leader or
+//     ISR member that is no longer a replica (a cancel) is treated like a
+//     lost one by the rules above.
 //
 // Every state write is compare-and-set on the state's version and fenced
 // by the controller epoch. Per broker loss the controller logs, and
@@ -219,7 +229,8 @@
 //	    "<name>": {
 //	      "id": "<UUID, 8-4-4-4-12 hex>",
 //	      "partitions": [{"replicas": [0], "isr": [0], "leader": 0, "leader_epoch": 0,
-//	                      "controller_epoch": 3, "version": 5}],
+//	                      "controller_epoch": 3, "version": 5,
+//	                      "adding_replicas": [], "removing_replicas": []}],
 //	      "configs": {"retention.ms": "3600000"}
 //	    }
 //	  },
@@ -228,4 +239,5 @@
 //
 // Format 1 has no controller_epoch, broker_epoch, per-partition
 // controller_epoch and version, nor pending_deletion; they read as zero.
+// adding_replicas and removing_replicas are omitted when empty.
 package coord

@@ -57,7 +57,8 @@ type PlanOptions struct {
 
 // PlanPartition decides a partition's next state, by these rules:
 //
-//  1. The leader is missing, not live, or shutting down: the new leader
+//  1. The leader is missing, not live, shutting down, or no longer a
+//     replica (a cancelled reassignment took it out): the new leader
 //     is the first replica in assignment order that is eligible (live and
 //     not shutting down) and in the ISR; the ISR becomes its eligible
 //     members; the leader epoch goes up by one. If no such replica exists:
@@ -68,18 +69,21 @@ type PlanOptions struct {
 //     partition goes offline: leader NoLeader, epoch up by one, ISR cut
 //     to its live members or, if none is live, left as it was so that the
 //     last in-sync replicas can lead again when they return.
-//  2. The leader is fine: followers that are not live or shutting down
-//     leave the ISR (no epoch change); with Preferred, an eligible
+//  2. The leader is fine: followers that are not live or shutting down,
+//     or no longer replicas (a cancelled reassignment), leave the ISR (no
+//     epoch change); with Preferred, an eligible
 //     preferred replica in the ISR takes over (epoch up by one).
 //
 // Every change carries controllerEpoch. changed is false when the state
 // is to stay as it is.
 func PlanPartition(p PartitionInfo, l Liveness, opts PlanOptions, controllerEpoch int32) (next PartitionState, reason Reason, changed bool) {
 	st := p.State.Clone()
-	if st.Leader == NoLeader || !l.eligible(st.Leader) {
+	if st.Leader == NoLeader || !l.eligible(st.Leader) || !slices.Contains(p.Replicas, st.Leader) {
 		return planElection(p, l, opts, controllerEpoch)
 	}
-	isr := filterISR(st.ISR, func(b int32) bool { return b == st.Leader || l.eligible(b) })
+	isr := filterISR(st.ISR, func(b int32) bool {
+		return (b == st.Leader || l.eligible(b)) && slices.Contains(p.Replicas, b)
+	})
 	if len(isr) == 0 {
 		isr = st.ISR // a leader outside its own ISR: leave the ISR to it
 	}
@@ -105,12 +109,16 @@ func planElection(p PartitionInfo, l Liveness, opts PlanOptions, controllerEpoch
 	reason := ReasonLeaderLost
 	if old != NoLeader && l.Live(old) {
 		reason = ReasonControlledShutdown
+		if !slices.Contains(p.Replicas, old) {
+			reason = ReasonReassignment
+		}
 	}
+	assigned := func(b int32) bool { return slices.Contains(p.Replicas, b) }
 	for _, r := range p.Replicas {
 		if l.eligible(r) && slices.Contains(st.ISR, r) {
 			st.Leader = r
 			st.LeaderEpoch++
-			st.ISR = filterISR(st.ISR, l.eligible)
+			st.ISR = filterISR(st.ISR, func(b int32) bool { return l.eligible(b) && assigned(b) })
 			st.ControllerEpoch = controllerEpoch
 			return st, reason, true
 		}
@@ -122,7 +130,7 @@ func planElection(p PartitionInfo, l Liveness, opts PlanOptions, controllerEpoch
 		if l.Live(r) && slices.Contains(st.ISR, r) {
 			st.Leader = r // shutting down, but better than offline
 			st.LeaderEpoch++
-			st.ISR = filterISR(st.ISR, l.Live)
+			st.ISR = filterISR(st.ISR, func(b int32) bool { return l.Live(b) && assigned(b) })
 			st.ControllerEpoch = controllerEpoch
 			return st, reason, true
 		}

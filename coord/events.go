@@ -18,7 +18,8 @@ const (
 	// EventController: the controller or its epoch changed.
 	EventController
 	// EventTopic: Topic was created, or its assignment (partitions
-	// added) or configs changed.
+	// added, a reassignment started, changed or ended) or configs
+	// changed.
 	EventTopic
 	// EventTopicDeleted: Topic (ID TopicID) left Snapshot.Topics, because
 	// its deletion is pending or done. Brokers delete its logs.
@@ -238,7 +239,8 @@ func diff(a, b *Snapshot) []Event {
 		}
 		changed := !maps.Equal(ot.Configs, nt.Configs) || len(ot.Partitions) != len(nt.Partitions)
 		for i := 0; i < len(ot.Partitions) && i < len(nt.Partitions) && !changed; i++ {
-			changed = !slices.Equal(ot.Partitions[i].Replicas, nt.Partitions[i].Replicas)
+			op, np := ot.Partitions[i], nt.Partitions[i]
+			changed = !slices.Equal(op.Replicas, np.Replicas) || !slices.Equal(op.Adding, np.Adding) || !slices.Equal(op.Removing, np.Removing)
 		}
 		if changed {
 			evs = append(evs, Event{Kind: EventTopic, Topic: name, TopicID: nt.ID})

@@ -52,6 +52,10 @@ type localPartition struct {
 	LeaderEpoch     int32   `json:"leader_epoch"`
 	ControllerEpoch int32   `json:"controller_epoch"`
 	Version         int32   `json:"version"`
+	// Adding and Removing are a reassignment in progress
+	// (reassignment.go).
+	Adding   []int32 `json:"adding_replicas,omitempty"`
+	Removing []int32 `json:"removing_replicas,omitempty"`
 }
 
 // LocalStore is the embedded coordination service of a single-node
@@ -196,6 +200,8 @@ func (lt *localTopic) info(name string) *TopicInfo {
 			Replicas: slices.Clone(p.Replicas),
 			State:    PartitionState{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: slices.Clone(p.ISR), ControllerEpoch: p.ControllerEpoch},
 			Version:  p.Version,
+			Adding:   slices.Clone(p.Adding),
+			Removing: slices.Clone(p.Removing),
 		}
 	}
 	return t
@@ -208,6 +214,7 @@ func topicToLocal(t *TopicInfo) *localTopic {
 			Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.State.ISR),
 			Leader: p.State.Leader, LeaderEpoch: p.State.LeaderEpoch,
 			ControllerEpoch: p.State.ControllerEpoch, Version: p.Version,
+			Adding: slices.Clone(p.Adding), Removing: slices.Clone(p.Removing),
 		}
 	}
 	return lt

@@ -482,13 +482,14 @@ func (c *zkCache) loadTopic(name string, all bool) error {
 		t.Configs = map[string]string{}
 	}
 	reuse := old != nil && old.ID == d.ID && !all
-	for i, r := range asg {
+	for i, pi := range d.partitionInfos(asg) {
 		if reuse && i < len(old.Partitions) {
 			t.Partitions[i] = old.Partitions[i]
-			t.Partitions[i].Replicas = r
+			t.Partitions[i].Replicas, t.Partitions[i].Adding, t.Partitions[i].Removing = pi.Replicas, pi.Adding, pi.Removing
 			continue
 		}
-		t.Partitions[i] = PartitionInfo{Replicas: r, State: PartitionState{Leader: NoLeader}, Version: -1}
+		pi.State, pi.Version = PartitionState{Leader: NoLeader}, -1
+		t.Partitions[i] = pi
 	}
 	c.topics[name] = t
 	for i := range asg {

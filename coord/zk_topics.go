@@ -102,6 +102,7 @@ func (z *ZK) AddPartitions(ctx context.Context, topic string, first int32, assig
 		snap := z.Snapshot()
 		states := initialStates(assignment, snap.Live, snap.Controller.Epoch)
 		nd := topicData(d.ID, append(asg, assignment...), d.Configs)
+		nd.AddingReplicas, nd.RemovingReplicas = d.AddingReplicas, d.RemovingReplicas
 		ops := append([]any{&zk.SetDataRequest{Path: z.path(zTopic(topic)), Data: encodeZ(nd), Version: stat.Version}},
 			z.partitionOps(topic, first, states)...)
 		_, failed, err := z.multi(ctx, "add partitions "+topic, ops...)
@@ -134,6 +135,7 @@ func (z *ZK) SetTopicConfig(ctx context.Context, topic string, configs map[strin
 		}
 		p := z.path(zTopic(topic))
 		nd := topicData(d.ID, asg, configs)
+		nd.AddingReplicas, nd.RemovingReplicas = d.AddingReplicas, d.RemovingReplicas
 		err = z.call(ctx, "set", p, func() error {
 			_, err := z.conn.Set(p, encodeZ(nd), stat.Version)
 			return err

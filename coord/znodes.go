@@ -107,6 +107,11 @@ type zTopicData struct {
 	ID         TopicID            `json:"id"`
 	Partitions map[string][]int32 `json:"partitions"`
 	Configs    map[string]string  `json:"configs"`
+	// AddingReplicas and RemovingReplicas are the reassignments in
+	// progress, by partition, with Kafka's field names
+	// (reassignment.go). Absent when none is.
+	AddingReplicas   map[string][]int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas map[string][]int32 `json:"removing_replicas,omitempty"`
 }
 
 type zStateData struct {
@@ -153,6 +158,39 @@ func topicData(id TopicID, assignment [][]int32, configs map[string]string) zTop
 		d.Partitions[strconv.Itoa(i)] = r
 	}
 	return d
+}
+
+// withReassignments returns d with the reassignment sets of partitions
+// (indexed by partition number), none when no partition has one.
+func (d zTopicData) withReassignments(partitions []PartitionInfo) zTopicData {
+	d.AddingReplicas, d.RemovingReplicas = nil, nil
+	for i, p := range partitions {
+		k := strconv.Itoa(i)
+		if len(p.Adding) > 0 {
+			if d.AddingReplicas == nil {
+				d.AddingReplicas = map[string][]int32{}
+			}
+			d.AddingReplicas[k] = p.Adding
+		}
+		if len(p.Removing) > 0 {
+			if d.RemovingReplicas == nil {
+				d.RemovingReplicas = map[string][]int32{}
+			}
+			d.RemovingReplicas[k] = p.Removing
+		}
+	}
+	return d
+}
+
+// partitionInfos returns the topic's assignment with its reassignments
+// (no states).
+func (d *zTopicData) partitionInfos(asg [][]int32) []PartitionInfo {
+	out := make([]PartitionInfo, len(asg))
+	for i, r := range asg {
+		k := strconv.Itoa(i)
+		out[i] = PartitionInfo{Replicas: r, Adding: d.AddingReplicas[k], Removing: d.RemovingReplicas[k]}
+	}
+	return out
 }
 
 // assignment returns the topic's replica lists in partition order; the

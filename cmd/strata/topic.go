@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "topic",
-		summary: "create, list, describe, alter and delete topics; elect leaders",
+		summary: "create, list, describe, alter and delete topics; elect leaders; reassign partitions",
 		run: func(args []string, stdout, stderr io.Writer) int {
 			return runActions("topic", topicHelp, topicActions, args, stdout, stderr)
 		},
@@ -33,6 +33,7 @@ var topicActions = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"delete":        runTopicDelete,
 	"alter":         runTopicAlter,
 	"elect-leaders": runTopicElectLeaders,
+	"reassign":      runTopicReassign,
 }
 
 const topicHelp = `Usage: strata topic <action> [flags]
@@ -46,6 +47,7 @@ Actions:
   alter          change topic configs or add partitions
   delete         delete a topic and its data
   elect-leaders  elect partition leaders (preferred or unclean)
+  reassign       move partitions to other brokers (Kafka's reassignment JSON)
 
 Run 'strata topic <action> --help' for its flags and an example.
 

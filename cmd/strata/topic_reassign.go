@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Kafka API keys of partition reassignment.
+const (
+	apiAlterPartitionReassignments = 45
+	apiListPartitionReassignments  = 46
+)
+
+// reassignPlan is Kafka's reassignment JSON, as kafka-reassign-partitions.sh
+// reads and writes it.
+type reassignPlan struct {
+	Version    int                 `json:"version"`
+	Partitions []reassignPartition `json:"partitions"`
+}
+
+type reassignPartition struct {
+	Topic     string   `json:"topic"`
+	Partition int32    `json:"partition"`
+	Replicas  []int32  `json:"replicas"`
+	LogDirs   []string `json:"log_dirs,omitempty"`
+}
+
+// anyLogDir is the log_dirs entry that leaves the directory to the broker.
+const anyLogDir = "any"
+
+// parseReassignPlan reads and checks a plan: version 1, at least one
+// partition, each named once, with a topic, a partition number >= 0 and
+// (unless forCancel) replicas that are non-empty, non-negative and
+// without duplicates; log_dirs, if given, one per replica and all "any"
+// (moves between a broker's log directories are not supported).
+func parseReassignPlan(data []byte, forCancel bool) (*reassignPlan, error) {
+	var p reassignPlan
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("not a reassignment JSON file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a reassignment JSON file: more after the JSON object")
+	}
+	if p.Version != 1 {
+		return nil, fmt.Errorf("version %d: only version 1 is known", p.Version)
+	}
+	if len(p.Partitions) == 0 {
+		return nil, errors.New(`no partitions listed ("partitions" is empty)`)
+	}
+	seen := map[string]bool{}
+	for i, rp := range p.Partitions {
+		tp := fmt.Sprintf("%s-%d", rp.Topic, rp.Partition)
+		switch {
+		case rp.Topic == "":
+			return nil, fmt.Errorf("partitions[%d]: no topic", i)
+		case rp.Partition < 0:
+			return nil, fmt.Errorf("partitions[%d]: partition %d", i, rp.Partition)
+		case seen[tp]:
+			return nil, fmt.Errorf("partition %s is listed twice", tp)
+		}
+		seen[tp] = true
+		if forCancel {
+			continue
+		}
+		if len(rp.Replicas) == 0 {
+			return nil, fmt.Errorf("partition %s: no replicas", tp)
+		}
+		for j, r := range rp.Replicas {
+			if r < 0 {
+				return nil, fmt.Errorf("partition %s: broker id %d", tp, r)
+			}
+			if slices.Contains(rp.Replicas[:j], r) {
+				return nil, fmt.Errorf("partition %s: broker %d is listed twice", tp, r)
+			}
+		}
+		if rp.LogDirs != nil {
+			if len(rp.LogDirs) != len(rp.Replicas) {
+				return nil, fmt.Errorf("partition %s: %d log_dirs for %d replicas", tp, len(rp.LogDirs), len(rp.Replicas))
+			}
+			for _, d := range rp.LogDirs {
+				if d != anyLogDir {
+					return nil, fmt.Errorf("partition %s: log_dirs entry %q: moving replicas between a broker's log directories is not supported; use \"any\"", tp, d)
+				}
+			}
+		}
+	}
+	return &p, nil
+}
+
+// marshalPlan renders partitions as Kafka's reassignment JSON on one
+// line, sorted by topic and partition, with log_dirs "any".
+func marshalPlan(parts []reassignPartition) string {
+	out := reassignPlan{Version: 1, Partitions: slices.Clone(parts)}
+	slices.SortFunc(out.Partitions, func(a, b reassignPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	for i := range out.Partitions {
+		p := &out.Partitions[i]
+		p.LogDirs = make([]string, len(p.Replicas))
+		for j := range p.LogDirs {
+			p.LogDirs[j] = anyLogDir
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		panic("strata: encode reassignment plan: " + err.Error()) // only our own types
+	}
+	return string(b)
+}
+
+func runTopicReassign(args []string, stdout, stderr io.Writer) int {
+	c := newClientCmd("topic reassign", `Usage: strata topic reassign --file PLAN.json [--execute]
+       strata topic reassign --cancel --file PLAN.json
+       strata topic reassign --list
+
+Moves partitions to other brokers (Kafka's AlterPartitionReassignments,
+like kafka-reassign-partitions.sh). PLAN.json is Kafka's reassignment JSON:
+
+  {"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[2,3],"log_dirs":["any","any"]}]}
+
+log_dirs is optional; if given, every entry must be "any". The first replica
+of each list is the partition's preferred leader.
+
+Without --execute, prints the current assignment of the partitions in the
+plan (save it: it is the plan that moves them back) and the proposed one,
+and changes nothing. With --execute, starts the reassignment: each new
+replica copies the partition from its leader and joins the ISR; then the
+leader moves if it is being removed, the removed replicas stop and delete
+their copy, and the partition's replicas become the plan's. --list shows
+the reassignments in progress (it is empty once all are done). --cancel
+stops the reassignments of the partitions in the plan and returns them to
+their original replicas (the replicas lists in the file are ignored).
+
+Not supported yet: replication throttles (--throttle), moves between a
+broker's log directories, --verify (use --list, then 'strata topic
+describe').
+`, `
+Example:
+  strata topic reassign --file move.json                # dry run
+  strata topic reassign --file move.json --execute
+  strata topic reassign --list
+  strata topic reassign --cancel --file move.json
+`, stdout, stderr)
+	var file string
+	c.fs.StringVar(&file, "file", "", "the reassignment JSON `PLAN.json` (Kafka's format)")
+	c.fs.StringVar(&file, "reassignment-json-file", "", "`PLAN.json`, the same as --file (kafka-reassign-partitions.sh's name)")
+	execute := c.fs.Bool("execute", false, "start the reassignment (default: a dry run that prints the current and proposed assignment)")
+	cancel := c.fs.Bool("cancel", false, "cancel the reassignments of the partitions in --file")
+	list := c.fs.Bool("list", false, "list the reassignments in progress")
+	if status, ok := c.parseFlagsOnly(args, ""); !ok {
+		return status
+	}
+	modes := 0
+	for _, on := range []bool{*cancel, *list} {
+		if on {
+			modes++
+		}
+	}
+	switch {
+	case modes > 1:
+		return c.usageError("--cancel and --list are exclusive")
+	case *list && (file != "" || *execute):
+		return c.usageError("--list takes no --file or --execute")
+	case *cancel && *execute:
+		return c.usageError("--cancel takes no --execute")
+	case !*list && file == "":
+		return c.usageError("--file is required (or --list)")
+	}
+	var plan *reassignPlan
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return c.fail(err)
+		}
+		if plan, err = parseReassignPlan(data, *cancel); err != nil {
+			return c.fail(withHint(fmt.Errorf("%s: %w", file, err), "'strata topic reassign --help' shows the format."))
+		}
+	}
+
+	return c.withAdmin(func(ctx context.Context, s *session) int {
+		for _, key := range []int16{apiAlterPartitionReassignments, apiListPartitionReassignments} {
+			if !s.supports(key) {
+				return c.failf("Upgrade the brokers to a version that serves partition reassignment.",
+					"the broker at %s does not serve partition reassignment (Kafka API key %d)", strings.Join(s.seeds, ","), key)
+			}
+		}
+		switch {
+		case *list:
+			return c.reassignList(ctx, s)
+		case *cancel:
+			return c.reassignCancel(ctx, s, plan)
+		}
+		return c.reassignExecute(ctx, s, plan, *execute)
+	})
+}
+
+// reassignExecute prints the current and proposed assignments and, with
+// execute, submits the plan.
+func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool) int {
+	topics := map[string]bool{}
+	for _, p := range plan.Partitions {
+		topics[p.Topic] = true
+	}
+	md, err := s.adm.Metadata(ctx, slices.Sorted(maps.Keys(topics))...)
+	if err != nil {
+		return c.fail(err)
+	}
+	var current []reassignPartition
+	for _, p := range plan.Partitions {
+		td, ok := md.Topics[p.Topic]
+		if !ok || td.Err != nil {
+			return c.fail(unknownTopic(p.Topic))
+		}
+		pd, ok := td.Partitions[p.Partition]
+		if !ok {
+			return c.failf("'strata topic describe --topic "+p.Topic+"' lists its partitions.", "topic %s has no partition %d", p.Topic, p.Partition)
+		}
+		current = append(current, reassignPartition{Topic: p.Topic, Partition: p.Partition, Replicas: pd.Replicas})
+	}
+	fmt.Fprintf(c.stdout, "Current partition replica assignment\n\n%s\n\nSave this to use as the --file option during rollback\n", marshalPlan(current))
+	if !execute {
+		fmt.Fprintf(c.stdout, "\nProposed partition reassignment configuration\n\n%s\n\nDry run: nothing was changed. Add --execute to start the reassignment.\n", marshalPlan(plan.Partitions))
+		return 0
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	for _, p := range plan.Partitions {
+		req.Assign(p.Topic, p.Partition, p.Replicas)
+	}
+	return c.reassignAnswer(ctx, s, req, "started partition reassignment")
+}
+
+// reassignCancel cancels the plan's partitions' reassignments.
+func (c *clientCmd) reassignCancel(ctx context.Context, s *session, plan *reassignPlan) int {
+	var req kadm.AlterPartitionAssignmentsReq
+	for _, p := range plan.Partitions {
+		req.CancelAssign(p.Topic, p.Partition)
+	}
+	return c.reassignAnswer(ctx, s, req, "cancelled the reassignment")
+}
+
+// reassignAnswer sends req and reports each partition's outcome.
+func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.AlterPartitionAssignmentsReq, done string) int {
+	res, err := s.adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return c.fail(err)
+	}
+	var ok []string
+	failed := 0
+	var firstErr error
+	for _, r := range res.Sorted() {
+		tp := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
+		if r.Err == nil {
+			ok = append(ok, tp)
+			continue
+		}
+		failed++
+		fmt.Fprintf(c.stderr, "strata %s: %s: %v\n", c.name, tp, kafkaError(r.Err, r.ErrMessage))
+		if firstErr == nil {
+			firstErr = r.Err
+		}
+	}
+	if len(ok) > 0 {
+		fmt.Fprintf(c.stdout, "Successfully %s of %s.\n", done, strings.Join(ok, ", "))
+	}
+	if failed > 0 {
+		fmt.Fprintf(c.stderr, "%d partitions failed.\n", failed)
+		switch {
+		case errors.Is(firstErr, kerr.InvalidReplicaAssignment):
+			fmt.Fprintln(c.stderr, "Every new replica must be on a live broker ('strata cluster' lists them), once per list.")
+		case errors.Is(firstErr, kerr.NoReassignmentInProgress):
+			fmt.Fprintln(c.stderr, "'strata topic reassign --list' shows the reassignments in progress.")
+		default:
+			if h := hintFor(firstErr); h != "" {
+				fmt.Fprintln(c.stderr, h)
+			}
+		}
+		return 1
+	}
+	return 0
+}
+
+// reassignList prints every reassignment in progress.
+func (c *clientCmd) reassignList(ctx context.Context, s *session) int {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest() // Topics nil: all of them
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return c.fail(kafkaError(err, derefString(resp.ErrorMessage)))
+	}
+	var lines []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			lines = append(lines, fmt.Sprintf("%s-%d: replicas: %s. adding: %s. removing: %s.", t.Topic, p.Partition,
+				joinIDs(p.Replicas), joinIDs(p.AddingReplicas), joinIDs(p.RemovingReplicas)))
+		}
+	}
+	slices.Sort(lines)
+	if len(lines) == 0 {
+		fmt.Fprintln(c.stdout, "No partition reassignments found.")
+		return 0
+	}
+	fmt.Fprintln(c.stdout, "Current partition reassignments:")
+	for _, l := range lines {
+		fmt.Fprintln(c.stdout, l)
+	}
+	return 0
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
