@@ -164,6 +164,12 @@ func (m *Manager) ThrottledRates() (leader, follower int64) {
 	return m.leaderQuota.Limit(), m.followerQuota.Limit()
 }
 
+// ThrottledBytes are the bytes of throttled replicas each quota has
+// counted (strata_replication_throttled_bytes_total).
+func (m *Manager) ThrottledBytes() (leader, follower int64) {
+	return m.leaderQuota.Bytes(), m.followerQuota.Bytes()
+}
+
 // Start runs the ISR and checkpoint loop.
 func (m *Manager) Start() {
 	m.wg.Add(1)
