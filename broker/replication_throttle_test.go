@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -428,4 +430,27 @@ func TestReplicationThrottleCatchUp(t *testing.T) {
 	if !slices.Equal(isrOf(s1, "lthr"), []int32{1, 2}) {
 		t.Fatalf("ISR of lthr is %v after in-sync produces under a 1 B/s leader rate", isrOf(s1, "lthr"))
 	}
+	// Nothing acknowledged is missing from the follower, nothing differs:
+	// each replica's log on broker 2 is byte-for-byte the leader's.
+	for name := range topics {
+		waitFor(t, name+" replicas of equal size", func() bool { return localBytes(s2, name) == localBytes(s1, name) })
+		if a, b := logContents(t, s1, name), logContents(t, s2, name); !bytes.Equal(a, b) {
+			t.Errorf("%s: broker 2's log (%d bytes) differs from the leader's (%d bytes)", name, len(b), len(a))
+		}
+	}
+}
+
+// logContents is the concatenated .log files of s's replica of
+// partition 0 of topic.
+func logContents(t *testing.T, s *Server, topic string) []byte {
+	t.Helper()
+	var out []byte
+	for _, seg := range s.topic(topic).local(0).log.Segments() {
+		b, err := os.ReadFile(seg.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b[:seg.Size]...)
+	}
+	return out
 }
