@@ -179,6 +179,9 @@ func (s *Server) applyThrottleRates(ops []throttleRateOp) {
 		if op.key == throttleRateKeys[1] {
 			dst = &d.follower
 		}
+		if (*dst == nil) == (op.value == nil) && (op.value == nil || **dst == *op.value) {
+			continue // unchanged
+		}
 		*dst = op.value
 		if op.value == nil {
 			s.log.Info("replication throttle rate set back to the properties file's", "config", op.key)
