@@ -55,7 +55,7 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
 			} else if rr.ResourceName != "" {
-				entries = s.cfg.brokerConfigEntries()
+				entries = s.withDynamicThrottle(s.cfg.brokerConfigEntries())
 			}
 		default:
 			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)

@@ -24,10 +24,14 @@ import (
 //   (it is not compacted): anything else is INVALID_CONFIG.
 // * ValidateOnly checks and changes nothing.
 // * Broker resources: broker settings come from the properties file and
-//   --override; the one change served at run time is setting a TLS
-//   listener's store settings to their current values, which reloads its
-//   certificates (ssl_reload.go); anything else is INVALID_REQUEST. Other
-//   resource types are INVALID_REQUEST.
+//   --override; the changes served at run time are
+//   leader.replication.throttled.rate and follower.replication.throttled.rate
+//   (replication_throttle.go: kept in memory, not persisted; a rate not
+//   named goes back to the properties file's value, the non-incremental
+//   semantics), and setting a TLS listener's store settings to their
+//   current values, which reloads its certificates (ssl_reload.go);
+//   anything else is INVALID_REQUEST. Other resource types are
+//   INVALID_REQUEST.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
 //   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
 //   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
@@ -72,11 +76,33 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 			}
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if err = brokerResourceName(s, rr.ResourceName); err == nil {
+				// The rates not named go back to the properties
+				// file's values (the non-incremental semantics).
 				configs := map[string]*string{}
+				given := map[string]*string{}
 				for _, c := range rr.Configs {
-					configs[c.Name] = c.Value
+					if isThrottleRate(c.Name) {
+						given[c.Name] = c.Value
+					} else {
+						configs[c.Name] = c.Value
+					}
 				}
-				err = s.reloadSSL(configs, req.ValidateOnly)
+				var ops []throttleRateOp
+				for _, k := range throttleRateKeys {
+					v, ok := given[k]
+					op, perr := parseThrottleRate(k, v, !ok)
+					if perr != nil {
+						err = perr
+						break
+					}
+					ops = append(ops, op)
+				}
+				if err == nil && len(configs) > 0 {
+					err = s.reloadSSL(configs, req.ValidateOnly)
+				}
+				if err == nil && !req.ValidateOnly {
+					s.applyThrottleRates(ops)
+				}
 			}
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)

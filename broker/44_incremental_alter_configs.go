@@ -25,9 +25,13 @@ import (
 // * A config named twice in one resource, or an unknown operation, is
 //   INVALID_REQUEST.
 // * ValidateOnly checks and changes nothing.
-// * Broker resources: only SET of a TLS listener's store settings to their
-//   current values, which reloads its certificates (ssl_reload.go); any
-//   other change is INVALID_REQUEST, as in AlterConfigs.
+// * Broker resources: SET or DELETE of leader.replication.throttled.rate
+//   and follower.replication.throttled.rate (replication_throttle.go: kept
+//   in memory, not persisted; DELETE goes back to the properties file's
+//   value; APPEND/SUBTRACT are INVALID_CONFIG), and SET of a TLS
+//   listener's store settings to their current values, which reloads its
+//   certificates (ssl_reload.go); any other change is INVALID_REQUEST, as
+//   in AlterConfigs.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
 //   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
 //   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
@@ -52,15 +56,38 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if err = brokerResourceName(s, rr.ResourceName); err == nil {
 				configs := map[string]*string{}
+				var ops []throttleRateOp
+				seen := map[string]bool{}
 				for _, c := range rr.Configs {
+					if seen[c.Name] {
+						err = newKafkaError(kerr.InvalidRequest, "broker config %s is given twice", c.Name)
+						break
+					}
+					seen[c.Name] = true
+					if isThrottleRate(c.Name) {
+						if c.Op != kmsg.IncrementalAlterConfigOpSet && c.Op != kmsg.IncrementalAlterConfigOpDelete {
+							err = newKafkaError(kerr.InvalidConfig, "broker config %s: only SET and DELETE apply to a number", c.Name)
+							break
+						}
+						op, perr := parseThrottleRate(c.Name, c.Value, c.Op == kmsg.IncrementalAlterConfigOpDelete)
+						if perr != nil {
+							err = perr
+							break
+						}
+						ops = append(ops, op)
+						continue
+					}
 					if c.Op != kmsg.IncrementalAlterConfigOpSet {
-						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings is served at run time", c.Name)
+						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings, and SET or DELETE of leader/follower.replication.throttled.rate, are served at run time", c.Name)
 						break
 					}
 					configs[c.Name] = c.Value
 				}
-				if err == nil {
+				if err == nil && len(configs) > 0 {
 					err = s.reloadSSL(configs, req.ValidateOnly)
+				}
+				if err == nil && !req.ValidateOnly {
+					s.applyThrottleRates(ops)
 				}
 			}
 		default:

@@ -131,6 +131,12 @@ type Config struct {
 	ReplicaFetchBackoff time.Duration
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms.
 	HWCheckpointInterval time.Duration
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate as the properties file gives
+	// them (bytes per second, math.MaxInt64: unthrottled); run-time
+	// changes are kept by the server (replication_throttle.go).
+	LeaderReplicationThrottledRate, FollowerReplicationThrottledRate int64
 	// ControlledShutdown is controlled.shutdown.enable: on Shutdown, ask
 	// the controller to move this broker's leadership away first.
 	ControlledShutdown bool

@@ -197,6 +197,7 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) (*t
 		if configChanged && old != nil {
 			s.tierConfigChanged(p, ts)
 		}
+		s.applyThrottledReplicas(p, ts.cfg)
 		if prev := p.leadership(); prev != lead {
 			p.lead.Store(&lead)
 			s.tierLeadership(p)

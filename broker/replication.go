@@ -33,17 +33,19 @@ import (
 // its registration; a single node has no followers and no listener.
 func (s *Server) newReplicaManager() (*replica.Manager, error) {
 	cfg := replica.Config{
-		BrokerID:             s.cfg.BrokerID,
-		BrokerEpoch:          s.self.Epoch,
-		LagTimeMax:           s.cfg.ReplicaLagTimeMax,
-		FetchMaxBytes:        s.cfg.ReplicaFetchMaxBytes,
-		FetchBackoff:         s.cfg.ReplicaFetchBackoff,
-		HWCheckpointInterval: s.cfg.HWCheckpointInterval,
-		MaxPartitions:        int(s.cfg.MaxBrokerPartitions),
-		Logger:               s.log,
-		Metrics:              s.metrics.reg,
-		Now:                  s.nowFn,
-		Done:                 s.closed,
+		BrokerID:              s.cfg.BrokerID,
+		BrokerEpoch:           s.self.Epoch,
+		LagTimeMax:            s.cfg.ReplicaLagTimeMax,
+		FetchMaxBytes:         s.cfg.ReplicaFetchMaxBytes,
+		FetchBackoff:          s.cfg.ReplicaFetchBackoff,
+		HWCheckpointInterval:  s.cfg.HWCheckpointInterval,
+		LeaderThrottledRate:   s.cfg.LeaderReplicationThrottledRate,
+		FollowerThrottledRate: s.cfg.FollowerReplicationThrottledRate,
+		MaxPartitions:         int(s.cfg.MaxBrokerPartitions),
+		Logger:                s.log,
+		Metrics:               s.metrics.reg,
+		Now:                   s.nowFn,
+		Done:                  s.closed,
 	}
 	if s.cfg.ZooKeeperConnect != "" {
 		addr := net.JoinHostPort(s.interBrokerBind(), strconv.Itoa(int(s.cfg.ReplicationPort)))

@@ -57,6 +57,9 @@ type Server struct {
 	// repl runs replication (package replica; wired in replication.go),
 	// set by NewServer.
 	repl *replica.Manager
+	// dynThrottle holds the replication throttle rates set at run time
+	// (replication_throttle.go).
+	dynThrottle dynamicThrottle
 
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc

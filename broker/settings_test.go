@@ -24,8 +24,10 @@ func TestSettingsRegistryEntries(t *testing.T) {
 			if s.def != "" || s.unset != "" || s.scale <= 1 || s.topic != "" || s.field != nil || s.set != nil {
 				t.Errorf("%s: a synonym has a scale above 1 and no default, topic config or field of its own", name)
 			}
-		case (s.def == "") == (s.unset == "") && !(s.def == "" && s.name == "zookeeper.connect"):
-			// zookeeper.connect is the one setting whose default is empty.
+		case (s.def == "") == (s.unset == "") && !(s.def == "" && (s.name == "zookeeper.connect" || s.topic != "" && s.typ == typeList)):
+			// zookeeper.connect is the one setting whose default is
+			// empty, and list topic configs (the throttled replicas)
+			// default to the empty list, as in Kafka.
 			t.Errorf("%s: want exactly one of def and unset (def %q, unset %q)", name, s.def, s.unset)
 		}
 		if s.topic != "" && s.synonymOf == "" && !s.hasDefault() {

@@ -34,7 +34,7 @@ func (s *Server) reloadSSL(configs map[string]*string, validateOnly bool) error 
 	for k, v := range configs {
 		name, rest, _, ok := perListenerSetting(k)
 		if !ok || !slices.Contains(sslReloadKeys, rest) {
-			return newKafkaError(kerr.InvalidRequest, "broker config %s cannot be changed at run time; only listener.name.<listener>.ssl.keystore.* and ssl.truststore.* can be set (to their current values) to reload a TLS listener's certificates; set others in the properties file and restart", k)
+			return newKafkaError(kerr.InvalidRequest, "broker config %s cannot be changed at run time; only leader/follower.replication.throttled.rate, and listener.name.<listener>.ssl.keystore.* and ssl.truststore.* (set to their current values, to reload a TLS listener's certificates) can be; set others in the properties file and restart", k)
 		}
 		l := s.listener(name)
 		if l == nil || l.tls == nil {

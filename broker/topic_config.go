@@ -45,6 +45,8 @@ type topicConfig struct {
 	remoteStorage       bool
 	localRetentionMs    int64
 	localRetentionBytes int64
+	// Replication throttling (replication_throttle.go).
+	leaderThrottled, followerThrottled throttledReplicas
 }
 
 // resolveTopicConfig merges overrides over defaults (both by topic config

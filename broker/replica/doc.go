@@ -20,8 +20,16 @@
 //     service (service.go: the leader's side) and one fetcher per leader
 //     this broker follows (fetcher.go: the follower's side, with
 //     truncation), and the produce purgatory (purgatory.go: Await).
+//   - Replication throttling (throttle.go, KIP-73): the leader and the
+//     follower quota (leader/follower.replication.throttled.rate, changed
+//     at run time by Manager.SetThrottledRates), applied to the replicas
+//     the broker marks with Partition.SetThrottled; the leader holds back
+//     data for out-of-sync followers, the follower holds back its
+//     PROGRESS reports while behind the high watermark.
 //   - The metrics strata_broker_produce_purgatory_size,
-//     strata_broker_isr_shrinks_total and strata_broker_isr_expands_total.
+//     strata_broker_isr_shrinks_total, strata_broker_isr_expands_total
+//     and strata_replication_throttled_* (bytes_total, rate_bytes,
+//     limit_bytes, holds_total; label direction).
 //
 // # What it needs from the broker
 //
@@ -50,6 +58,8 @@
 //	p := replica.NewPartition(topic, topicID, index, brokerID, log, appender) // as each log opens
 //	m.Start()                            // ISR-shrink and checkpoint loop
 //	m.Sync(snap)                         // after every metadata snapshot the broker applies
+//	p.SetThrottled(leader, follower)     // as the topic's throttled-replicas configs apply
+//	m.SetThrottledRates(l, f)            // a run-time change of the rates
 //	p.AdvanceHighWatermark()             // after each append as leader
 //	res, isr := m.Await(ctx, p, epoch, target, deadline) // acks=all
 //	m.Forget(p)                          // before the partition's log is deleted
@@ -99,5 +109,7 @@
 // Lock order: the Appender's lock, then Partition.mu, then the segment
 // log's own lock; a fetcher's lock is taken under the Appender's lock
 // and never around it, and the Manager's lock (fetchers) before a
-// fetcher's. No lock of this package is held across a network call.
+// fetcher's. A fetcher's lock may be held while Partition.mu is taken
+// (the throttle check), never the other way round. A Throttle's lock is
+// a leaf. No lock of this package is held across a network call.
 package replica

@@ -62,6 +62,10 @@ type fetchPart struct {
 	// leaderStart and leaderEnd are the leader's log start and end from
 	// an OFFSET_OUT_OF_RANGE, -1 if none.
 	leaderStart, leaderEnd int64
+	// leaderHW is the high watermark of the leader's last message, -1
+	// before one: a replica behind it is not in sync, and the follower
+	// quota may hold it back (throttle.go).
+	leaderHW int64
 }
 
 // backoffLocked schedules the partition's next try after an error: 50ms,
@@ -297,6 +301,9 @@ func (f *fetcher) outgoing() (msg *replpb.FollowerMessage, retry time.Time) {
 			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
 				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), LastFetchedEpoch: lastEpoch, Kind: replpb.PartitionFetch_START})
 			fp.started, fp.dirty = true, false
+		case fp.dirty && f.holdLocked(fp, now, &retry):
+			// Over the follower quota: the report waits, and with it
+			// the leader's next messages.
 		case fp.dirty:
 			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
 				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), Kind: replpb.PartitionFetch_PROGRESS})
@@ -304,6 +311,27 @@ func (f *fetcher) outgoing() (msg *replpb.FollowerMessage, retry time.Time) {
 		}
 	}
 	return msg, retry
+}
+
+// holdLocked says whether the follower quota holds fp's report back: the
+// partition is throttled, its log end is behind the leader's high
+// watermark (Kafka's !isReplicaInSync), and the rate is exceeded. It
+// then moves retry to when to look again. Caller holds f.mu.
+func (f *fetcher) holdLocked(fp *fetchPart, now time.Time, retry *time.Time) bool {
+	if fp.leaderHW < 0 || fp.p.log.LogEndOffset() >= fp.leaderHW || !fp.p.followerThrottled() {
+		return false
+	}
+	q := f.m.followerQuota
+	over, wait := q.Exceeded()
+	if !over {
+		return false
+	}
+	q.noteHold()
+	at := now.Add(min(wait, maxHoldCheck))
+	if retry.IsZero() || at.Before(*retry) {
+		*retry = at
+	}
+	return true
 }
 
 // handleData applies one partition's news from the leader.
@@ -365,15 +393,24 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 			return
 		}
 		appended = true
+		if p.followerThrottled() {
+			m.followerQuota.Record(len(recs))
+		}
 	}
-	if hw := pd.GetHighWatermark(); hw >= 0 {
+	hw := pd.GetHighWatermark()
+	if hw >= 0 {
 		p.log.SetHighWatermark(min(hw, p.log.LogEndOffset()))
 	}
 	p.app.Unlock()
+	f.mu.Lock()
+	if hw >= 0 {
+		fp.leaderHW = hw
+	}
 	if appended {
-		f.mu.Lock()
 		fp.dirty, fp.failures = true, 0
-		f.mu.Unlock()
+	}
+	f.mu.Unlock()
+	if appended {
 		f.poke()
 	}
 }
@@ -594,7 +631,7 @@ func (m *Manager) follow(p *Partition, leader, epoch int32) {
 	if fp != nil {
 		fp.removed = true
 	}
-	f.parts[key] = &fetchPart{p: p, epoch: epoch, state: fetchTruncating, leaderStart: -1, leaderEnd: -1}
+	f.parts[key] = &fetchPart{p: p, epoch: epoch, state: fetchTruncating, leaderStart: -1, leaderEnd: -1, leaderHW: -1}
 	f.mu.Unlock()
 	f.poke()
 }

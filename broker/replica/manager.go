@@ -39,6 +39,12 @@ type Config struct {
 	// the messages the Replication service accepts (guard.go).
 	MaxPartitions int
 
+	// LeaderThrottledRate and FollowerThrottledRate are
+	// leader.replication.throttled.rate and
+	// follower.replication.throttled.rate in bytes per second at start
+	// (Unthrottled or negative: none); SetThrottledRates changes them.
+	LeaderThrottledRate, FollowerThrottledRate int64
+
 	// Listener, if not nil, is where the Replication service serves
 	// other brokers' fetchers; the Manager owns it from NewManager on.
 	// Nil for a single node, which has no followers.
@@ -89,6 +95,10 @@ type Manager struct {
 	fetchers map[int32]*fetcher
 	stopped  bool
 
+	// leaderQuota and followerQuota are the replication throttles
+	// (throttle.go).
+	leaderQuota, followerQuota *Throttle
+
 	purgatory        prometheus.Gauge
 	shrinks, expands prometheus.Counter
 }
@@ -112,6 +122,9 @@ func NewManager(cfg Config, host Host) *Manager {
 		Help: "ISR expansions written by this broker as a partition leader (a follower caught up).",
 	})
 	cfg.Metrics.MustRegister(m.purgatory, m.shrinks, m.expands)
+	m.leaderQuota = NewThrottle(cfg.LeaderThrottledRate, cfg.Now)
+	m.followerQuota = NewThrottle(cfg.FollowerThrottledRate, cfg.Now)
+	throttleMetrics(cfg.Metrics, m.leaderQuota, m.followerQuota)
 	if cfg.Listener == nil {
 		return m
 	}
@@ -130,6 +143,31 @@ func NewManager(cfg Config, host Host) *Manager {
 	}()
 	m.log.Info("replication listening", "addr", ln.Addr().String())
 	return m
+}
+
+// SetThrottledRates changes leader.replication.throttled.rate and
+// follower.replication.throttled.rate (bytes per second, Unthrottled or
+// negative for none) at run time; streams that are holding data back pick
+// the new rates up at their next check.
+func (m *Manager) SetThrottledRates(leader, follower int64) {
+	m.leaderQuota.SetRate(leader)
+	m.followerQuota.SetRate(follower)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.fetchers {
+		f.poke()
+	}
+}
+
+// ThrottledRates returns the rates in force (Unthrottled for none).
+func (m *Manager) ThrottledRates() (leader, follower int64) {
+	return m.leaderQuota.Limit(), m.followerQuota.Limit()
+}
+
+// ThrottledBytes are the bytes of throttled replicas each quota has
+// counted (strata_replication_throttled_bytes_total).
+func (m *Manager) ThrottledBytes() (leader, follower int64) {
+	return m.leaderQuota.Bytes(), m.followerQuota.Bytes()
 }
 
 // Start runs the ISR and checkpoint loop.

@@ -66,6 +66,10 @@ type Partition struct {
 	// changed is closed (and replaced) whenever the high watermark, the
 	// ISR or the leadership changes: acks=all produces wait on it.
 	changed chan struct{}
+	// throttleLeader and throttleFollower say this replica is listed in
+	// the topic's leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas (SetThrottled).
+	throttleLeader, throttleFollower bool
 	// clock, when set (by tests), replaces time.Now as the time the
 	// log's growth stamps on the followers that were at its end
 	// (advanceHighWatermarkLocked).
@@ -80,6 +84,43 @@ type Partition struct {
 func NewPartition(topic string, topicID coord.TopicID, index, self int32, log *segment.Log, app Appender) *Partition {
 	return &Partition{topic: topic, topicID: topicID, index: index, self: self, log: log, app: app,
 		changed: make(chan struct{}), followers: map[int32]*followerProgress{}}
+}
+
+// SetThrottled marks the replica as throttled when this broker leads it
+// (leader.replication.throttled.replicas lists it, with this broker's
+// id, or is "*") and when it follows (follower.replication.throttled.replicas).
+// The broker calls it whenever the topic's configs apply.
+func (p *Partition) SetThrottled(leader, follower bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.throttleLeader, p.throttleFollower = leader, follower
+}
+
+// Throttled reports what SetThrottled set.
+func (p *Partition) Throttled() (leader, follower bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.throttleLeader, p.throttleFollower
+}
+
+// leaderThrottle says whether the data this leader sends to follower
+// counts against the leader quota (counted), and whether it may be held
+// back (follower is not in the ISR: Kafka's shouldLeaderThrottle).
+func (p *Partition) leaderThrottle(follower int32) (counted, holdable bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.throttleLeader {
+		return false, false
+	}
+	return true, !slices.Contains(p.isr, follower)
+}
+
+// followerThrottled says whether this follower's fetches count against
+// the follower quota.
+func (p *Partition) followerThrottled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.throttleFollower
 }
 
 // followerProgress is what the leader knows of one follower.

@@ -118,16 +118,26 @@ func (rs *replicationService) Replicate(stream replpb.Replication_ReplicateServe
 			}
 			continue
 		}
-		cases := make([]reflect.SelectCase, 0, len(wake)+3)
+		cases := make([]reflect.SelectCase, 0, len(wake)+4)
+		var held <-chan time.Time
+		var holdTimer *time.Timer
+		if ls.heldFor > 0 {
+			holdTimer = time.NewTimer(min(ls.heldFor, maxHoldCheck))
+			held = holdTimer.C
+		}
 		cases = append(cases,
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(inbox)},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.done)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(held)},
 		)
 		for _, ch := range wake {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		}
 		chosen, v, _ := reflect.Select(cases)
+		if holdTimer != nil {
+			holdTimer.Stop()
+		}
 		switch chosen {
 		case 0:
 			out := &replpb.LeaderMessage{}
@@ -158,7 +168,14 @@ type leaderStream struct {
 	m        *Manager
 	follower int32
 	parts    map[tpKey]*streamPart
+	// heldFor, when not zero, is how long to wait before looking again
+	// at a partition whose data the leader quota held back.
+	heldFor time.Duration
 }
+
+// maxHoldCheck bounds how long a held-back stream waits before looking
+// at the quota again (a rate raised at run time applies by then).
+const maxHoldCheck = 250 * time.Millisecond
 
 // wakeChannels returns what the idle stream waits on: each partition's
 // append notifier and replication-state channel.
@@ -228,6 +245,7 @@ func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
 	m := ls.m
 	budget := streamMessageBytes
 	now := m.now()
+	ls.heldFor = 0
 	for key, sp := range ls.parts {
 		p := sp.p
 		if epoch, leading := p.leaderEpochIfLeading(); !leading || epoch != sp.epoch {
@@ -241,7 +259,18 @@ func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
 		}
 		leo, hw, start := p.log.LogEndOffset(), p.log.HighWatermark(), p.log.LogStartOffset()
 		var pd *replpb.PartitionData
-		if sp.next < leo && len(sp.marks) < streamWindow && (budget > 0 || len(out.Partitions) == 0) {
+		counted, holdable := p.leaderThrottle(ls.follower)
+		canSend := sp.next < leo && len(sp.marks) < streamWindow && (budget > 0 || len(out.Partitions) == 0)
+		if canSend && holdable {
+			if over, wait := m.leaderQuota.Exceeded(); over {
+				canSend = false
+				m.leaderQuota.noteHold()
+				if ls.heldFor == 0 || wait < ls.heldFor {
+					ls.heldFor = wait
+				}
+			}
+		}
+		if canSend {
 			data, next, err := readBatches(p.log, sp.next, int(m.cfg.FetchMaxBytes), leo)
 			switch {
 			case errors.Is(err, segment.ErrOffsetOutOfRange):
@@ -258,6 +287,9 @@ func (ls *leaderStream) collect(out *replpb.LeaderMessage) {
 				sp.marks = append(sp.marks, next)
 				budget -= len(data)
 				p.noteSent(ls.follower, leo, now)
+				if counted {
+					m.leaderQuota.Record(len(data))
+				}
 			}
 		}
 		if pd == nil && hw == sp.sentHW && start == sp.sentLS {
