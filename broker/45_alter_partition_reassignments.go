@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,6 +14,8 @@ import (
 // AlterPartitionReassignments: v0-1
 //
 // Behavior:
+// * Needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the
+//   top and on every partition.
 // * Served by any broker (clients send it to the controller): the change
 //   is written to the topic's assignment in the coordinator, where the
 //   controller, wherever it runs, picks it up (coord/reassignment.go has
@@ -41,10 +44,25 @@ func init() { register(45, 0, 1, handleAlterPartitionReassignments) }
 const alterReassignmentsMaxWait = 60 * time.Second
 
 func handleAlterPartitionReassignments(s *Server, r *request) (reply, error) {
-	// authorization: ALTER on CLUSTER
 	req := r.kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	if !s.authorize(r, acl.OpAlter, acl.Cluster) {
+		// As Kafka: the error at the top and on every partition.
+		msg := "not authorized to ALTER the cluster (partition reassignments)"
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+		for _, t := range req.Topics {
+			rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, kerr.ClusterAuthorizationFailed.Code, &msg
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return reply{msg: resp}, nil
+	}
 	wait := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if wait <= 0 || wait > alterReassignmentsMaxWait {
 		wait = alterReassignmentsMaxWait

@@ -3,12 +3,15 @@ package broker
 import (
 	"slices"
 
+	"github.com/stratastream/strata/broker/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ListPartitionReassignments: v0
 //
 // Behavior:
+// * Needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 // * Served by any broker from its metadata cache, which holds each
 //   partition's reassignment (kept with the topic's assignment in the
 //   coordinator).
@@ -25,9 +28,13 @@ import (
 func init() { register(46, 0, 0, handleListPartitionReassignments) }
 
 func handleListPartitionReassignments(s *Server, r *request) (reply, error) {
-	// authorization: DESCRIBE on CLUSTER
 	req := r.kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !s.authorize(r, acl.OpDescribe, acl.Cluster) {
+		msg := "not authorized to DESCRIBE the cluster (partition reassignments)"
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+		return reply{msg: resp}, nil
+	}
 	snap := s.coord.Snapshot()
 	want := map[string][]int32{}
 	var names []string

@@ -397,6 +397,21 @@ func matrixRows() []matrixRow {
 		{api: "InitProducerId/transactional-id", allow: []grant{txnGrant(acl.OpWrite)}, deny: []grant{txnGrant(acl.OpDescribe), clusterGrant(acl.OpIdempotentWrite)},
 			call:    func(e *matrixEnv) int16 { return initProducerID(e, true) },
 			allowed: kerr.UnsupportedVersion.Code, denied: codeTxnAuth}, // past the check: no transactions
+		{api: "AlterPartitionReassignments", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{clusterGrant(acl.OpDescribe), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+				rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+				rt.Topic = e.topic
+				rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+				rp.Partition = 0 // Replicas nil: a cancel, NO_REASSIGNMENT_IN_PROGRESS past the check
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				return e.request(req).(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode
+			}, denied: codeClusterAuth},
+		{api: "ListPartitionReassignments", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				return e.request(kmsg.NewPtrListPartitionReassignmentsRequest()).(*kmsg.ListPartitionReassignmentsResponse).ErrorCode
+			}, denied: codeClusterAuth},
 		{api: "DescribeUserScramCredentials", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate)},
 			call: func(e *matrixEnv) int16 {
 				return e.request(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode
