@@ -80,7 +80,7 @@ func (r *throttledReplicas) parse(v string) error {
 			p, perr := strconv.ParseInt(ps, 10, 32)
 			b, berr := strconv.ParseInt(bs, 10, 32)
 			if !ok || perr != nil || berr != nil || p < 0 || b < 0 || !digits(ps) || !digits(bs) {
-				return fmt.Errorf(`value %q must be the literal "*" or a list of replicas in the format partitionId:brokerId,partitionId:brokerId,...`, v)
+				return fmt.Errorf(`value %q must be the literal "*" or a list of replicas in the format partitionId:brokerId,partitionId:brokerId (comma-separated)`, v)
 			}
 			out.replicas = append(out.replicas, throttledReplica{int32(p), int32(b)})
 		}
