@@ -183,3 +183,22 @@ func TestPlanReassignmentRefusals(t *testing.T) {
 		t.Errorf("rack-unaware decommission: %v", err)
 	}
 }
+
+// TestThrottleTargets checks Kafka's throttle rule for a plan: leader
+// throttles on the current replicas, follower throttles on the new ones,
+// the brokers of both; a reorder copies nothing and throttles nothing.
+func TestThrottleTargets(t *testing.T) {
+	cur := parts([]int32{1, 2}, []int32{2, 3}, []int32{3, 1})
+	tgt := parts([]int32{1, 4}, []int32{3, 2}, []int32{3, 1})
+	r := &rebalanceRun{plan: &rebalancePlan{Current: cur, Target: tgt}, changed: []int{0, 1}}
+	brokers, leader, follower := r.throttleTargets()
+	if !slices.Equal(brokers, []int32{1, 2, 4}) {
+		t.Errorf("brokers %v, want 1,2,4", brokers)
+	}
+	if got := strings.Join(leader["t"], ","); got != "0:1,0:2" {
+		t.Errorf("leader throttled replicas %q, want 0:1,0:2", got)
+	}
+	if got := strings.Join(follower["t"], ","); got != "0:4" {
+		t.Errorf("follower throttled replicas %q, want 0:4", got)
+	}
+}

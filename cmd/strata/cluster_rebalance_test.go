@@ -111,6 +111,17 @@ func TestClusterAddBrokerDecommission(t *testing.T) {
 		t.Fatalf("the dry run changed the cluster:\n%s\nwas\n%s", after, before)
 	}
 
+	// A throttled-replicas config set before is replaced, then removed;
+	// the check below sees it while it is set.
+	star := "*"
+	ctx2, cancel2 := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel2()
+	if _, err := adm.AlterTopicConfigs(ctx2, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: followerThrottledReplica, Value: &star}}, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	if left := throttleConfigs(t, adm); len(left) != 1 {
+		t.Fatalf("throttle configs after setting one: %v", left)
+	}
 	t0 := time.Now()
 	r = cluster("add-broker", "4", "--execute", "--throttle", "50000000")
 	if r.code != 0 || !strings.Contains(r.stdout, "Verified: ") || !strings.Contains(r.stdout, "Removed the replication throttles.") {
@@ -128,12 +139,8 @@ func TestClusterAddBrokerDecommission(t *testing.T) {
 		return ""
 	})
 	// The throttles are gone.
-	for _, res := range describeConfigs(t, adm, "wide", "deep") {
-		for _, c := range res.Configs {
-			if strings.Contains(c.Key, "throttled") && c.Value != nil && *c.Value != "" && c.Source == kmsg.ConfigSourceDynamicTopicConfig {
-				t.Errorf("topic %s still has %s=%s", res.Name, c.Key, *c.Value)
-			}
-		}
+	if left := throttleConfigs(t, adm); len(left) != 0 {
+		t.Errorf("throttle configs left: %v", left)
 	}
 
 	// Decommission: broker 1's replicas go to 2-4; then broker 2 cannot
@@ -290,13 +297,30 @@ func checkAssignment(t *testing.T, adm *kadm.Client, bad func(reps, leaders map[
 	}
 }
 
-func describeConfigs(t *testing.T, adm *kadm.Client, topics ...string) kadm.ResourceConfigs {
+// throttleConfigs returns the dynamic throttle settings of the test
+// topics and of brokers 1-4.
+func throttleConfigs(t *testing.T, adm *kadm.Client) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	rc, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	collect := func(rc kadm.ResourceConfigs, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range rc {
+			if res.Err != nil {
+				t.Fatalf("describe %s: %v", res.Name, res.Err)
+			}
+			for _, c := range res.Configs {
+				dynamic := c.Source == kmsg.ConfigSourceDynamicTopicConfig || c.Source == kmsg.ConfigSourceDynamicBrokerConfig
+				if strings.Contains(c.Key, "throttled") && dynamic {
+					out = append(out, fmt.Sprintf("%s: %s=%s", res.Name, c.Key, c.MaybeValue()))
+				}
+			}
+		}
 	}
-	return rc
+	collect(adm.DescribeTopicConfigs(ctx, "wide", "deep"))
+	collect(adm.DescribeBrokerConfigs(ctx, 1, 2, 3, 4))
+	return out
 }
