@@ -12,19 +12,34 @@ import (
 func init() {
 	register(&command{
 		name:    "cluster",
-		summary: "print the cluster id, the controller and the brokers",
+		summary: "print the cluster id, the controller and the brokers; rebalance, add and decommission brokers",
 		run:     runCluster,
 	})
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if run, ok := clusterActions[args[0]]; ok {
+			return run(args[1:], stdout, stderr)
+		}
+	}
 	c := newClientCmd("cluster", `Usage: strata cluster [flags]
+       strata cluster rebalance [flags]
+       strata cluster add-broker N [flags]
+       strata cluster decommission --broker N [flags]
 
-Prints the cluster id, the controller's broker id, and every live broker
-with its id, advertised address and rack, from a Metadata request.
+Without an action, prints the cluster id, the controller's broker id, and
+every live broker with its id, advertised address and rack, from a
+Metadata request.
+
+Actions (dry runs unless --execute; see 'strata cluster ACTION --help'):
+  rebalance      even out replicas and preferred leaders over the brokers
+  add-broker     fill a new broker up to its share of the replicas
+  decommission   move every replica off a broker before stopping it
 `, `
 Example:
   strata cluster --bootstrap-server 127.0.0.1:9092,127.0.0.1:9093
+  strata cluster add-broker 4 --execute --throttle 10000000
 `, stdout, stderr)
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
