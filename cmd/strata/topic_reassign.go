@@ -147,9 +147,11 @@ the reassignments in progress (it is empty once all are done). --cancel
 stops the reassignments of the partitions in the plan and returns them to
 their original replicas (the replicas lists in the file are ignored).
 
-Not supported yet: replication throttles (--throttle), moves between a
-broker's log directories, --verify (use --list, then 'strata topic
-describe').
+Not supported here: --throttle (strata cluster rebalance, add-broker and
+decommission take --throttle; or set leader/follower.replication.throttled.rate
+and the topic's *.replication.throttled.replicas yourself, docs/cluster.md),
+moves between a broker's log directories, --verify (use --list, then
+'strata topic describe').
 `, `
 Example:
   strata topic reassign --file move.json                # dry run
