@@ -67,9 +67,15 @@ func unsecuredToken(sub string, exp time.Time) string {
 // saslClient is a franz-go client of the SASL listener.
 func saslClient(t *testing.T, s *Server, m franzsasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
+	return listenerClient(t, s.ListenerAddr("SASL_PLAINTEXT"), append([]kgo.Opt{kgo.SASL(m)}, opts...)...)
+}
+
+// listenerClient is a franz-go client seeded with one listener's
+// address, closed at the end of the test.
+func listenerClient(t *testing.T, addr net.Addr, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(s.ListenerAddr("SASL_PLAINTEXT").String()),
-		kgo.SASL(m),
+		kgo.SeedBrokers(addr.String()),
 		kgo.RetryTimeout(5 * time.Second),
 		kgo.DisableIdempotentWrite(),
 	}, opts...)...)

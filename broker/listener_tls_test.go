@@ -71,17 +71,7 @@ func (f *tlsFixture) props(clientAuth string) map[string]string {
 
 func tlsClient(t *testing.T, addr net.Addr, cfg *tls.Config, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(addr.String()),
-		kgo.DialTLSConfig(cfg),
-		kgo.RetryTimeout(5 * time.Second),
-		kgo.DisableIdempotentWrite(),
-	}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return listenerClient(t, addr, append([]kgo.Opt{kgo.DialTLSConfig(cfg)}, opts...)...)
 }
 
 func pingErr(cl *kgo.Client) error {

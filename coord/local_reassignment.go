@@ -10,14 +10,7 @@ import (
 // file write with every change of that topic that was accepted.
 func (ss *LocalSession) AlterPartitionReassignments(ctx context.Context, changes []ReassignmentChange) []error {
 	errs := make([]error, len(changes))
-	byTopic := map[string][]int{}
-	var order []string
-	for i, ch := range changes {
-		if _, ok := byTopic[ch.Topic]; !ok {
-			order = append(order, ch.Topic)
-		}
-		byTopic[ch.Topic] = append(byTopic[ch.Topic], i)
-	}
+	order, byTopic := changesByTopic(changes)
 	for _, topic := range order {
 		idx := byTopic[topic]
 		err := ss.changeTopic(topic, func(_ *localFile, t *TopicInfo) error {

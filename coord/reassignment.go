@@ -176,3 +176,16 @@ func PlanReassignment(p PartitionInfo, l Liveness, controllerEpoch int32) (ready
 	next.ControllerEpoch = controllerEpoch
 	return true, next, true
 }
+
+// changesByTopic groups changes by topic: the topics in the order they
+// first appear, and each topic's indexes into changes.
+func changesByTopic(changes []ReassignmentChange) (order []string, byTopic map[string][]int) {
+	byTopic = map[string][]int{}
+	for i, ch := range changes {
+		if _, ok := byTopic[ch.Topic]; !ok {
+			order = append(order, ch.Topic)
+		}
+		byTopic[ch.Topic] = append(byTopic[ch.Topic], i)
+	}
+	return order, byTopic
+}

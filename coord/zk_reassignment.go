@@ -17,14 +17,7 @@ const maxTopicCASRetries = 16
 // topics/<name>, apply the changes, write it back at the version read.
 func (z *ZK) AlterPartitionReassignments(ctx context.Context, changes []ReassignmentChange) []error {
 	errs := make([]error, len(changes))
-	byTopic := map[string][]int{}
-	var order []string
-	for i, ch := range changes {
-		if _, ok := byTopic[ch.Topic]; !ok {
-			order = append(order, ch.Topic)
-		}
-		byTopic[ch.Topic] = append(byTopic[ch.Topic], i)
-	}
+	order, byTopic := changesByTopic(changes)
 	for _, topic := range order {
 		idx := byTopic[topic]
 		err := z.alterTopicReassignments(ctx, topic, changes, idx, errs)
