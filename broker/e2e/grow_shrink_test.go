@@ -59,7 +59,9 @@ const (
 //     none, one whose replicas are reordered to put broker 4 first and
 //     a preferred election) is read from offset 0 through it: the old
 //     offsets come from the bucket (its remote fetch counter grows, its
-//     local log starts later).
+//     local log starts later). Then a few segments more are produced to
+//     that partition: broker 4 uploads them at its leader epoch,
+//     continuing the manifest (no gap, no overlap).
 //  4. Production goes on a moment; the history checker finds nothing
 //     lost, duplicated or inconsistent and the group saw every record.
 func TestGrowShrinkTiered(t *testing.T) {
@@ -202,6 +204,7 @@ func TestGrowShrinkTiered(t *testing.T) {
 		led = []int32{live.growLeadOnBroker4(t, md)}
 	}
 	c.growReadOld(t, m4, led[0], hist)
+	live.growUploadsAfter(t, mc, bucket, topicID, led[0], hist)
 	prod.acks.waitAcks(t, all, time.Now(), 10, 60*time.Second, "acknowledgements after broker 1 stopped")
 
 	sent := prod.stop(t)
@@ -263,36 +266,79 @@ func growBulkRecordValue(p int32, i int) string {
 func (c *Cluster) growBulkLoad(t *testing.T, hist *history.History) {
 	t.Helper()
 	start := time.Now()
-	cl := c.newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	defer cl.Close()
 	var wg sync.WaitGroup
 	for p := range int32(growPartitions) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tp := history.TP{Topic: growTopic, Partition: p}
-			for i := 0; i < growBulkRecords; i += 25 {
-				var rs []*kgo.Record
-				for j := i; j < min(i+25, growBulkRecords); j++ {
-					v := growBulkRecordValue(p, j)
-					hist.Sent("bulk", tp, v)
-					rs = append(rs, &kgo.Record{Topic: growTopic, Partition: p, Value: []byte(v)})
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				res := cl.ProduceSync(ctx, rs...)
-				cancel()
-				for _, r := range res {
-					if r.Err != nil {
-						hist.Answered(tp, string(r.Record.Value), history.Unknown, -1, r.Err.Error())
-					} else {
-						hist.Answered(tp, string(r.Record.Value), history.Acked, r.Record.Offset, "")
-					}
-				}
-			}
+			c.growProduceBulk(t, hist, p, 0, growBulkRecords)
 		}()
 	}
 	wg.Wait()
 	t.Logf("bulk load: %d records of %d bytes to each of %d partitions in %v", growBulkRecords, growBulkValue, growPartitions, time.Since(start).Round(time.Millisecond))
+}
+
+// growProduceBulk produces bulk records [from, from+n) to partition p
+// with an idempotent acks=all client, 25 a batch, recording each in hist.
+func (c *Cluster) growProduceBulk(t *testing.T, hist *history.History, p int32, from, n int) {
+	cl, err := kgo.NewClient(append(c.clientOpts(c.LiveAddrs()...), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(20*time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))...)
+	if err != nil {
+		t.Errorf("bulk producer: %v", err)
+		return
+	}
+	defer cl.Close()
+	tp := history.TP{Topic: growTopic, Partition: p}
+	for i := from; i < from+n; i += 25 {
+		var rs []*kgo.Record
+		for j := i; j < min(i+25, from+n); j++ {
+			v := growBulkRecordValue(p, j)
+			hist.Sent("bulk", tp, v)
+			rs = append(rs, &kgo.Record{Topic: growTopic, Partition: p, Value: []byte(v)})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res := cl.ProduceSync(ctx, rs...)
+		cancel()
+		for _, r := range res {
+			if r.Err != nil {
+				hist.Answered(tp, string(r.Record.Value), history.Unknown, -1, r.Err.Error())
+			} else {
+				hist.Answered(tp, string(r.Record.Value), history.Acked, r.Record.Offset, "")
+			}
+		}
+	}
+}
+
+// growUploadsAfter produces a few segments more to partition p, which
+// broker 4 leads, and waits until the manifest holds segments of broker
+// 4's leader epoch that continue the remote log (no gap, no overlap).
+func (c *Cluster) growUploadsAfter(t *testing.T, mc *minio.Client, bucket, topicID string, p int32, hist *history.History) {
+	t.Helper()
+	d := c.partitionMeta(t, growTopic, p)
+	if d.Leader != 4 {
+		t.Fatalf("partition %d: leader %d, want broker 4", p, d.Leader)
+	}
+	before := growManifest(t, mc, bucket, topicID, p)
+	if before == nil {
+		t.Fatalf("partition %d: no manifest readable before broker 4's uploads", p)
+	}
+	c.growProduceBulk(t, hist, p, growBulkRecords, 4*growSegmentBytes/growBulkValue)
+	var m *tiering.Manifest
+	waitFor(t, 60*time.Second, fmt.Sprintf("broker 4 uploading segments of partition %d at its leader epoch %d", p, d.LeaderEpoch), func() bool {
+		m = growManifest(t, mc, bucket, topicID, p)
+		return m != nil && m.LeaderEpoch >= d.LeaderEpoch && slices.ContainsFunc(m.Segments, func(s tiering.RemoteSegment) bool { return s.Epoch == d.LeaderEpoch })
+	})
+	first := slices.IndexFunc(m.Segments, func(s tiering.RemoteSegment) bool { return s.Epoch == d.LeaderEpoch })
+	for i := 1; i < len(m.Segments); i++ {
+		if m.Segments[i].BaseOffset != m.Segments[i-1].NextOffset {
+			t.Errorf("partition %d's remote log: segment %d..%d follows one ending at %d", p, m.Segments[i].BaseOffset, m.Segments[i].NextOffset, m.Segments[i-1].NextOffset)
+		}
+	}
+	if len(before.Segments) > first || m.LogStartOffset != 0 {
+		t.Errorf("partition %d: broker 4's first segment is #%d of the manifest, which held %d before it led; log start %d", p, first, len(before.Segments), m.LogStartOffset)
+	}
+	t.Logf("partition %d: broker 4, leader at epoch %d, continued the remote log at offset %d (it held [%d, %d) before); remote end now %d",
+		p, d.LeaderEpoch, m.Segments[first].BaseOffset, before.LogStartOffset, before.EndOffset(), m.EndOffset())
 }
 
 // growReadOld reads partition p from offset 0 through broker 4, its
@@ -346,26 +392,35 @@ func growRemoteBytes(t *testing.T, mc *minio.Client, bucket, topicID string) map
 	t.Helper()
 	out := map[int32]int64{}
 	for p := range int32(growPartitions) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		obj, err := mc.GetObject(ctx, bucket, tiering.ManifestKey(growTopic, topicID, p), minio.GetObjectOptions{})
-		var b []byte
-		if err == nil {
-			b, err = io.ReadAll(obj)
-			obj.Close()
-		}
-		cancel()
-		if err != nil {
-			continue // no manifest yet
-		}
-		m, err := tiering.DecodeManifest(b)
-		if err != nil {
-			t.Fatalf("partition %d's manifest: %v", p, err)
-		}
-		for _, s := range m.Segments {
-			out[p] += s.Size
+		if m := growManifest(t, mc, bucket, topicID, p); m != nil {
+			for _, s := range m.Segments {
+				out[p] += s.Size
+			}
 		}
 	}
 	return out
+}
+
+// growManifest reads partition p's manifest; nil if it cannot be read
+// (none yet, or MinIO answered an error).
+func growManifest(t *testing.T, mc *minio.Client, bucket, topicID string, p int32) *tiering.Manifest {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	obj, err := mc.GetObject(ctx, bucket, tiering.ManifestKey(growTopic, topicID, p), minio.GetObjectOptions{})
+	if err != nil {
+		return nil
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		return nil
+	}
+	m, err := tiering.DecodeManifest(b)
+	if err != nil {
+		t.Fatalf("partition %d's manifest: %v", p, err)
+	}
+	return m
 }
 
 // growLocalBytes is the size of broker b's .log files of partition p.
