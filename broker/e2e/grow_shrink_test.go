@@ -23,6 +23,7 @@ import (
 
 	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
@@ -127,8 +128,7 @@ func TestGrowShrinkTiered(t *testing.T) {
 	watch := startGrowDirWatch(c.Broker(4))
 	boot := strings.Join(c.LiveAddrs(), ",")
 	moveStart := time.Now()
-	out := runCmd(t, 120*time.Second, "", strataBin, "cluster", "add-broker", "4", "--execute", "--throttle", "1000000000",
-		"--timeout", "90s", "--bootstrap-server", boot)
+	out := c.growRunPlan(t, "cluster", "add-broker", "4", "--execute", "--throttle", "1000000000", "--timeout", "90s", "--bootstrap-server", boot)
 	moveTook := time.Since(moveStart)
 	if !strings.Contains(out, "Reassignment done in") || !strings.Contains(out, "Verified:") {
 		t.Fatalf("add-broker 4 --execute:\n%s", out)
@@ -178,7 +178,7 @@ func TestGrowShrinkTiered(t *testing.T) {
 	}
 
 	// Drain and stop broker 1.
-	out = runCmd(t, 120*time.Second, "", strataBin, "cluster", "decommission", "--broker", "1", "--execute", "--timeout", "90s",
+	out = c.growRunPlan(t, "cluster", "decommission", "--broker", "1", "--execute", "--timeout", "90s",
 		"--bootstrap-server", strings.Join(c.LiveAddrs(), ","))
 	if !strings.Contains(out, "Reassignment done in") && !strings.Contains(out, "holds no replica") {
 		t.Fatalf("decommission --broker 1 --execute:\n%s", out)
@@ -217,6 +217,41 @@ func TestGrowShrinkTiered(t *testing.T) {
 		t.Fatalf("history check failed: %s", rep)
 	}
 	t.Logf("total %v", time.Since(testStart).Round(time.Millisecond))
+}
+
+// growRunPlan runs a `strata cluster ... --execute` command and returns
+// its output. A failure whose every partition error is REQUEST_TIMED_OUT
+// (the controller's ZooKeeper connection was down: on a loaded machine
+// ZooKeeper can stall for a second, and the brokers' reads time out) is
+// retriable, as in Kafka: the command is run again, up to three times in
+// all, once no reassignment is listed (the new plan covers what is left).
+func (c *Cluster) growRunPlan(t *testing.T, args ...string) string {
+	t.Helper()
+	boot := args[len(args)-1]
+	for try := 1; ; try++ {
+		out, errOut, err := tryCmd(120*time.Second, "", strataBin, args...)
+		if err == nil {
+			return out
+		}
+		retriable := strings.Contains(errOut, "REQUEST_TIMED_OUT")
+		for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+			if strings.Contains(l, ": ") && !strings.Contains(l, "REQUEST_TIMED_OUT") && !strings.HasSuffix(l, "partitions failed.") && !strings.HasSuffix(l, "partition failed.") {
+				retriable = false
+			}
+		}
+		if !retriable || try == 3 {
+			t.Fatalf("strata %s (try %d): %v\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), try, err, errOut, growPlanLines(out))
+		}
+		t.Logf("strata %s (try %d) failed with a retriable error; running it again once no reassignment is listed:\n%s", strings.Join(args[:3], " "), try, errOut)
+		var list string
+		if !poll.For(60*time.Second, func() bool {
+			l, _, err := tryCmd(30*time.Second, "", strataBin, "topic", "reassign", "--list", "--bootstrap-server", boot)
+			list = l
+			return err == nil && l == "No partition reassignments found.\n"
+		}) {
+			t.Fatalf("reassignments still listed 60s after a failed %s:\n%s", strings.Join(args[:3], " "), list)
+		}
+	}
 }
 
 // growLeadOnBroker4 reorders the replicas of a partition broker 4 holds
