@@ -165,7 +165,7 @@ func waitSteps(t *testing.T, a *Archiver, n int) {
 // waitUploaded waits until the archiver's manifest reaches offset.
 func waitUploaded(t *testing.T, a *Archiver, offset int64) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("remote end %d", offset), func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("remote end %d", offset), func() bool {
 		m := a.Manifest()
 		return m != nil && m.EndOffset() >= offset
 	})
