@@ -119,8 +119,9 @@ func TestClusterAddBrokerDecommission(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx2, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: followerThrottledReplica, Value: &star}}, "wide"); err != nil {
 		t.Fatal(err)
 	}
-	if left := throttleConfigs(t, adm); len(left) != 1 {
-		t.Fatalf("throttle configs after setting one: %v", left)
+	var set []string
+	if !poll.For(30*time.Second, func() bool { set = throttleConfigs(t, adm); return len(set) == 1 }) {
+		t.Fatalf("throttle configs after setting one: %v", set)
 	}
 	t0 := time.Now()
 	r = cluster("add-broker", "4", "--execute", "--throttle", "50000000")
