@@ -374,6 +374,8 @@ func testStateCAS(t *testing.T, e env) {
 	a, b := e.open(t), e.open(t)
 	register(t, a, 1, "")
 	register(t, b, 2, "")
+	// Both live in a's view, so both start in the ISR.
+	waitSnap(t, a, "broker 2 seen", func(s *Snapshot) bool { return s.Live(2) })
 	createTopic(t, a, "cas", [][]int32{{1, 2}, {2, 1}}, nil)
 	ctx := ctxT(t, waitTimeout)
 	st, v, err := a.PartitionState(ctx, "cas", 0)
