@@ -27,6 +27,10 @@ import (
 // * Replicas null: the reassignment in progress is cancelled, the
 //   partition returns to its original replicas; none in progress:
 //   NO_REASSIGNMENT_IN_PROGRESS.
+// * A change (cancel or new target) whose replicas would keep none of the
+//   partition's in-sync replicas: INVALID_REPLICA_ASSIGNMENT, unless
+//   unclean.leader.election.enable holds for the topic (Kafka refuses
+//   such a cancel the same way).
 // * Unknown topics and partitions (and topics being deleted):
 //   UNKNOWN_TOPIC_OR_PARTITION. The coordination service unreachable:
 //   REQUEST_TIMED_OUT for each partition (the outcome is unknown; list to
@@ -90,9 +94,14 @@ func handleAlterPartitionReassignments(s *Server, r *request) (reply, error) {
 					continue
 				}
 			}
+			unclean := s.cfg.TopicDefaults[coord.UncleanConfig] == "true"
+			if ti, ok := snap.Topic(t.Topic); ok {
+				unclean = ti.UncleanLeaderElection(unclean)
+			}
 			changes = append(changes, coord.ReassignmentChange{
 				TopicPartition: coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
 				Target:         p.Replicas,
+				AllowUnclean:   unclean,
 			})
 			slots = append(slots, sl)
 		}

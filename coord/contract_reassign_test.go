@@ -49,7 +49,7 @@ func testReassignment(t *testing.T, e env) {
 		t.Fatalf("leader %d, want 1", before.State.Leader)
 	}
 
-	reassign(t, c, ReassignmentChange{tp, []int32{2, 3}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: []int32{2, 3}})
 	s := c.Snapshot() // read-your-writes
 	p := partitionOf(s, tp)
 	if !slices.Equal(p.Replicas, []int32{2, 3, 1}) || !slices.Equal(p.Adding, []int32{3}) || !slices.Equal(p.Removing, []int32{1}) {
@@ -89,14 +89,14 @@ func testReassignmentRefused(t *testing.T, e env) {
 		ch   ReassignmentChange
 		want error
 	}{
-		{ReassignmentChange{TopicPartition{"nope", 0}, []int32{1}}, ErrUnknownTopic},
-		{ReassignmentChange{TopicPartition{"rf", 1}, []int32{1}}, ErrUnknownPartition},
-		{ReassignmentChange{TopicPartition{"rf", -1}, []int32{1}}, ErrUnknownPartition},
-		{ReassignmentChange{tp, []int32{}}, ErrInvalidAssignment},
-		{ReassignmentChange{tp, []int32{1, 1}}, ErrInvalidAssignment},
-		{ReassignmentChange{tp, []int32{1, -2}}, ErrInvalidAssignment},
-		{ReassignmentChange{tp, []int32{1, 9}}, ErrInvalidAssignment}, // 9 is not live
-		{ReassignmentChange{tp, nil}, ErrNoReassignmentInProgress},
+		{ReassignmentChange{TopicPartition: TopicPartition{"nope", 0}, Target: []int32{1}}, ErrUnknownTopic},
+		{ReassignmentChange{TopicPartition: TopicPartition{"rf", 1}, Target: []int32{1}}, ErrUnknownPartition},
+		{ReassignmentChange{TopicPartition: TopicPartition{"rf", -1}, Target: []int32{1}}, ErrUnknownPartition},
+		{ReassignmentChange{TopicPartition: tp, Target: []int32{}}, ErrInvalidAssignment},
+		{ReassignmentChange{TopicPartition: tp, Target: []int32{1, 1}}, ErrInvalidAssignment},
+		{ReassignmentChange{TopicPartition: tp, Target: []int32{1, -2}}, ErrInvalidAssignment},
+		{ReassignmentChange{TopicPartition: tp, Target: []int32{1, 9}}, ErrInvalidAssignment}, // 9 is not live
+		{ReassignmentChange{TopicPartition: tp, Target: nil}, ErrNoReassignmentInProgress},
 	}
 	for i, tc := range cases {
 		errs := c.AlterPartitionReassignments(ctxT(t, waitTimeout), []ReassignmentChange{tc.ch})
@@ -109,7 +109,7 @@ func testReassignmentRefused(t *testing.T, e env) {
 	}
 	// One good change among bad ones is stored.
 	errs := c.AlterPartitionReassignments(ctxT(t, waitTimeout), []ReassignmentChange{
-		{tp, []int32{1, 1}}, {tp, []int32{2}}, {TopicPartition{"rf", 5}, []int32{1}},
+		{TopicPartition: tp, Target: []int32{1, 1}}, {TopicPartition: tp, Target: []int32{2}}, {TopicPartition: TopicPartition{"rf", 5}, Target: []int32{1}},
 	})
 	if !errors.Is(errs[0], ErrInvalidAssignment) || errs[1] != nil || !errors.Is(errs[2], ErrUnknownPartition) {
 		t.Fatalf("mixed request: %v", errs)
@@ -118,7 +118,7 @@ func testReassignmentRefused(t *testing.T, e env) {
 		t.Fatalf("mixed request stored %+v", p)
 	}
 	// Reassigning to a broker already in the set needs it live only if it is added.
-	reassign(t, c, ReassignmentChange{tp, []int32{1}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: []int32{1}})
 	if p := partitionOf(c.Snapshot(), tp); p.Reassigning() || !slices.Equal(p.Replicas, []int32{1}) {
 		t.Fatalf("back to the original: %+v", p)
 	}
@@ -134,7 +134,7 @@ func testReassignmentCancel(t *testing.T, e env) {
 	waitSnap(t, c, "4 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 4 })
 	createTopic(t, c, "cx", [][]int32{{1, 2}}, nil)
 	tp := TopicPartition{"cx", 0}
-	reassign(t, c, ReassignmentChange{tp, []int32{3, 4}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: []int32{3, 4}})
 	if p := partitionOf(c.Snapshot(), tp); !slices.Equal(p.Replicas, []int32{3, 4, 1, 2}) || !slices.Equal(p.Removing, []int32{1, 2}) {
 		t.Fatalf("during: %+v", p)
 	}
@@ -145,12 +145,12 @@ func testReassignmentCancel(t *testing.T, e env) {
 	if p := partitionOf(c.Snapshot(), tp); !p.Reassigning() {
 		t.Fatalf("completed without broker 4: %+v", p)
 	}
-	reassign(t, c, ReassignmentChange{tp, nil})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: nil})
 	if p := partitionOf(c.Snapshot(), tp); p.Reassigning() || !slices.Equal(p.Replicas, []int32{1, 2}) {
 		t.Fatalf("after cancel: %+v", p)
 	}
 	waitSnap(t, c, "cancelled: back to [1 2], 3 out of the ISR and not leading", reassigned(tp, []int32{1, 2}))
-	errs := c.AlterPartitionReassignments(ctxT(t, waitTimeout), []ReassignmentChange{{tp, nil}})
+	errs := c.AlterPartitionReassignments(ctxT(t, waitTimeout), []ReassignmentChange{{TopicPartition: tp, Target: nil}})
 	if !errors.Is(errs[0], ErrNoReassignmentInProgress) {
 		t.Fatalf("second cancel: %v", errs)
 	}
@@ -165,7 +165,7 @@ func testReassignmentFailoverRestart(t *testing.T, e env) {
 	waitSnap(t, c, "3 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 3 })
 	createTopic(t, c, "fo", [][]int32{{1, 2}, {2, 3}}, nil)
 	tp0, tp1 := TopicPartition{"fo", 0}, TopicPartition{"fo", 1}
-	reassign(t, c, ReassignmentChange{tp0, []int32{2, 3}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp0, Target: []int32{2, 3}})
 
 	// The controller (broker 1) dies before broker 3 catches up.
 	e.partition(t, cs[0])
@@ -179,7 +179,7 @@ func testReassignmentFailoverRestart(t *testing.T, e env) {
 	// A full restart in the middle of another reassignment.
 	e.heal(t, cs[0])
 	waitSnap(t, c, "broker 1 back", func(s *Snapshot) bool { return s.Live(1) })
-	reassign(t, c, ReassignmentChange{tp1, []int32{3, 1}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp1, Target: []int32{3, 1}})
 	e.restart(t)
 	ns := make([]Coordinator, 3)
 	for i := range ns {
@@ -206,9 +206,63 @@ func testReassignmentGrow(t *testing.T, e env) {
 	waitSnap(t, c, "2 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 2 })
 	createTopic(t, c, "gr", [][]int32{{1}}, nil)
 	tp := TopicPartition{"gr", 0}
-	reassign(t, c, ReassignmentChange{tp, []int32{1, 2}})
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: []int32{1, 2}})
 	rejoinISR(t, c, tp, 2)
 	for _, s := range cs {
 		waitSnap(t, s, "grown to [1 2]", reassigned(tp, []int32{1, 2}))
 	}
+}
+
+// testReassignmentKeepsISR: a change that would take every in-sync
+// replica out of the assignment is refused (Kafka refuses such a cancel
+// without unclean leader election): here the replica being added is the
+// only one in sync, so cancelling, or retargeting away from it, is
+// INVALID_REPLICA_ASSIGNMENT until an original replica is back in the
+// ISR, or the change allows an unclean election.
+func testReassignmentKeepsISR(t *testing.T, e env) {
+	cs, _ := cluster(t, e, 4, nil)
+	c := cs[2]
+	waitSnap(t, c, "4 brokers", func(s *Snapshot) bool { return len(s.Brokers) == 4 })
+	createTopic(t, c, "ki", [][]int32{{1, 2}}, nil)
+	tp := TopicPartition{"ki", 0}
+	reassign(t, c, ReassignmentChange{TopicPartition: tp, Target: []int32{3, 4}})
+	rejoinISR(t, c, tp, 3)
+	waitSnap(t, c, "3 leads", func(s *Snapshot) bool { return partitionOf(s, tp).State.Leader == 3 })
+	// Brokers 1 and 2 fall behind: only 3, being added, is in sync.
+	ctx := ctxT(t, waitTimeout)
+	for {
+		st, v, err := c.PartitionState(ctx, tp.Topic, tp.Partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(st.ISR, []int32{3}) {
+			break
+		}
+		st.ISR = []int32{3}
+		if _, err := c.UpdatePartitionState(ctx, tp.Topic, tp.Partition, st, v); err != nil && !errors.Is(err, ErrVersionConflict) {
+			t.Fatal(err)
+		}
+	}
+	waitSnap(t, c, "ISR [3]", func(s *Snapshot) bool { return slices.Equal(partitionOf(s, tp).State.ISR, []int32{3}) })
+	for _, ch := range []ReassignmentChange{
+		{TopicPartition: tp},                        // cancel: back to [1 2]
+		{TopicPartition: tp, Target: []int32{4, 1}}, // drops 3
+		{TopicPartition: tp, Target: []int32{1, 2}}, // the original, as a target
+	} {
+		errs := c.AlterPartitionReassignments(ctxT(t, waitTimeout), []ReassignmentChange{ch})
+		if !errors.Is(errs[0], ErrInvalidAssignment) {
+			t.Fatalf("change to %v with only 3 in sync: %v, want ErrInvalidAssignment", ch.Target, errs[0])
+		}
+	}
+	if p := partitionOf(c.Snapshot(), tp); !slices.Equal(p.Replicas, []int32{3, 4, 1, 2}) || !slices.Equal(p.Adding, []int32{3, 4}) {
+		t.Fatalf("a refused change was stored: %+v", p)
+	}
+	// Broker 1 catches up again: now the cancel keeps an in-sync replica.
+	rejoinISR(t, c, tp, 1)
+	waitSnap(t, c, "1 back in the ISR", func(s *Snapshot) bool { return slices.Contains(partitionOf(s, tp).State.ISR, int32(1)) })
+	reassign(t, c, ReassignmentChange{TopicPartition: tp})
+	waitSnap(t, c, "cancelled: [1 2], led by 1", func(s *Snapshot) bool {
+		p := partitionOf(s, tp)
+		return !p.Reassigning() && slices.Equal(p.Replicas, []int32{1, 2}) && p.State.Leader == 1 && !slices.Contains(p.State.ISR, int32(3))
+	})
 }

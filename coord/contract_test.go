@@ -50,6 +50,7 @@ var contractTests = []struct {
 	{"ReassignmentRefused", testReassignmentRefused},
 	{"ReassignmentCancel", testReassignmentCancel},
 	{"ReassignmentGrow", testReassignmentGrow},
+	{"ReassignmentKeepsISR", testReassignmentKeepsISR},
 	{"ReassignmentFailoverRestart", testReassignmentFailoverRestart},
 	{"ScramCredentials", testScramCredentials},
 	{"ACLs", testACLs},

@@ -60,6 +60,15 @@ func (r FailoverReport) Elapsed() time.Duration { return r.Written.Sub(r.LostAt)
 // UncleanConfig is the topic config enabling unclean leader election.
 const UncleanConfig = "unclean.leader.election.enable"
 
+// UncleanLeaderElection is the topic's unclean.leader.election.enable:
+// its override, else the broker default def.
+func (t *TopicInfo) UncleanLeaderElection(def bool) bool {
+	if v, ok := t.Configs[UncleanConfig]; ok {
+		return v == "true"
+	}
+	return def
+}
+
 // RunController runs the controller in the broker cfg.BrokerID: it
 // campaigns, and while elected keeps every partition's leadership right
 // (see PlanPartition), answers controlled shutdown and preferred election
@@ -300,10 +309,7 @@ func (a *activeController) pass(ctx context.Context) (dirty bool, err error) {
 	var completions []completion
 	for _, name := range snap.TopicNames() {
 		t := snap.Topics[name]
-		opts := PlanOptions{Unclean: a.cfg.UncleanLeaderElection, Preferred: a.cfg.AutoLeaderRebalance}
-		if v, ok := t.Configs[UncleanConfig]; ok {
-			opts.Unclean = v == "true"
-		}
+		opts := PlanOptions{Unclean: t.UncleanLeaderElection(a.cfg.UncleanLeaderElection), Preferred: a.cfg.AutoLeaderRebalance}
 		for i, p := range t.Partitions {
 			tp := TopicPartition{name, int32(i)}
 			p = a.partition(tp, p)

@@ -58,6 +58,10 @@ type ReassignmentChange struct {
 	// Target is the new replica list, preferred leader first; nil
 	// cancels the partition's reassignment.
 	Target []int32
+	// AllowUnclean is unclean.leader.election.enable for the topic: a
+	// change whose replicas keep none of the partition's in-sync
+	// replicas is refused without it (keepsISR).
+	AllowUnclean bool
 }
 
 // Reassigning reports whether the partition is being reassigned.
@@ -108,7 +112,9 @@ func reassignTo(p PartitionInfo, target []int32) (replicas, adding, removing []i
 // does (validateReplicas): a target must be non-empty, without duplicates
 // or negative ids, and every broker it adds must be live
 // (ErrInvalidAssignment); a cancel needs a reassignment in progress
-// (ErrNoReassignmentInProgress).
+// (ErrNoReassignmentInProgress). p.State must be the partition's current
+// state: a change that would leave no in-sync replica among the replicas
+// is refused too (keepsISR).
 func applyReassignment(p *PartitionInfo, ch ReassignmentChange, live func(int32) bool) error {
 	target := ch.Target
 	if target == nil {
@@ -134,8 +140,28 @@ func applyReassignment(p *PartitionInfo, ch ReassignmentChange, live func(int32)
 			return fmt.Errorf("%w: %s: broker %d is not live", ErrInvalidAssignment, ch.TopicPartition, r)
 		}
 	}
+	if !ch.AllowUnclean && !keepsISR(replicas, p.State.ISR) {
+		return fmt.Errorf("%w: %s: replicas %v would keep none of the in-sync replicas %v, which needs an unclean leader election "+
+			"(records only they hold would be lost); wait until a kept replica is back in the ISR, or set unclean.leader.election.enable on the topic",
+			ErrInvalidAssignment, ch.TopicPartition, replicas, p.State.ISR)
+	}
 	p.Replicas, p.Adding, p.Removing = replicas, adding, removing
 	return nil
+}
+
+// keepsISR reports whether replicas keep a member of isr, or isr is empty
+// (an offline partition has no in-sync replica to lose). A cancel whose
+// original replicas all fell out of the ISR while the replicas being
+// added joined it, or a new target that drops the only replicas in sync,
+// would otherwise take every in-sync copy out of the assignment: Kafka's
+// controller refuses such a revert unless unclean leader election is
+// enabled for the topic (PartitionReassignmentRevert), and Strata refuses
+// any such change.
+func keepsISR(replicas, isr []int32) bool {
+	if len(isr) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(replicas, func(r int32) bool { return slices.Contains(isr, r) })
 }
 
 // PlanReassignment decides whether the controller can complete p's

@@ -15,28 +15,39 @@ func TestApplyReassignment(t *testing.T) {
 		target                     []int32
 		replicas, adding, removing []int32
 		err                        error
+		allowUnclean               bool
 	}{
 		{"disjoint: target first", PartitionInfo{Replicas: []int32{1, 2, 3}}, []int32{4, 5, 6},
-			[]int32{4, 5, 6, 1, 2, 3}, []int32{4, 5, 6}, []int32{1, 2, 3}, nil},
+			[]int32{4, 5, 6, 1, 2, 3}, []int32{4, 5, 6}, []int32{1, 2, 3}, nil, false},
 		{"overlap (Kafka's example)", PartitionInfo{Replicas: []int32{1, 2, 3}}, []int32{3, 4, 2},
-			[]int32{3, 4, 2, 1}, []int32{4}, []int32{1}, nil},
-		{"grow", PartitionInfo{Replicas: []int32{1}}, []int32{1, 2}, []int32{1, 2}, []int32{2}, nil, nil},
-		{"shrink", PartitionInfo{Replicas: []int32{1, 2}}, []int32{2}, []int32{2, 1}, nil, []int32{1}, nil},
-		{"reorder only: nothing to move", PartitionInfo{Replicas: []int32{1, 2}}, []int32{2, 1}, []int32{2, 1}, nil, nil, nil},
+			[]int32{3, 4, 2, 1}, []int32{4}, []int32{1}, nil, false},
+		{"grow", PartitionInfo{Replicas: []int32{1}}, []int32{1, 2}, []int32{1, 2}, []int32{2}, nil, nil, false},
+		{"shrink", PartitionInfo{Replicas: []int32{1, 2}}, []int32{2}, []int32{2, 1}, nil, []int32{1}, nil, false},
+		{"reorder only: nothing to move", PartitionInfo{Replicas: []int32{1, 2}}, []int32{2, 1}, []int32{2, 1}, nil, nil, nil, false},
 		{"replace one in progress: original kept", PartitionInfo{Replicas: []int32{4, 5, 6, 1, 2, 3}, Adding: []int32{4, 5, 6}, Removing: []int32{1, 2, 3}},
-			[]int32{1, 5}, []int32{1, 5, 2, 3}, []int32{5}, []int32{2, 3}, nil},
+			[]int32{1, 5}, []int32{1, 5, 2, 3}, []int32{5}, []int32{2, 3}, nil, false},
 		{"cancel", PartitionInfo{Replicas: []int32{3, 4, 2, 1}, Adding: []int32{4}, Removing: []int32{1}}, nil,
-			[]int32{3, 2, 1}, nil, nil, nil},
-		{"cancel without one", PartitionInfo{Replicas: []int32{1}}, nil, nil, nil, nil, ErrNoReassignmentInProgress},
-		{"empty", PartitionInfo{Replicas: []int32{1}}, []int32{}, nil, nil, nil, ErrInvalidAssignment},
-		{"duplicate", PartitionInfo{Replicas: []int32{1}}, []int32{2, 2}, nil, nil, nil, ErrInvalidAssignment},
-		{"negative", PartitionInfo{Replicas: []int32{1}}, []int32{-1}, nil, nil, nil, ErrInvalidAssignment},
-		{"adds a broker that is not live", PartitionInfo{Replicas: []int32{1}}, []int32{1, 7}, nil, nil, nil, ErrInvalidAssignment},
-		{"keeps a replica that is not live", PartitionInfo{Replicas: []int32{7, 1}}, []int32{7, 2}, []int32{7, 2, 1}, []int32{2}, []int32{1}, nil},
+			[]int32{3, 2, 1}, nil, nil, nil, false},
+		{"cancel without one", PartitionInfo{Replicas: []int32{1}}, nil, nil, nil, nil, ErrNoReassignmentInProgress, false},
+		{"empty", PartitionInfo{Replicas: []int32{1}}, []int32{}, nil, nil, nil, ErrInvalidAssignment, false},
+		{"duplicate", PartitionInfo{Replicas: []int32{1}}, []int32{2, 2}, nil, nil, nil, ErrInvalidAssignment, false},
+		{"negative", PartitionInfo{Replicas: []int32{1}}, []int32{-1}, nil, nil, nil, ErrInvalidAssignment, false},
+		{"adds a broker that is not live", PartitionInfo{Replicas: []int32{1}}, []int32{1, 7}, nil, nil, nil, ErrInvalidAssignment, false},
+		{"keeps a replica that is not live", PartitionInfo{Replicas: []int32{7, 1}}, []int32{7, 2}, []int32{7, 2, 1}, []int32{2}, []int32{1}, nil, false},
+		{"move off the only in-sync replica: it stays until the target is in sync", PartitionInfo{Replicas: []int32{1}, State: PartitionState{Leader: 1, ISR: []int32{1}}},
+			[]int32{2}, []int32{2, 1}, []int32{2}, []int32{1}, nil, false},
+		{"cancel when only an added replica is in sync", PartitionInfo{Replicas: []int32{3, 1}, Adding: []int32{3}, Removing: []int32{1}, State: PartitionState{Leader: 3, ISR: []int32{3}}},
+			nil, nil, nil, nil, ErrInvalidAssignment, false},
+		{"retarget dropping the only in-sync replica", PartitionInfo{Replicas: []int32{3, 1}, Adding: []int32{3}, Removing: []int32{1}, State: PartitionState{Leader: 3, ISR: []int32{3}}},
+			[]int32{4}, nil, nil, nil, ErrInvalidAssignment, false},
+		{"the same cancel with unclean election allowed", PartitionInfo{Replicas: []int32{3, 1}, Adding: []int32{3}, Removing: []int32{1}, State: PartitionState{Leader: 3, ISR: []int32{3}}},
+			nil, []int32{1}, nil, nil, nil, true},
+		{"offline partition (empty ISR): nothing in sync to lose", PartitionInfo{Replicas: []int32{1}, State: PartitionState{Leader: NoLeader}},
+			[]int32{2}, []int32{2, 1}, []int32{2}, []int32{1}, nil, false},
 	}
 	for i, tc := range tests {
 		p := tc.p.Clone()
-		err := applyReassignment(&p, ReassignmentChange{tp, tc.target}, live)
+		err := applyReassignment(&p, ReassignmentChange{TopicPartition: tp, Target: tc.target, AllowUnclean: tc.allowUnclean}, live)
 		if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 			t.Errorf("#%d %s: got error %v, want %v", i, tc.name, err, tc.err)
 			continue

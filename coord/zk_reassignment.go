@@ -44,7 +44,15 @@ func (z *ZK) alterTopicReassignments(ctx context.Context, topic string, changes 
 			return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 		}
 		parts := d.partitionInfos(asg)
-		live := z.Snapshot().Live
+		snap := z.Snapshot()
+		live := snap.Live
+		for i := range parts {
+			// The state is in its own znode; the cached one is what the
+			// ISR check needs (as Kafka's controller uses its own view).
+			if cur, ok := snap.Partition(TopicPartition{topic, int32(i)}); ok {
+				parts[i].State = cur.State
+			}
+		}
 		applied := 0
 		for _, i := range idx {
 			errs[i] = nil
