@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
@@ -20,7 +21,7 @@ import (
 func (p *partition) loadProducers(log *slog.Logger) error {
 	p.producers = producer.NewStateManager(0)
 	end := p.log.LogEndOffset()
-	rep, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+	rep, err := p.producers.LoadRetaining(p.dir, p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	if err != nil {
@@ -53,9 +54,15 @@ func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions) (se
 		}
 		return res, nil
 	}
+	active := p.log.ActiveBaseOffset()
 	res, err := p.log.Append(batch, opts)
 	if err != nil {
 		return res, err
+	}
+	if p.log.ActiveBaseOffset() != active {
+		// The batch opened a new segment: the state now is the state
+		// at the end of the one sealed.
+		p.keepRollSnapshot(res.BaseOffset)
 	}
 	// Append rewrote the base offset (and maybe the timestamps) in place.
 	stored, err := segment.ParseHeader(batch)
@@ -66,12 +73,81 @@ func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions) (se
 	return res, nil
 }
 
+// rollSnapshots keeps the producer state at a partition's latest segment
+// rolls, encoded, for the archiver to upload with each sealed segment
+// (Kafka snapshots the producer state at every roll, and tiered storage
+// uploads it with the segment): a replica that starts at the leader's
+// local log start, or a restore, reads it from the bucket. The archiver
+// uploads a segment soon after it is sealed; older entries are dropped.
+type rollSnapshots struct {
+	mu      sync.Mutex
+	offsets []int64 // oldest first
+	data    map[int64][]byte
+}
+
+// rollSnapshotsKept bounds rollSnapshots.
+const rollSnapshotsKept = 8
+
+func (r *rollSnapshots) put(offset int64, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.data == nil {
+		r.data = map[int64][]byte{}
+	}
+	if _, ok := r.data[offset]; !ok {
+		r.offsets = append(r.offsets, offset)
+	}
+	r.data[offset] = b
+	for len(r.offsets) > rollSnapshotsKept {
+		delete(r.data, r.offsets[0])
+		r.offsets = r.offsets[1:]
+	}
+}
+
+// get implements tiering.ArchiverConfig.ProducerSnapshot.
+func (r *rollSnapshots) get(offset int64) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.data[offset]
+	return b, ok
+}
+
+// keepRollSnapshot records the producer state as the state at offset,
+// where a segment of a tiered partition just ended. Caller holds appendMu
+// and has applied every batch below offset, none at or above it.
+func (p *partition) keepRollSnapshot(offset int64) {
+	if p.tier == nil || !p.tier.gate.Tiered() {
+		return
+	}
+	if b, err := p.producers.EncodeSnapshot(offset); err == nil {
+		p.rollSnaps.put(offset, b)
+	}
+}
+
 // trimProducers forgets producer batches below the log start offset, after
 // retention moved it.
 func (p *partition) trimProducers() {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	p.producers.TruncateHead(p.log.LogStartOffset())
+	p.producers.TruncateHead(p.producerStart())
+}
+
+// producerStart is the offset below which the partition forgets its
+// producers: the log start offset, which for a partition with data in
+// the object store is the remote log start (local retention deletes
+// segments that are still part of the log; Kafka keeps their producers
+// too). While a tiered partition's manifest is not known yet (it has just
+// opened), nothing is forgotten; the next retention pass trims. Never
+// above the local log start.
+func (p *partition) producerStart() int64 {
+	local := p.log.LogStartOffset()
+	if p.tier == nil || (!p.tier.gate.Tiered() && p.tier.manifest() == nil) {
+		return local
+	}
+	if p.tier.manifest() == nil {
+		return 0
+	}
+	return min(p.logStart(), local)
 }
 
 // snapshotProducers writes a producer-state snapshot at the log end if the
@@ -97,13 +173,28 @@ func (p *partition) snapshotProducers() error {
 // appendReplicatedLocked appends the leader's batches verbatim and
 // records their producers. Caller holds appendMu.
 func (p *partition) appendReplicatedLocked(recs []byte) error {
+	active := p.log.ActiveBaseOffset()
 	if _, err := p.log.AppendReplicated(recs); err != nil {
 		return err
+	}
+	// The segments the append rolled to: the producer state is captured
+	// at each of their starts, the end of the segment before.
+	var rolls []int64
+	if p.log.ActiveBaseOffset() != active {
+		for _, si := range p.log.Segments() {
+			if si.BaseOffset > active {
+				rolls = append(rolls, si.BaseOffset)
+			}
+		}
 	}
 	for off := 0; off < len(recs); {
 		h, err := segment.ParseHeader(recs[off:])
 		if err != nil {
 			return err // validated by AppendReplicated: not reached
+		}
+		for len(rolls) > 0 && rolls[0] <= h.BaseOffset {
+			p.keepRollSnapshot(rolls[0])
+			rolls = rolls[1:]
 		}
 		if h.ProducerID >= 0 && !h.Control() {
 			p.producers.Update(h, h.BaseOffset)
@@ -117,7 +208,7 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 // Caller holds appendMu.
 func (p *partition) reloadProducersLocked() error {
 	end := p.log.LogEndOffset()
-	_, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+	_, err := p.producers.LoadRetaining(p.dir, p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	p.snapshotEnd = end

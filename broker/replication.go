@@ -2,13 +2,16 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
 
+	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/tiering"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -134,8 +137,13 @@ func (h replicaHost) UpdatePartitionState(ctx context.Context, topic string, par
 }
 
 // partitionAppender is a partition as its replication state sees it:
-// the append lock and the producer state (idempotence.go).
-type partitionAppender struct{ p *partition }
+// the append lock, the producer state (idempotence.go), and what the
+// object store holds of it (tiering.go).
+type partitionAppender struct {
+	s  *Server
+	p  *partition
+	id coord.TopicID
+}
 
 // Lock implements replica.Appender.
 func (a partitionAppender) Lock() { a.p.appendMu.Lock() }
@@ -150,3 +158,49 @@ func (a partitionAppender) AppendReplicatedLocked(batches []byte) error {
 
 // ReloadProducersLocked implements replica.Appender.
 func (a partitionAppender) ReloadProducersLocked() error { return a.p.reloadProducersLocked() }
+
+// RemoteStateAt implements replica.Appender: for a partition whose topic
+// is tiered (or was: remote data stays), the leader epochs of the remote
+// segments below offset and the producer snapshot uploaded with the
+// remote segment that ends at offset, read from the store's manifest.
+func (a partitionAppender) RemoteStateAt(ctx context.Context, offset int64) (replica.RemoteState, error) {
+	p, s := a.p, a.s
+	if s.tier == nil || p.tier == nil || (!p.tier.gate.Tiered() && p.tier.manifest() == nil) {
+		return replica.RemoteState{}, nil
+	}
+	m, _, err := tiering.LoadManifest(ctx, s.tier.store, p.topic, a.id.String(), p.index)
+	if errors.Is(err, tiering.ErrNotFound) {
+		return replica.RemoteState{}, nil
+	}
+	if err != nil {
+		return replica.RemoteState{}, err
+	}
+	st := replica.RemoteState{Epochs: m.EpochsBefore(offset)}
+	data, ok, err := tiering.FetchProducerSnapshotAt(ctx, s.tier.store, m, offset)
+	if err != nil {
+		return replica.RemoteState{}, err
+	}
+	if ok {
+		st.ProducerSnapshot = data
+	}
+	return st, nil
+}
+
+// StartOverLocked implements replica.Appender.
+func (a partitionAppender) StartOverLocked(offset int64, st replica.RemoteState) error {
+	p := a.p
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		return err
+	}
+	for _, e := range st.Epochs {
+		if err := p.log.Epochs().Assign(e.Epoch, e.StartOffset); err != nil {
+			return err
+		}
+	}
+	if st.ProducerSnapshot != nil {
+		if err := producer.WriteSnapshot(p.dir, offset, st.ProducerSnapshot); err != nil {
+			return err
+		}
+	}
+	return p.reloadProducersLocked()
+}

@@ -378,7 +378,8 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 				}
 			}
 		},
-		Logger: s.log,
+		ProducerSnapshot: p.rollSnaps.get,
+		Logger:           s.log,
 	})
 	if err != nil {
 		s.log.Error("tiered storage: archiver not started", "topic", p.topic, "partition", p.index, "err", err)

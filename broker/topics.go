@@ -71,6 +71,9 @@ type partition struct {
 	// snapshotEnd is the log end offset of the last producer-state
 	// snapshot; guarded by appendMu.
 	snapshotEnd int64
+	// rollSnaps are the producer states at the latest segment rolls
+	// (idempotence.go), for the archiver to upload with those segments.
+	rollSnaps rollSnapshots
 }
 
 // leadership is a partition's leader and leader epoch.
@@ -157,7 +160,7 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 	}
 	p := &partition{topic: topic, index: index, dir: dir, ldir: ld, log: l, tier: pt}
 	p.lead.Store(&lead)
-	p.repl = replica.NewPartition(topic, id, index, s.cfg.BrokerID, l, partitionAppender{p})
+	p.repl = replica.NewPartition(topic, id, index, s.cfg.BrokerID, l, partitionAppender{s: s, p: p, id: id})
 	// Nothing is committed until a leader says so: a log without a
 	// high-watermark checkpoint starts with its log start. The leader
 	// raises it as soon as its ISR has the records (at once when the ISR

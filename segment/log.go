@@ -162,6 +162,14 @@ func (l *Log) Recovery() RecoveryReport { return l.recovery }
 // Epochs returns the log's leader-epoch cache.
 func (l *Log) Epochs() *EpochCache { return l.epochs }
 
+// ActiveBaseOffset returns the base offset of the active segment; it
+// changes when the log rolls.
+func (l *Log) ActiveBaseOffset() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.segs[len(l.mu.segs)-1].base
+}
+
 // LogStartOffset returns the first offset that may be read.
 func (l *Log) LogStartOffset() int64 {
 	l.mu.Lock()

@@ -83,6 +83,13 @@ type ArchiverConfig struct {
 	// older data.
 	OnLogStartOffset func(offset int64)
 
+	// ProducerSnapshot, if set, returns the producer-state snapshot at
+	// offset if the broker kept one in memory (taken when the segment
+	// ending there rolled); the archiver uploads it with that segment.
+	// Without one it reads the snapshot file at offset from the
+	// partition directory, if any.
+	ProducerSnapshot func(offset int64) ([]byte, bool)
+
 	Logger *slog.Logger
 	// Now is the wall clock (retention.ms, times written into the
 	// manifest, backoff); time.Now when nil.

@@ -140,7 +140,7 @@ func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.
 		pos, index, timeIndex, rs.MaxTimestamp = sl.pos, sl.index, sl.timeIndex, sl.maxTimestamp
 		rs.Size = info.Size - pos
 	}
-	snapshot, err := readSnapshotFile(a.cfg.Log.Dir(), info.NextOffset)
+	snapshot, err := a.producerSnapshot(info.NextOffset)
 	if err != nil {
 		return RemoteSegment{}, err
 	}
@@ -169,6 +169,17 @@ func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.
 	}
 	rs.UploadedAt = a.cfg.Now().UTC()
 	return rs, nil
+}
+
+// producerSnapshot is the producer state at offset to upload with the
+// segment ending there: the broker's in-memory one, else the file.
+func (a *Archiver) producerSnapshot(offset int64) ([]byte, error) {
+	if f := a.cfg.ProducerSnapshot; f != nil {
+		if b, ok := f(offset); ok {
+			return b, nil
+		}
+	}
+	return readSnapshotFile(a.cfg.Log.Dir(), offset)
 }
 
 // readSnapshotFile reads the producer snapshot at offset in the partition

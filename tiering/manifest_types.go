@@ -110,3 +110,25 @@ func (m *Manifest) SegmentFor(offset int64) int {
 	}
 	return -1
 }
+
+// EpochsBefore returns the leader epochs of m's remote segments that
+// began below offset, oldest first, as a leader-epoch cache holds them
+// (epochs and start offsets strictly increasing).
+func (m *Manifest) EpochsBefore(offset int64) []segment.EpochEntry {
+	var out []segment.EpochEntry
+	for _, s := range m.Segments {
+		if s.BaseOffset >= offset {
+			break
+		}
+		for _, e := range s.LeaderEpochs {
+			if e.StartOffset >= offset {
+				break
+			}
+			if n := len(out); n > 0 && (e.Epoch <= out[n-1].Epoch || e.StartOffset <= out[n-1].StartOffset) {
+				continue // the same epoch carried into the next segment
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}

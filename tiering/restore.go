@@ -144,21 +144,30 @@ func FetchProducerSnapshot(ctx context.Context, store ObjectStore, m *Manifest) 
 	if len(m.Segments) == 0 {
 		return 0, nil, false, nil
 	}
-	last := &m.Segments[len(m.Segments)-1]
-	if !last.HasSnapshot {
-		return 0, nil, false, nil
+	end := m.EndOffset()
+	data, ok, err = FetchProducerSnapshotAt(ctx, store, m, end)
+	return end, data, ok, err
+}
+
+// FetchProducerSnapshotAt returns the producer-state snapshot stored with
+// the remote segment of m that ends at offset (its NextOffset). ok is false
+// when no segment ends there or that segment has none.
+func FetchProducerSnapshotAt(ctx context.Context, store ObjectStore, m *Manifest, offset int64) (data []byte, ok bool, err error) {
+	i := slices.IndexFunc(m.Segments, func(s RemoteSegment) bool { return s.NextOffset == offset })
+	if i < 0 || !m.Segments[i].HasSnapshot {
+		return nil, false, nil
 	}
-	key := m.SegmentKey(last, SuffixSnapshot)
+	key := m.SegmentKey(&m.Segments[i], SuffixSnapshot)
 	rc, err := store.Get(ctx, key, 0, -1)
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("tiering: producer snapshot %s: %w", key, err)
+		return nil, false, fmt.Errorf("tiering: producer snapshot %s: %w", key, err)
 	}
 	data, err = io.ReadAll(rc)
 	if cerr := rc.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("tiering: producer snapshot %s: %w", key, err)
+		return nil, false, fmt.Errorf("tiering: producer snapshot %s: %w", key, err)
 	}
-	return last.NextOffset, data, true, nil
+	return data, true, nil
 }

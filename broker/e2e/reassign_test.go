@@ -34,7 +34,11 @@ import (
 //     `--cancel`: it returns to its original replicas;
 //   - partition 2 ([K,X]) is reassigned to [X,Y] while Y is paused, the
 //     controller K is killed with SIGKILL, Y resumed: the new controller
-//     completes the move, and K, restarted, deletes its copy.
+//     completes the move, and K, restarted, deletes its copy;
+//   - partition 3 (back on [K,X]) is reassigned to [X,Y] with the copy to
+//     Y throttled (leader.replication.throttled.rate 20 KB/s), and Y, the
+//     joining broker, is killed with SIGKILL while it copies: the move
+//     stays pending, and completes once Y is restarted and caught up.
 //
 // The long form (make chaos): STRATA_CHAOS_REASSIGN_ROUNDS=N rounds more,
 // each moving every partition to another pair of brokers, the controller
@@ -71,6 +75,7 @@ func TestReassignment(t *testing.T) {
 
 	c.cancelWhilePending(t, plan, topic, 3, []int32{x, y}, y)
 	c.killControllerWhilePending(t, topic, 2, k, x, y)
+	c.killJoiningWhileCopying(t, topic, 3, []int32{x, y}, y)
 	if n := reassignRounds(t); n > 0 {
 		c.reassignRounds(t, topic, 4, n)
 	}
@@ -147,6 +152,98 @@ func (c *Cluster) killControllerWhilePending(t *testing.T, topic string, p, k, x
 	c.Broker(k).Restart(t)
 	c.waitAllSee(t, 60*time.Second, 3)
 	waitGoneDir(t, c.Broker(k), topic, p)
+}
+
+// killJoiningWhileCopying reassigns partition p to target, which adds
+// broker joining, with the leaders' replication throttled so that the
+// copy takes a while; once joining holds part of the partition it is
+// killed with SIGKILL: the reassignment stays pending with joining being
+// added, and completes after joining restarts (throttle lifted).
+func (c *Cluster) killJoiningWhileCopying(t *testing.T, topic string, p int32, target []int32, joining int32) {
+	t.Helper()
+	orig := c.partitionMeta(t, topic, p).Replicas
+	const rate = 20_000 // bytes/s: a few seconds of copy for this partition
+	c.setThrottle(t, topic, fmt.Sprint(rate))
+	c.alterReassignment(t, topic, p, target)
+	dir := partitionDir(c.Broker(joining), topic, p)
+	var copied int64
+	if !poll.For(60*time.Second, func() bool {
+		copied = dirBytes(dir)
+		return copied > 0
+	}) {
+		t.Fatalf("broker %d copied nothing of %s-%d in 60s", joining, topic, p)
+	}
+	c.Broker(joining).Kill(t)
+	t.Logf("partition %d: joining broker %d killed with %d bytes copied", p, joining, copied)
+	live := c.without(joining)
+	if l := live.listReassignments(t, topic, p); !slices.Contains(l.AddingReplicas, joining) {
+		if l.Replicas == nil {
+			t.Logf("partition %d: the move completed before the kill (%d bytes copied); nothing pending to resume", p, copied)
+		} else {
+			t.Fatalf("partition %d: listed %+v after the kill, want broker %d still being added", p, l, joining)
+		}
+	}
+	c.setThrottle(t, topic, "")
+	c.Broker(joining).Restart(t)
+	c.waitAllSee(t, 60*time.Second, 3)
+	c.waitReassigned(t, topic, p, target)
+	for _, id := range orig {
+		if !slices.Contains(target, id) {
+			waitGoneDir(t, c.Broker(id), topic, p)
+		}
+	}
+	t.Logf("partition %d: moved to %v after broker %d's restart", p, target, joining)
+}
+
+// setThrottle sets (rate non-empty) or removes every live broker's
+// leader.replication.throttled.rate and the topic's
+// leader.replication.throttled.replicas=* (Kafka's names and layout).
+func (c *Cluster) setThrottle(t *testing.T, topic, rate string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := c.newClient(t)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	op, replicas := kadm.SetConfig, "*"
+	if rate == "" {
+		op, replicas = kadm.DeleteConfig, ""
+	}
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "leader.replication.throttled.replicas", Value: &replicas}}, topic)
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("topic throttle %q: %v", replicas, err)
+	}
+	for i, b := range c.brokers {
+		if !b.Alive() {
+			continue
+		}
+		id := int32(i + 1)
+		res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "leader.replication.throttled.rate", Value: &rate}}, id)
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			t.Fatalf("broker %d throttle %q: %v", id, rate, err)
+		}
+	}
+}
+
+// dirBytes is the size of the files in dir (0 if it does not exist).
+func dirBytes(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".log") {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // alterWhilePaused pauses broker paused and reassigns partition p to

@@ -54,7 +54,20 @@ type LoadReport struct {
 // among them: the log's recovery should have removed it), or is an I/O
 // error from dir.
 func (s *StateManager) Load(dir string, logStart, logEnd int64, read ReadFunc) (LoadReport, error) {
+	return s.LoadRetaining(dir, logStart, logEnd, logStart, read)
+}
+
+// LoadRetaining is Load with the producers forgotten below retainFrom
+// rather than logStart: a tiered partition's log starts in the object
+// store, below the local log start where the replay can begin, and its
+// producers whose last batches are only in the store are still its
+// producers (Kafka truncates producer state at the log start offset, not
+// the local one). retainFrom <= logStart.
+func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom int64, read ReadFunc) (LoadReport, error) {
 	rep := LoadReport{SnapshotOffset: -1}
+	if retainFrom > logStart {
+		return rep, fmt.Errorf("producer: load: retaining from %d, beyond the log start %d", retainFrom, logStart)
+	}
 	if logStart > logEnd {
 		return rep, fmt.Errorf("producer: load: log start %d beyond log end %d", logStart, logEnd)
 	}
@@ -96,7 +109,7 @@ func (s *StateManager) Load(dir string, logStart, logEnd int64, read ReadFunc) (
 	if rep.Batches, err = fresh.replay(rep.ReplayFrom, logEnd, read); err != nil {
 		return rep, err
 	}
-	rep.Evicted = fresh.truncateHeadLocked(logStart)
+	rep.Evicted = fresh.truncateHeadLocked(retainFrom)
 	rep.Producers = len(fresh.mu.producers)
 
 	s.mu.Lock()

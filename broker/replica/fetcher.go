@@ -422,6 +422,40 @@ type epochAsk struct {
 	// latest is the follower's latest epoch when the question began;
 	// epoch is the one asked in this round.
 	latest, epoch int32
+	// restart is what the store holds below the leader's log start when
+	// the replica is to start over there (remoteBefore), nil otherwise.
+	restart *restartAt
+}
+
+// restartAt is the state a replica starts over with at offset.
+type restartAt struct {
+	offset int64
+	remote RemoteState
+}
+
+// remoteStateTimeout bounds the object-store reads of one restart.
+const remoteStateTimeout = 30 * time.Second
+
+// remoteBefore reads, outside every lock, what the object store holds of
+// a partition about to start over at the leader's log start (its log
+// ends below it): nil when it is not to start over, and ok false (retry
+// later) when the store could not be read.
+func (f *fetcher) remoteBefore(ctx context.Context, key tpKey, fp *fetchPart) (r *restartAt, ok bool) {
+	f.mu.Lock()
+	start := fp.leaderStart
+	f.mu.Unlock()
+	if start < 0 || fp.p.log.LogEndOffset() >= start {
+		return nil, true
+	}
+	rctx, cancel := context.WithTimeout(ctx, remoteStateTimeout)
+	defer cancel()
+	st, err := fp.p.app.RemoteStateAt(rctx, start)
+	if err != nil {
+		f.m.log.Warn("replication: the object store's state below the leader's log start not read; retrying",
+			"topic", key.topic, "partition", key.index, "offset", start, "err", err)
+		return nil, false
+	}
+	return &restartAt{offset: start, remote: st}, true
 }
 
 // truncatePending runs the KIP-101 step for the partitions that need it
@@ -443,9 +477,20 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 			continue
 		}
 		last, _, _ := fp.p.log.Epochs().Latest()
-		asks = append(asks, epochAsk{key, fp, last, last})
+		asks = append(asks, epochAsk{key: key, fp: fp, latest: last, epoch: last})
 	}
 	f.mu.Unlock()
+	ready := asks[:0]
+	for _, a := range asks {
+		r, ok := f.remoteBefore(ctx, a.key, a.fp)
+		if !ok {
+			retry = f.backoffAll([]epochAsk{a}, retry)
+			continue
+		}
+		a.restart = r
+		ready = append(ready, a)
+	}
+	asks = ready
 	// Up to a few rounds: KIP-279 asks again with an older epoch when
 	// the leader's answer is an epoch the follower does not have.
 	for round := 0; round < 8 && len(asks) > 0; round++ {
@@ -467,10 +512,10 @@ func (f *fetcher) truncatePending(ctx context.Context, client replpb.Replication
 		}
 		var again []epochAsk
 		for _, a := range asks {
-			more, ok := f.truncateOne(a.key, a.fp, a.latest, a.epoch, answers[a.key])
+			more, ok := f.truncateOne(a, answers[a.key])
 			switch {
 			case more >= 0:
-				again = append(again, epochAsk{a.key, a.fp, a.latest, more})
+				again = append(again, epochAsk{key: a.key, fp: a.fp, latest: a.latest, epoch: more, restart: a.restart})
 			case !ok:
 				retry = f.backoffAll([]epochAsk{a}, retry)
 			}
@@ -496,13 +541,14 @@ func (f *fetcher) backoffAll(asks []epochAsk, retry time.Time) time.Time {
 	return retry
 }
 
-// truncateOne applies the leader's answer to "where does epoch asked
-// end?" for one partition whose latest epoch was latest when the question
-// began: it returns an epoch to ask about again (KIP-279), or -1 with ok
-// true when the partition is now fetching, or -1 with ok false to retry
-// later.
-func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans *replpb.EpochEnd) (again int32, ok bool) {
+// truncateOne applies the leader's answer to "where does epoch a.epoch
+// end?" for one partition whose latest epoch was a.latest when the
+// question began: it returns an epoch to ask about again (KIP-279), or -1
+// with ok true when the partition is now fetching, or -1 with ok false to
+// retry later.
+func (f *fetcher) truncateOne(a epochAsk, ans *replpb.EpochEnd) (again int32, ok bool) {
 	m := f.m
+	key, fp, latest, asked := a.key, a.fp, a.latest, a.epoch
 	p := fp.p
 	f.mu.Lock()
 	live := f.parts[key] == fp && !fp.removed && fp.state == fetchTruncating
@@ -571,15 +617,18 @@ func (f *fetcher) truncateOne(key tpKey, fp *fetchPart, latest, asked int32, ans
 	}
 	if leaderStart >= 0 && p.log.LogEndOffset() < leaderStart {
 		// The leader no longer has what comes next (retention, or
-		// segments only in the bucket): start over at its log start.
-		if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
+		// segments only in the bucket): start over at its log start,
+		// with what the bucket holds below it.
+		if a.restart == nil || a.restart.offset != leaderStart {
+			return -1, false // read the store first (remoteBefore)
+		}
+		st := a.restart.remote
+		if err := p.app.StartOverLocked(leaderStart, st); err != nil {
 			m.log.Error("replication: restarting the log at the leader's start failed", "topic", key.topic, "partition", key.index, "err", err)
 			return -1, false
 		}
-		m.log.Info("replica restarted at the leader's log start", "topic", key.topic, "partition", key.index, "offset", leaderStart)
-		if err := p.app.ReloadProducersLocked(); err != nil {
-			m.log.Error("replication: rebuilding producer state failed", "topic", key.topic, "partition", key.index, "err", err)
-		}
+		m.log.Info("replica restarted at the leader's log start", "topic", key.topic, "partition", key.index, "offset", leaderStart,
+			"remote_epochs", len(st.Epochs), "remote_producer_snapshot", st.ProducerSnapshot != nil)
 	}
 	f.mu.Lock()
 	if f.parts[key] == fp && !fp.removed {

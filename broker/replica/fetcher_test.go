@@ -1,10 +1,13 @@
 package replica
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/proto/replpb"
 	"github.com/stratastream/strata/segment"
 )
@@ -23,7 +26,7 @@ func truncateWith(t *testing.T, p *Partition, answer func(asked int32) (int32, i
 	asked := latest
 	for round := 0; round < 8; round++ {
 		le, end := answer(asked)
-		more, ok := f.truncateOne(key, fp, latest, asked, &replpb.EpochEnd{Topic: key.topic, Partition: key.index, LeaderEpoch: le, EndOffset: end})
+		more, ok := f.truncateOne(epochAsk{key: key, fp: fp, latest: latest, epoch: asked}, &replpb.EpochEnd{Topic: key.topic, Partition: key.index, LeaderEpoch: le, EndOffset: end})
 		if more < 0 {
 			if !ok {
 				t.Fatalf("truncation asked to retry later")
@@ -126,5 +129,75 @@ func TestTruncationRules(t *testing.T) {
 				t.Errorf("log end after truncation %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRestartWithRemoteState: a replica whose log ends below the leader's
+// log start starts over there with the leader epochs and the producer
+// state the object store holds below it (KIP-1023), and not before it
+// has read them.
+func TestRestartWithRemoteState(t *testing.T) {
+	p := replicaTestPartition(t, [2]int{0, 3})
+	app := p.app.(*testAppender)
+	// The store's producer state at 100: producer 7 wrote 90..99.
+	ps := producer.NewStateManager(0)
+	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 90, Idempotent: true, ProducerID: 7, ProducerEpoch: 2, BaseSequence: 40,
+		Records: make([]segment.Record, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := segment.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Update(h, 90)
+	snap, err := ps.EncodeSnapshot(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.remote = RemoteState{Epochs: []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 4, StartOffset: 60}}, ProducerSnapshot: snap}
+
+	m := &Manager{cfg: Config{FetchBackoff: time.Second}, log: slog.New(slog.DiscardHandler)}
+	f := &fetcher{m: m, leader: 2, wake: make(chan struct{}, 1), parts: map[tpKey]*fetchPart{}}
+	key := tpKey{p.topic, p.index}
+	fp := &fetchPart{p: p, epoch: 5, state: fetchTruncating, leaderStart: 100, leaderEnd: 150}
+	f.parts[key] = fp
+	latest, _, _ := p.log.Epochs().Latest()
+	ans := &replpb.EpochEnd{Topic: key.topic, Partition: key.index, LeaderEpoch: 5, EndOffset: 150}
+
+	// Without the store's state read first, it does not start over.
+	if more, ok := f.truncateOne(epochAsk{key: key, fp: fp, latest: latest, epoch: latest}, ans); more >= 0 || ok {
+		t.Fatalf("started over without the remote state: more %d ok %v", more, ok)
+	}
+	if got := p.log.LogStartOffset(); got != 0 {
+		t.Fatalf("log start %d before the remote state was read", got)
+	}
+	r, ok := f.remoteBefore(context.Background(), key, fp)
+	if !ok || r == nil || r.offset != 100 {
+		t.Fatalf("remoteBefore: %+v %v", r, ok)
+	}
+	if more, ok := f.truncateOne(epochAsk{key: key, fp: fp, latest: latest, epoch: latest, restart: r}, ans); more >= 0 || !ok {
+		t.Fatalf("truncateOne: more %d ok %v", more, ok)
+	}
+	if fp.state != fetchFetching {
+		t.Fatal("not fetching after the restart")
+	}
+	if s, e := p.log.LogStartOffset(), p.log.LogEndOffset(); s != 100 || e != 100 {
+		t.Fatalf("log [%d, %d), want [100, 100)", s, e)
+	}
+	if got, want := p.log.Epochs().Entries(), app.remote.Epochs; !slices.Equal(got, want) {
+		t.Fatalf("epochs %v, want %v", got, want)
+	}
+	if e, end := p.log.Epochs().EndOffsetFor(1); e != 1 || end != 60 {
+		t.Fatalf("EndOffsetFor(1) = %d, %d; want 1, 60", e, end)
+	}
+	epoch, batches, ok := app.producers.Producer(7)
+	if !ok || epoch != 2 || len(batches) == 0 || batches[len(batches)-1].LastOffset != 99 {
+		t.Fatalf("producer 7 after the restart: ok %v epoch %d batches %+v", ok, epoch, batches)
+	}
+	// A replica already at or beyond the leader's start does not read the store.
+	fp.leaderStart = 50
+	if r, ok := f.remoteBefore(context.Background(), key, fp); r != nil || !ok {
+		t.Fatalf("remoteBefore with the log beyond the leader's start: %+v %v", r, ok)
 	}
 }

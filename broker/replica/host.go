@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
 )
 
 // This file is everything replication needs from the broker, as
@@ -67,4 +68,34 @@ type Appender interface {
 	// ReloadProducersLocked rebuilds the producer state from the log
 	// after replication truncated it. The caller holds the lock.
 	ReloadProducersLocked() error
+
+	// RemoteStateAt returns what the object store holds of the
+	// partition's log below offset, for a replica about to start over
+	// at offset (the leader's local log start): the zero RemoteState
+	// when the partition has nothing in a store. It is called without
+	// the lock and may block on the store until ctx ends.
+	RemoteStateAt(ctx context.Context, offset int64) (RemoteState, error)
+
+	// StartOverLocked replaces the log by an empty one that starts at
+	// offset (segment.Log.TruncateFullyAndStartAt) and seeds it with st:
+	// its leader epochs go into the epoch cache and its producer
+	// snapshot becomes the producer state at offset. The caller holds
+	// the lock.
+	StartOverLocked(offset int64, st RemoteState) error
+}
+
+// RemoteState is the object store's part of a tiered partition's log
+// below the offset where a new replica starts (KIP-1023: a follower of a
+// tiered topic copies only the leader's local log and builds the rest of
+// its state from the store, as Kafka's buildRemoteLogAuxState does), so
+// the replica answers OffsetForLeaderEpoch for the whole log and knows
+// the idempotent producers whose last batches are only in the store.
+type RemoteState struct {
+	// Epochs are the leader epochs that began below the offset, oldest
+	// first.
+	Epochs []segment.EpochEntry
+	// ProducerSnapshot is the producer state at exactly the offset (the
+	// snapshot uploaded with the remote segment that ends there), nil
+	// when the store has none there.
+	ProducerSnapshot []byte
 }

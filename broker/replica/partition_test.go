@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ type testAppender struct {
 	dir       string
 	log       *segment.Log
 	producers *producer.StateManager
+	remote    RemoteState // what RemoteStateAt answers
 }
 
 func (a *testAppender) AppendReplicatedLocked(recs []byte) error {
@@ -70,10 +72,33 @@ func (a *testAppender) AppendReplicatedLocked(recs []byte) error {
 
 func (a *testAppender) ReloadProducersLocked() error {
 	end := a.log.LogEndOffset()
-	_, err := a.producers.Load(a.dir, a.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+	// As the broker does for a tiered partition: producers whose last
+	// batches are below the local log start are kept.
+	_, err := a.producers.LoadRetaining(a.dir, a.log.LogStartOffset(), end, 0, func(from int64) ([]byte, error) {
 		return a.log.ReadCopy(from, 1<<20, end)
 	})
 	return err
+}
+
+func (a *testAppender) RemoteStateAt(context.Context, int64) (RemoteState, error) {
+	return a.remote, nil
+}
+
+func (a *testAppender) StartOverLocked(offset int64, st RemoteState) error {
+	if err := a.log.TruncateFullyAndStartAt(offset); err != nil {
+		return err
+	}
+	for _, e := range st.Epochs {
+		if err := a.log.Epochs().Assign(e.Epoch, e.StartOffset); err != nil {
+			return err
+		}
+	}
+	if st.ProducerSnapshot != nil {
+		if err := producer.WriteSnapshot(a.dir, offset, st.ProducerSnapshot); err != nil {
+			return err
+		}
+	}
+	return a.ReloadProducersLocked()
 }
 
 // TestLeaderHighWatermarkAndISR walks a leader's replication state
