@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratastream/strata/broker/replica"
 	"github.com/stratastream/strata/coord/zktest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -344,56 +345,11 @@ func TestReplicationThrottleCatchUp(t *testing.T) {
 		t.Fatalf("setting broker 1's leader rate: error %d", code)
 	}
 
-	type sample struct {
-		at    time.Duration
-		bytes int64
-	}
-	series := map[string][]sample{}
 	s2 = startServer(t, props(2, dir2, map[string]string{"follower.replication.throttled.rate": "1000000"}))
-	start := time.Now()
-	done := map[string]time.Duration{}
-	// A sample every 100 ms: the rate is computed from the samples' own
-	// times, so a late tick only spaces them out.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for len(done) < len(topics) && time.Since(start) < 60*time.Second {
-		at := time.Since(start)
-		for name := range topics {
-			n := localBytes(s2, name)
-			series[name] = append(series[name], sample{at, n})
-			if _, ok := done[name]; !ok && n >= total[name] {
-				done[name] = at
-			}
-		}
-		<-tick.C
-	}
-	for name := range topics {
-		if _, ok := done[name]; !ok {
-			t.Fatalf("%s: broker 2 did not catch up in 60 s (%d of %d bytes)", name, localBytes(s2, name), total[name])
-		}
-		t.Logf("%s: %d bytes caught up in %v", name, total[name], done[name].Round(time.Millisecond))
-	}
+	series, done := sampleCatchUp(t, s2, total)
+	t.Logf("unthrottled catch-up took %v", done["free"].Round(time.Millisecond))
 	for _, name := range []string{"lthr", "fthr"} {
-		var from, to *sample
-		for i := range series[name] {
-			sm := &series[name][i]
-			if from == nil && sm.bytes >= total[name]*15/100 {
-				from = sm
-			}
-			if to == nil && sm.bytes >= total[name]*90/100 {
-				to = sm
-			}
-		}
-		span := (to.at - from.at).Seconds()
-		if span <= 0 {
-			t.Fatalf("%s: 15%% to 90%% of the log in one sample: not throttled", name)
-		}
-		rate := float64(to.bytes-from.bytes) / span
-		t.Logf("%s: measured %.0f B/s over %.1f s (%d samples); unthrottled catch-up took %v", name, rate, span,
-			int(span*10), done["free"].Round(time.Millisecond))
-		if rate < 0.5e6 || rate > 1.5e6 {
-			t.Errorf("%s: measured %.0f B/s, want 1 MB/s within 0.5x..1.5x", name, rate)
-		}
+		checkThrottledRate(t, name, series[name], total[name], 1e6)
 	}
 	waitFor(t, "broker 2 back in the ISRs", func() bool {
 		for name := range topics {
@@ -457,4 +413,115 @@ func logContents(t *testing.T, s *Server, topic string) []byte {
 		out = append(out, b[:seg.Size]...)
 	}
 	return out
+}
+
+// catchUpSample is a replica's local size at a time since it started
+// catching up.
+type catchUpSample struct {
+	at    time.Duration
+	bytes int64
+}
+
+// sampleCatchUp samples the local size of each topic's partition 0 on s
+// every 100 ms until each reaches its total (60 s bound), and returns the
+// samples and when each got there. The rates are computed from the
+// samples' own times, so a late tick only spaces them out.
+func sampleCatchUp(t *testing.T, s *Server, total map[string]int64) (map[string][]catchUpSample, map[string]time.Duration) {
+	t.Helper()
+	series := map[string][]catchUpSample{}
+	done := map[string]time.Duration{}
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for len(done) < len(total) && time.Since(start) < 60*time.Second {
+		at := time.Since(start)
+		for name := range total {
+			n := localBytes(s, name)
+			series[name] = append(series[name], catchUpSample{at, n})
+			if _, ok := done[name]; !ok && n >= total[name] {
+				done[name] = at
+			}
+		}
+		<-tick.C
+	}
+	for name := range total {
+		if _, ok := done[name]; !ok {
+			t.Fatalf("%s: broker %d did not catch up in 60 s (%d of %d bytes)", name, s.cfg.BrokerID, localBytes(s, name), total[name])
+		}
+		t.Logf("%s: %d bytes caught up in %v", name, total[name], done[name].Round(time.Millisecond))
+	}
+	return series, done
+}
+
+// checkThrottledRate measures the copy rate of a catch-up from its
+// samples, from 15% to 90% of total (leaving out the start, and the end
+// where the replica rejoins the ISR and is no longer held), and wants it
+// within 0.5x..1.5x of rate.
+func checkThrottledRate(t *testing.T, name string, series []catchUpSample, total int64, rate float64) {
+	t.Helper()
+	var from, to *catchUpSample
+	for i := range series {
+		sm := &series[i]
+		if from == nil && sm.bytes >= total*15/100 {
+			from = sm
+		}
+		if to == nil && sm.bytes >= total*90/100 {
+			to = sm
+		}
+	}
+	span := (to.at - from.at).Seconds()
+	if span <= 0 {
+		t.Fatalf("%s: 15%% to 90%% of the log in one sample: not throttled", name)
+	}
+	got := float64(to.bytes-from.bytes) / span
+	t.Logf("%s: measured %.0f B/s over %.1f s (%d samples), throttle %.0f B/s", name, got, span, int(span*10), rate)
+	if got < 0.5*rate || got > 1.5*rate {
+		t.Errorf("%s: measured %.0f B/s, want %.0f B/s within 0.5x..1.5x", name, got, rate)
+	}
+}
+
+// TestReassignmentThrottled adds a replica with AlterPartitionReassignments
+// under Kafka's throttle, as kafka-reassign-partitions.sh --throttle sets
+// it (leader.replication.throttled.replicas for the existing replica,
+// follower.replication.throttled.replicas for the new one, both rates 1
+// MB/s): the new replica's copy runs at the throttle, measured from its
+// size over time, and the move completes.
+func TestReassignmentThrottled(t *testing.T) {
+	srv := reassignCluster(t, 2)
+	s1, s2 := srv[0], srv[1]
+	cl := newClient(t, s1, kgo.RequiredAcks(kgo.LeaderAck()), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	createAssigned(t, cl, "mv", []int32{1}, map[string]string{
+		"leader.replication.throttled.replicas":   "0:1",
+		"follower.replication.throttled.replicas": "0:2",
+	})
+	value := make([]byte, 1000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range value {
+		value[i] = byte(rng.Uint32())
+	}
+	ctx := testCtx(t)
+	for i := 0; i < 6000; i += 500 {
+		rs := make([]*kgo.Record, 500)
+		for j := range rs {
+			rs[j] = &kgo.Record{Topic: "mv", Value: value}
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := map[string]int64{"mv": localBytes(s1, "mv")}
+	for id, key := range map[string]string{"1": "leader.replication.throttled.rate", "2": "follower.replication.throttled.rate"} {
+		if code := brokerAlter(t, cl, id, setOp(key, "1000000")); code != 0 {
+			t.Fatalf("setting broker %s's %s: error %d", id, key, code)
+		}
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("mv", 0, []int32{1, 2})
+	mustAlter(t, adm, req)
+	series, _ := sampleCatchUp(t, s2, total)
+	checkThrottledRate(t, "mv", series["mv"], total["mv"], 1e6)
+	waitNoReassignment(t, adm, "mv", 0)
+	waitFor(t, "ISR [1 2]", func() bool { return slices.Equal(isrOf(s1, "mv"), []int32{1, 2}) })
 }
