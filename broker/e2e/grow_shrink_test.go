@@ -464,6 +464,8 @@ func growLocalBytes(t *testing.T, b *Broker, p int32) int64 {
 	return growDirLogBytes(partitionDir(b, growTopic, p))
 }
 
+// growDirLogBytes is the size of the .log files in dir (0 if it does not
+// exist).
 func growDirLogBytes(dir string) int64 {
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -168,7 +168,7 @@ func (c *Cluster) killJoiningWhileCopying(t *testing.T, topic string, p int32, t
 	dir := partitionDir(c.Broker(joining), topic, p)
 	var copied int64
 	if !poll.For(60*time.Second, func() bool {
-		copied = dirBytes(dir)
+		copied = growDirLogBytes(dir)
 		return copied > 0
 	}) {
 		t.Fatalf("broker %d copied nothing of %s-%d in 60s", joining, topic, p)
@@ -229,21 +229,6 @@ func (c *Cluster) setThrottle(t *testing.T, topic, rate string) {
 			t.Fatalf("broker %d throttle %q: %v", id, rate, err)
 		}
 	}
-}
-
-// dirBytes is the size of the files in dir (0 if it does not exist).
-func dirBytes(dir string) int64 {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".log") {
-			n += fi.Size()
-		}
-	}
-	return n
 }
 
 // alterWhilePaused pauses broker paused and reassigns partition p to
