@@ -6,7 +6,8 @@
 // per load generator run), the raw JSON of every load generator run under
 // raw/, replay/ and replay-link/ (the replay measurement's own tables), and
 // PNG plots (throughput.png, latency.png, replay.png). It also rewrites the
-// section of bench/RESULTS.md between its markers.
+// section of bench/RESULTS.md between its markers. Scenario 7 also keeps
+// its brokers' logs under catchup/.
 //
 // It is the only program under bench/ that starts servers (brokers,
 // ZooKeeper, MinIO, nats-server); the load itself comes from bench/loadgen
@@ -30,6 +31,10 @@
 //  7. adding a replica to a partition mostly in the bucket: bytes copied
 //     against the leader's local tail, time to join the ISR against the
 //     same with tiering off (a full copy) (catchup.go).
+//
+// A run of some scenarios (-only) keeps the other scenarios of the
+// results directory's earlier run of the same mode in its summary, and
+// writes a section of its own per scenario into bench/RESULTS.md (only.go).
 //
 // A scenario that fails is recorded as "FAILED: <reason>" and the run goes
 // on. Every server runs on 127.0.0.1 with free ports and a temporary
@@ -268,6 +273,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.quick {
 		r.rep.Mode, r.rep.Command = "quick", "make bench-quick"
+	}
+	if o.only != "" {
+		r.rep.Command += " BENCH_FLAGS='-only " + o.only + "'"
 	}
 
 	logf("building tools")

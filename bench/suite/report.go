@@ -320,7 +320,12 @@ func summary(rep *report) string {
 	fmt.Fprintf(&b, "Machine: %s.\n\nCommand: `%s` (runs `go -C bench run ./suite %s`), %.0f s in all. MB is 10^6 bytes. Every reference was measured in this run on this machine; the ratio is figure ÷ reference.\n\n",
 		rep.Machine, rep.Command, rep.Args, rep.Seconds)
 	if rep.Merged != "" {
-		fmt.Fprintf(&b, "This run measured scenarios %s only; %s.\n\n", scenarioList(rep, true), rep.Merged)
+		ran := scenarioList(rep, true)
+		what := "scenarios " + ran
+		if !strings.Contains(ran, ",") {
+			what = "scenario " + ran
+		}
+		fmt.Fprintf(&b, "This run measured %s only; %s.\n\n", what, rep.Merged)
 	}
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(goalsTable(rep))
