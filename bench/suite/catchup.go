@@ -250,12 +250,18 @@ func (r *runner) s7(ctx context.Context, s *scenario) error {
 
 // catchupFigures sets scenario 7's figures, rows and notes from the two
 // runs and the limits (loopback MB/s, raw disk write; zero or nil when
-// not measured). The figures are of each run's median join.
+// not measured). Times are of each run's median join, bytes copied the
+// most of any join that reached the ISR.
 func catchupFigures(s *scenario, tiered, full *catchupRun, loopMBPerS float64, rw *rawWrite) {
 	tj, fj := medianJoin(tiered.Joins), medianJoin(full.Joins)
 	var tCopied, fCopied, tISR, fISR, fRate float64
 	if tj != nil {
-		tCopied, tISR = float64(tj.copied())/1e6, tj.Phases.ISR
+		tISR = tj.Phases.ISR
+		for _, j := range tiered.Joins {
+			if j.Phases.ISR > 0 {
+				tCopied = max(tCopied, float64(j.copied())/1e6)
+			}
+		}
 	}
 	if fj != nil {
 		fCopied, fISR, fRate = float64(fj.copied())/1e6, fj.Phases.ISR, fj.CopyMBPerS
@@ -302,7 +308,7 @@ func catchupFigures(s *scenario, tiered, full *catchupRun, loopMBPerS float64, r
 				secs(md), secs(st), secs(cp), secs(isr), secs(j.Phases.ISR), secs(j.Phases.Done), fmt.Sprintf("%.0f", j.CopyMBPerS)})
 		}
 	}
-	s.note(fmt.Sprintf("Two runs of the same size, each on fresh servers: ZooKeeper, MinIO and two brokers; one partition, RF 1, segment.bytes %d MiB, filled with %d records of 1 KiB by loadgen (acks=1, no compression). Tiered: remote.storage.enable=true, local.retention.bytes %d MiB; the run waits until the manifest covers every sealed segment and the leader is trimmed to its tail. Full copy: remote.storage.enable=false, everything local. Then AlterPartitionReassignments to [leader, other], nothing produced meanwhile, sampled every %v; %d joins per run (after each the replica is reassigned away and its files deleted); the figures are of the median join by time to the ISR.",
+	s.note(fmt.Sprintf("Two runs of the same size, each on fresh servers: ZooKeeper, MinIO and two brokers; one partition, RF 1, segment.bytes %d MiB, filled with %d records of 1 KiB by loadgen (acks=1, no compression). Tiered: remote.storage.enable=true, local.retention.bytes %d MiB; the run waits until the manifest covers every sealed segment and the leader is trimmed to its tail. Full copy: remote.storage.enable=false, everything local. Then AlterPartitionReassignments to [leader, other], nothing produced meanwhile, sampled every %v; %d joins per run (after each the replica is reassigned away and its files deleted); the time figures are of the median join by time to the ISR, the tiered bytes copied of the join that copied most.",
 		tiered.SegmentBytes>>20, tiered.records(), tiered.LocalRetentionBytes>>20, catchupPoll, len(tiered.Joins)))
 	s.note("Phases of a join, in seconds: metadata = request to the partition directory on the new broker (controller, ZooKeeper, the broker's metadata, the replica created); start = to its first .log bytes (the fetcher's START from offset 0, the leader's OFFSET_OUT_OF_RANGE, the restart at the leader's local log start); copy = to .log bytes equal to the leader's; ISR expansion = to Metadata's ISR listing the new broker (the follower's report, the leader's ZooKeeper write, the metadata reaching the broker asked). Bytes copied: the new broker's .log bytes when it joined the ISR, and its strata_replication_throttled_bytes_total{direction=\"follower\"} over the join (the partition is in follower.replication.throttled.replicas, the rate unlimited); the figure is the larger. Full copy rate: .log bytes over the copy phase.")
 }
@@ -460,7 +466,15 @@ func (r *runner) catchup(ctx context.Context, s *scenario, dir string, tiered bo
 	if err := setTopicConfig(ctx, adm, catchupTopic, map[string]string{"follower.replication.throttled.replicas": fmt.Sprintf("0:%d", run.NewReplica)}); err != nil {
 		return run, fmt.Errorf("set follower.replication.throttled.replicas: %w", err)
 	}
+	var longest time.Duration // of the joins so far, with the removal before it
 	for k := range max(1, repeat) {
+		if k > 0 {
+			if left := time.Until(s.deadline); left < 2*longest+30*time.Second {
+				s.note(fmt.Sprintf("%s: %d joins of the %d asked; the scenario's time bound had %v left, the longest join took %v.", run.Label, k, repeat, left.Round(time.Second), longest.Round(time.Second)))
+				break
+			}
+		}
+		t0 := time.Now()
 		if k > 0 {
 			if err := r.unjoin(ctx, s, run, cl, adm, newb.dir); err != nil {
 				return run, err
@@ -474,6 +488,7 @@ func (r *runner) catchup(ctx context.Context, s *scenario, dir string, tiered bo
 		if err != nil {
 			return run, err
 		}
+		longest = max(longest, time.Since(t0))
 		md, st, cp, isr := j.Phases.durations()
 		logf("  %s #%d: to ISR %.2f s (first broker %.2f s; metadata %s, start %s, copy %s, ISR expansion %s), reassignment done %.2f s; copied %.1f MB (.log files), counter %.1f MB, %.0f MB/s; new replica starts at %d (leader's local start %d), %d OFFSET_OUT_OF_RANGE",
 			run.Label, k+1, j.Phases.ISR, j.Phases.ISRFirst, secs(md), secs(st), secs(cp), secs(isr), j.Phases.Done, float64(j.CopiedDirBytes)/1e6, float64(j.CopiedCounterBytes)/1e6, j.CopyMBPerS, j.NewLogStart, run.LeaderLogStart, j.OutOfRange)
