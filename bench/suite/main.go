@@ -6,7 +6,8 @@
 // per load generator run), the raw JSON of every load generator run under
 // raw/, replay/ and replay-link/ (the replay measurement's own tables), and
 // PNG plots (throughput.png, latency.png, replay.png). It also rewrites the
-// section of bench/RESULTS.md between its markers.
+// section of bench/RESULTS.md between its markers. Scenario 7 also keeps
+// its brokers' logs under catchup/.
 //
 // It is the only program under bench/ that starts servers (brokers,
 // ZooKeeper, MinIO, nats-server); the load itself comes from bench/loadgen
@@ -26,7 +27,14 @@
 //     (replay.go);
 //  5. a tail consumer's latency during scenario 4's replays, against alone;
 //  6. produce and tail latency at growing retained sizes (tiny local
-//     retention, the rest in MinIO).
+//     retention, the rest in MinIO);
+//  7. adding a replica to a partition mostly in the bucket: bytes copied
+//     against the leader's local tail, time to join the ISR against the
+//     same with tiering off (a full copy) (catchup.go).
+//
+// A run of some scenarios (-only) keeps the other scenarios of the
+// results directory's earlier run of the same mode in its summary, and
+// writes a section of its own per scenario into bench/RESULTS.md (only.go).
 //
 // A scenario that fails is recorded as "FAILED: <reason>" and the run goes
 // on. Every server runs on 127.0.0.1 with free ports and a temporary
@@ -85,6 +93,11 @@ type options struct {
 	scaleSegment int64
 	budget       time.Duration
 
+	catchupBucket  int64
+	catchupLocal   int64
+	catchupSegment int64
+	catchupRepeat  int
+
 	replayPerf      string
 	replayTrace     string
 	replayOverrides overrideFlags
@@ -109,6 +122,7 @@ var quickDefaults = map[string]string{
 	"rf-records": "200000", "half-rate-time": "5s",
 	"replay-bytes": "268435456", "replay-repeat": "1", "replay-consume": "false", "tail-time": "5s", "get-conns": "8",
 	"scale-levels": "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
+	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
 	"budget": "4m30s",
 }
 
@@ -127,6 +141,8 @@ var expectedGoals = map[int][]struct {
 		{"replay from offset 0, MinIO behind a shaped link, cold cache (bare Fetch), MB/s ÷ raw GETs over the link", "MB/s", &goal{">=", 0.8, onRatio}}},
 	5: {{"tail consumer p99 end-to-end latency during cold replays ÷ alone", "ms", &goal{"<=", 2, onRatio}}},
 	6: {{"produce MB/s at the largest retained size ÷ at the smallest", "MB/s", &goal{">=", 0.9, onRatio}}},
+	7: {{"add a replica, tiered: bytes copied ÷ the leader's local tail", "MB", &goal{"<=", 1.1, onRatio}},
+		{"add a replica, time to join the ISR, tiered ÷ full copy", "s", &goal{"<=", 0.1, onRatio}}},
 }
 
 // terminal is whether stderr is a terminal (progress bars shown).
@@ -169,6 +185,10 @@ func main() {
 	flag.IntVar(&o.scaleRepeat, "scale-repeat", 3, "scenario 6: peak produce runs per level (the best is reported)")
 	flag.DurationVar(&o.scaleTail, "scale-tail", 10*time.Second, "scenario 6: length of each tail-latency measurement")
 	flag.Int64Var(&o.scaleSegment, "scale-segment-bytes", 64<<20, "scenario 6: segment.bytes of the topic")
+	flag.Int64Var(&o.catchupBucket, "catchup-bucket-bytes", 10<<30, "scenario 7: bytes of the partition in the bucket when the replica is added (the full copy copies these plus -catchup-local-bytes; scaled down to fit the disk)")
+	flag.Int64Var(&o.catchupLocal, "catchup-local-bytes", 256<<20, "scenario 7: local.retention.bytes of the tiered topic: the leader's local tail")
+	flag.Int64Var(&o.catchupSegment, "catchup-segment-bytes", 64<<20, "scenario 7: segment.bytes of the topic")
+	flag.IntVar(&o.catchupRepeat, "catchup-repeat", 3, "scenario 7: joins per run (the replica is removed again between them; the median is the figure)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
 	flag.Parse()
 	if o.quick {
@@ -239,8 +259,13 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(r.raw, 0o755); err != nil {
 		return err
 	}
-	for _, f := range []string{"loadgen.csv", "figures.csv"} {
-		_ = os.Remove(filepath.Join(o.out, f)) // rows of an earlier run
+	if o.only == "" {
+		for _, f := range []string{"loadgen.csv", "figures.csv"} {
+			_ = os.Remove(filepath.Join(o.out, f)) // rows of an earlier run
+		}
+	} else if err := dropLoadgenRows(filepath.Join(o.out, "loadgen.csv"), onlyIDs(o.only)); err != nil {
+		// figures.csv is written whole from the merged summary.
+		return err
 	}
 	r.rep = &report{
 		Date: time.Now().UTC().Format(time.RFC3339), Mode: "full", Machine: machine(tmp),
@@ -248,6 +273,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.quick {
 		r.rep.Mode, r.rep.Command = "quick", "make bench-quick"
+	}
+	if o.only != "" {
+		r.rep.Command += " BENCH_FLAGS='-only " + o.only + "'"
 	}
 
 	logf("building tools")
@@ -285,6 +313,7 @@ func run(ctx context.Context, o options) error {
 		{4, "Replay from offset 0 out of MinIO, cold and warm cache, against raw parallel ranged GETs", 0.30, r.s4},
 		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
 		{6, "Produce and tail latency at growing retained size (tiny local retention, the rest in MinIO)", 0.40, r.s6},
+		{7, "Adding a replica to a partition mostly in the bucket, against a full copy with tiering off", 0.35, r.s7},
 	}
 	for _, sc := range all {
 		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), strconv.Itoa(sc.id)) {

@@ -15,13 +15,16 @@ import (
 
 // report is everything one run measured; summary.json holds it.
 type report struct {
-	Date      string      `json:"date"`
-	Mode      string      `json:"mode"`
-	Command   string      `json:"command"`
-	Args      string      `json:"args"`
-	Machine   string      `json:"machine"`
-	Out       string      `json:"out"`
-	Seconds   float64     `json:"seconds"`
+	Date    string  `json:"date"`
+	Mode    string  `json:"mode"`
+	Command string  `json:"command"`
+	Args    string  `json:"args"`
+	Machine string  `json:"machine"`
+	Out     string  `json:"out"`
+	Seconds float64 `json:"seconds"`
+	// Merged says which scenarios come from an earlier run (a run of
+	// some scenarios, -only, keeps the others': mergeEarlier).
+	Merged    string      `json:"merged,omitempty"`
 	Scenarios []*scenario `json:"scenarios"`
 }
 
@@ -40,6 +43,7 @@ type scenario struct {
 	Curves    map[string][]curve `json:"curves,omitempty"`
 	Series    []series           `json:"series,omitempty"`
 	deadline  time.Time
+	ran       bool // measured by this run (not merged from an earlier one)
 }
 
 // goalOn says what a goal bounds: the ratio to the reference or the
@@ -266,6 +270,18 @@ func goalsTable(rep *report) string {
 	return b.String()
 }
 
+// scenarioList lists the numbers of rep's scenarios this run measured
+// (ran) or not.
+func scenarioList(rep *report, ran bool) string {
+	var ids []string
+	for _, s := range rep.Scenarios {
+		if s.ran == ran {
+			ids = append(ids, strconv.Itoa(s.ID))
+		}
+	}
+	return strings.Join(ids, ", ")
+}
+
 func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 
 // verdictLine counts the goals met and missed.
@@ -303,6 +319,14 @@ func summary(rep *report) string {
 	fmt.Fprintf(&b, "# Strata benchmark, %s run of %s\n\n", rep.Mode, rep.Date)
 	fmt.Fprintf(&b, "Machine: %s.\n\nCommand: `%s` (runs `go -C bench run ./suite %s`), %.0f s in all. MB is 10^6 bytes. Every reference was measured in this run on this machine; the ratio is figure ÷ reference.\n\n",
 		rep.Machine, rep.Command, rep.Args, rep.Seconds)
+	if rep.Merged != "" {
+		ran := scenarioList(rep, true)
+		what := "scenarios " + ran
+		if !strings.Contains(ran, ",") {
+			what = "scenario " + ran
+		}
+		fmt.Fprintf(&b, "This run measured %s only; %s.\n\n", what, rep.Merged)
+	}
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(goalsTable(rep))
 	b.WriteString("\nPlots: [throughput.png](throughput.png) (figures in blue beside their references in grey), [latency.png](latency.png) (latency percentile curves), [replay.png](replay.png) (replay throughput over time). Raw data: summary.json, figures.csv, loadgen.csv, raw/, replay/.\n")
@@ -329,6 +353,14 @@ func summary(rep *report) string {
 // write writes every output file and the RESULTS.md section.
 func (r *runner) write() error {
 	rep := r.rep
+	for _, s := range rep.Scenarios {
+		s.ran = true
+	}
+	if r.o.only != "" {
+		if err := mergeEarlier(rep, r.out); err != nil {
+			logf("keeping the earlier run's other scenarios: %v", err)
+		}
+	}
 	for _, s := range rep.Scenarios {
 		s.judge()
 	}
@@ -371,7 +403,13 @@ func (r *runner) write() error {
 	}
 	fmt.Print(md)
 	logf("wrote %s", filepath.Join(r.out, "summary.md"))
-	if r.o.results != "" && r.o.only == "" {
+	switch {
+	case r.o.results == "":
+	case r.o.only != "":
+		if err := updateScenarioResults(r.o.results, rep, onlyIDs(r.o.only)); err != nil {
+			return err
+		}
+	default:
 		if err := updateResults(r.o.results, r.out, rep); err != nil {
 			return err
 		}
