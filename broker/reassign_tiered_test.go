@@ -78,6 +78,11 @@ func TestReassignTieredReplicaRemoteState(t *testing.T) {
 	if _, bs, ok := lp.producers.Producer(pidA); !ok || bs[len(bs)-1] != aLast {
 		t.Fatalf("broker 1 forgot producer A (last batch %+v) once its batches were remote: ok %v %+v", aLast, ok, bs)
 	}
+	// Local retention keeps the leader epochs of what it deleted: they
+	// are still the log's, in the store.
+	if es := lp.log.Epochs().Entries(); len(es) == 0 || es[0].StartOffset != 0 {
+		t.Fatalf("broker 1's leader epochs %v after local retention (log start %d), want them from offset 0", es, lp.log.LogStartOffset())
+	}
 
 	leaderStart := lp.log.LogStartOffset()
 	req = nil
@@ -89,14 +94,15 @@ func TestReassignTieredReplicaRemoteState(t *testing.T) {
 	})
 	fp := srv[1].topic(topic).local(0)
 	start := fp.log.LogStartOffset()
+	srv[1].enforceRetention() // its local retention must keep them too
 	t.Logf("replica added in %v: broker 2 starts at %d (broker 1's local start was %d when the move began, remote end %d)",
 		took, start, leaderStart, lp.remoteManifest().EndOffset())
 	if start < leaderStart || start == 0 {
 		t.Fatalf("broker 2's log starts at %d, below broker 1's local start %d: it copied remote data", start, leaderStart)
 	}
 	entries := fp.log.Epochs().Entries()
-	if len(entries) == 0 || entries[0].StartOffset >= start {
-		t.Fatalf("broker 2's leader epochs %v hold nothing below its log start %d (the store's epochs were not taken)", entries, start)
+	if len(entries) == 0 || entries[0].StartOffset != 0 {
+		t.Fatalf("broker 2's leader epochs %v do not reach down to offset 0 from its log start %d (the store's epochs were not taken, or were lost)", entries, start)
 	}
 	if e, _ := fp.log.Epochs().EndOffsetFor(entries[0].Epoch); e != entries[0].Epoch {
 		t.Fatalf("EndOffsetFor(%d) on broker 2 = epoch %d", entries[0].Epoch, e)

@@ -111,6 +111,9 @@ type options struct {
 	veto     func(SegmentInfo) bool
 	syncHook func(upTo int64)
 	onPoison func(err error)
+	// keepEpochs, if set and true, keeps the leader epochs of segments
+	// retention deletes (WithKeepEpochs).
+	keepEpochs func() bool
 
 	wrapFile func(path string, f *os.File) File // segment files are written through the result
 
@@ -151,6 +154,20 @@ func WithLogger(l *slog.Logger) Option {
 func WithOnSeal(fn func(SegmentInfo)) Option {
 	return func(o *options) { o.onSeal = append(o.onSeal, fn) }
 }
+
+// WithKeepEpochs makes retention keep the leader epochs of the segments
+// it deletes while keep returns true: the log's older part lives on
+// elsewhere (tiered storage), so the partition's log start is below the
+// local one and its leader-epoch history must still answer for it, as
+// Kafka keeps it down to the log start offset, not the local log start.
+// Moving the log start with SetLogStartOffset still drops the epochs below
+// it.
+func WithKeepEpochs(keep func() bool) Option {
+	return func(o *options) { o.keepEpochs = keep }
+}
+
+// keepsEpochs reports whether deleted segments' epochs stay.
+func (o *options) keepsEpochs() bool { return o.keepEpochs != nil && o.keepEpochs() }
 
 // WithDeleteVeto sets a function retention asks, oldest segment first, before
 // deleting a segment; false keeps that segment and every newer one for now

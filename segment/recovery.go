@@ -214,8 +214,10 @@ func (l *Log) recover() error {
 	if err := l.epochs.truncateFromEnd(l.mu.logEnd); err != nil {
 		return err
 	}
-	if err := l.epochs.truncateFromStart(l.mu.logStart); err != nil {
-		return err
+	if !l.opts.keepsEpochs() {
+		if err := l.epochs.truncateFromStart(l.mu.logStart); err != nil {
+			return err
+		}
 	}
 	if hw, ok, err := l.readRebuildable(highWatermarkFile); err != nil {
 		return err

@@ -190,7 +190,9 @@ func (l *Log) deleteOldestLocked(doomed []*segment) ([]SegmentInfo, error) {
 		if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, newStart); err != nil {
 			errs = append(errs, l.poison(err))
 		}
-		errs = append(errs, l.epochs.truncateFromStart(newStart))
+		if !l.opts.keepsEpochs() {
+			errs = append(errs, l.epochs.truncateFromStart(newStart))
+		}
 	}
 	l.opts.logger.Info("segment: deleted segments", "dir", l.dir, "count", n, "logStartOffset", newStart)
 	return infos, errors.Join(errs...)

@@ -286,3 +286,58 @@ func TestDeletedSegmentReadable(t *testing.T) {
 		t.Fatalf("file of a deleted segment after the delay: %v, want it closed", err)
 	}
 }
+
+// TestRetentionKeepsEpochs: with WithKeepEpochs, segments deleted by
+// retention keep their leader epochs (a tiered log: they are still in
+// the partition's log), across a reopen too; without it, the epochs below
+// the new log start go. SetLogStartOffset drops them either way.
+func TestRetentionKeepsEpochs(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		cfg := lgConfig()
+		one := int64(len(lgBatch(1, 0, 200, 0)))
+		cfg.SegmentBytes = 2 * one
+		cfg.RetentionMs = -1
+		dir := t.TempDir()
+		var opts []Option
+		if keep {
+			opts = append(opts, WithKeepEpochs(func() bool { return true }))
+		}
+		l := lgOpen(t, dir, cfg, opts...)
+		for i := range 8 {
+			if i == 2 || i == 5 {
+				if err := l.Epochs().Assign(int32(i), int64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lgAppend(t, l, lgBatch(1, 0, 200, 0))
+		}
+		cfg.RetentionBytes = 3 * one
+		l.UpdateConfig(cfg)
+		if _, err := l.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		if l.LogStartOffset() != 4 {
+			t.Fatalf("keep=%v: log start %d, want 4", keep, l.LogStartOffset())
+		}
+		want := []EpochEntry{{2, 4}, {5, 5}}
+		if keep {
+			want = []EpochEntry{{2, 2}, {5, 5}}
+		}
+		if got := l.Epochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("keep=%v: epochs %v after retention, want %v", keep, got, want)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = lgOpen(t, dir, cfg, opts...)
+		if got := l.Epochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("keep=%v: epochs %v after reopening, want %v", keep, got, want)
+		}
+		if err := l.SetLogStartOffset(7); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Epochs().Entries(); !slices.Equal(got, []EpochEntry{{5, 7}}) {
+			t.Fatalf("keep=%v: epochs %v after SetLogStartOffset(7), want [{5 7}]", keep, got)
+		}
+	}
+}

@@ -35,9 +35,11 @@ func NewGate(tiered bool) *Gate {
 }
 
 // SegmentOptions returns the segment.Log options that route retention's
-// veto and segment seals through the gate.
+// veto and segment seals through the gate, and keep the leader epochs of
+// the segments local retention deletes while tiered (they are still in
+// the partition's log, in the store).
 func (g *Gate) SegmentOptions() []segment.Option {
-	return []segment.Option{segment.WithDeleteVeto(g.CanDeleteLocal), segment.WithOnSeal(g.onSeal)}
+	return []segment.Option{segment.WithDeleteVeto(g.CanDeleteLocal), segment.WithOnSeal(g.onSeal), segment.WithKeepEpochs(g.Tiered)}
 }
 
 // Attach makes a the partition's archiver (replacing any other).
