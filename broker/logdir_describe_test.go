@@ -154,6 +154,13 @@ func TestDescribeLogDirs(t *testing.T) {
 		}
 	}
 
+	// An empty (not null) topic list: the directories, no partition.
+	empty := kmsg.NewPtrDescribeLogDirsRequest()
+	empty.Topics = []kmsg.DescribeLogDirsRequestTopic{}
+	if resp := dialRaw(t, s).request(1, empty).(*kmsg.DescribeLogDirsResponse); len(resp.Dirs) != 2 || len(resp.Dirs[0].Topics)+len(resp.Dirs[1].Topics) != 0 {
+		t.Errorf("empty topic list: %d directories, topics %v %v; want 2 and none", len(resp.Dirs), resp.Dirs[0].Topics, resp.Dirs[1].Topics)
+	}
+
 	// d2's disk fails: it is described as KAFKA_STORAGE_ERROR, d1 still
 	// with its partitions.
 	fail2.Store(true)

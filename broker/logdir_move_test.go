@@ -155,6 +155,8 @@ func TestAlterReplicaLogDirsUnderLoad(t *testing.T) {
 	// future replica is seen.
 	other := map[string]string{d1: d2, d2: d1}
 	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // before the server's Shutdown, which waits for the move
 	var holdOnce sync.Once
 	s.testMoveHook = func(point, stage string) {
 		if point == "copied" {
@@ -181,7 +183,7 @@ func TestAlterReplicaLogDirsUnderLoad(t *testing.T) {
 				t.Errorf("the same move again: %v", kerr.ErrorForCode(code))
 			}
 			waitFor(t, "records acknowledged while the move is held", func() bool { return acked.Load() > before+500 })
-			close(hold)
+			release()
 		}
 		moveStart := time.Now()
 		waitFor(t, "the move done", func() bool {
