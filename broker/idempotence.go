@@ -21,7 +21,7 @@ import (
 func (p *partition) loadProducers(log *slog.Logger) error {
 	p.producers = producer.NewStateManager(0)
 	end := p.log.LogEndOffset()
-	rep, err := p.producers.LoadRetaining(p.dir, p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
+	rep, err := p.producers.LoadRetaining(p.path(), p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func (p *partition) snapshotProducers() error {
 	if err != nil {
 		return err
 	}
-	return producer.WriteSnapshot(p.dir, end, data)
+	return producer.WriteSnapshot(p.path(), end, data)
 }
 
 // appendReplicatedLocked appends the leader's batches verbatim and
@@ -208,7 +208,7 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 // Caller holds appendMu.
 func (p *partition) reloadProducersLocked() error {
 	end := p.log.LogEndOffset()
-	_, err := p.producers.LoadRetaining(p.dir, p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
+	_, err := p.producers.LoadRetaining(p.path(), p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	p.snapshotEnd = end

@@ -198,7 +198,7 @@ func (a partitionAppender) StartOverLocked(offset int64, st replica.RemoteState)
 		}
 	}
 	if st.ProducerSnapshot != nil {
-		if err := producer.WriteSnapshot(p.dir, offset, st.ProducerSnapshot); err != nil {
+		if err := producer.WriteSnapshot(p.path(), offset, st.ProducerSnapshot); err != nil {
 			return err
 		}
 	}
