@@ -219,7 +219,7 @@ Example:
 				"the broker at %s does not serve Kafka API key %d, which --execute needs", strings.Join(s.seeds, ","), key)
 		}
 	}
-	ex := &rebalanceRun{c: c, s: s, plan: plan, changed: changed}
+	ex := &rebalanceRun{c: c, s: s, plan: plan, changed: changed, timeout: *timeout}
 	code := ex.run(ctx, *throttle, *timeout)
 	if code == 0 && mode == modeDecommission {
 		_, after, err := readAssignment(ctx, s)
@@ -271,6 +271,7 @@ type rebalanceRun struct {
 	s       *session
 	plan    *rebalancePlan
 	changed []int
+	timeout time.Duration // --timeout: also bounds the retries
 }
 
 func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Duration) int {
@@ -302,7 +303,7 @@ func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Dur
 		t := r.plan.Target[i]
 		req.Assign(t.Topic, t.Partition, t.Replicas)
 	}
-	if code := c.reassignAnswer(ctx, r.s, req, "started partition reassignment"); code != 0 {
+	if code := c.reassignAnswer(ctx, r.s, req, "started partition reassignment", timeout); code != 0 {
 		return code
 	}
 	start := time.Now()
@@ -452,22 +453,21 @@ func (r *rebalanceRun) throttleTargets() (brokers []int32, leader, follower map[
 func (r *rebalanceRun) setThrottles(ctx context.Context, rate int64) error {
 	brokers, leader, follower := r.throttleTargets()
 	v := strconv.FormatInt(rate, 10)
+	retry := r.c.newRetrier("IncrementalAlterConfigs", r.timeout)
 	if len(brokers) > 0 {
-		res, err := r.s.adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		if err := retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.SetConfig, Name: leaderThrottledRate, Value: &v},
 			{Op: kadm.SetConfig, Name: followerThrottledRate, Value: &v},
-		}, brokers...)
-		if err := alterErr("broker", res, err); err != nil {
+		}, brokers, nil); err != nil {
 			return err
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(leader)) {
 		l, f := strings.Join(leader[t], ","), strings.Join(follower[t], ",")
-		res, err := r.s.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		if err := retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.SetConfig, Name: leaderThrottledReplicas, Value: &l},
 			{Op: kadm.SetConfig, Name: followerThrottledReplica, Value: &f},
-		}, t)
-		if err := alterErr("topic", res, err); err != nil {
+		}, nil, []string{t}); err != nil {
 			return err
 		}
 	}
@@ -477,35 +477,23 @@ func (r *rebalanceRun) setThrottles(ctx context.Context, rate int64) error {
 // clearThrottles deletes what setThrottles set, with a context of its own
 // (the run's may be done).
 func (r *rebalanceRun) clearThrottles() error {
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	retry := r.c.newRetrier("IncrementalAlterConfigs", r.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout+retry.bound)
 	defer cancel()
 	brokers, leader, _ := r.throttleTargets()
 	var errs []error
 	if len(brokers) > 0 {
-		res, err := r.s.adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		errs = append(errs, retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.DeleteConfig, Name: leaderThrottledRate},
 			{Op: kadm.DeleteConfig, Name: followerThrottledRate},
-		}, brokers...)
-		errs = append(errs, alterErr("broker", res, err))
+		}, brokers, nil))
 	}
 	for _, t := range slices.Sorted(maps.Keys(leader)) {
-		res, err := r.s.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		errs = append(errs, retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.DeleteConfig, Name: leaderThrottledReplicas},
 			{Op: kadm.DeleteConfig, Name: followerThrottledReplica},
-		}, t)
-		errs = append(errs, alterErr("topic", res, err))
+		}, nil, []string{t}))
 	}
 	return errors.Join(errs...)
 }
 
-func alterErr(kind string, res kadm.AlterConfigsResponses, err error) error {
-	if err != nil {
-		return err
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return fmt.Errorf("%s %s: %w", kind, r.Name, kafkaError(r.Err, r.ErrMessage))
-		}
-	}
-	return nil
-}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -165,6 +166,7 @@ Example:
 	execute := c.fs.Bool("execute", false, "start the reassignment (default: a dry run that prints the current and proposed assignment)")
 	cancel := c.fs.Bool("cancel", false, "cancel the reassignments of the partitions in --file")
 	list := c.fs.Bool("list", false, "list the reassignments in progress")
+	timeout := c.fs.Duration("timeout", retryBound, "how long to retry a request the brokers answer with REQUEST_TIMED_OUT or NOT_CONTROLLER (ZooKeeper unreachable, a controller change)")
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -183,6 +185,8 @@ Example:
 		return c.usageError("--cancel takes no --execute")
 	case !*list && file == "":
 		return c.usageError("--file is required (or --list)")
+	case *timeout <= 0:
+		return c.usageError("--timeout %v: want a duration > 0", *timeout)
 	}
 	var plan *reassignPlan
 	if file != "" {
@@ -195,7 +199,7 @@ Example:
 		}
 	}
 
-	return c.withAdmin(func(ctx context.Context, s *session) int {
+	return c.withAdminFor(adminTimeout+*timeout, func(ctx context.Context, s *session) int {
 		for _, key := range []int16{apiAlterPartitionReassignments, apiListPartitionReassignments} {
 			if !s.supports(key) {
 				return c.failf("Upgrade the brokers to a version that serves partition reassignment.",
@@ -206,15 +210,15 @@ Example:
 		case *list:
 			return c.reassignList(ctx, s)
 		case *cancel:
-			return c.reassignCancel(ctx, s, plan)
+			return c.reassignCancel(ctx, s, plan, *timeout)
 		}
-		return c.reassignExecute(ctx, s, plan, *execute)
+		return c.reassignExecute(ctx, s, plan, *execute, *timeout)
 	})
 }
 
 // reassignExecute prints the current and proposed assignments and, with
 // execute, submits the plan.
-func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool) int {
+func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool, timeout time.Duration) int {
 	topics := map[string]bool{}
 	for _, p := range plan.Partitions {
 		topics[p.Topic] = true
@@ -244,28 +248,30 @@ func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reass
 	for _, p := range plan.Partitions {
 		req.Assign(p.Topic, p.Partition, p.Replicas)
 	}
-	return c.reassignAnswer(ctx, s, req, "started partition reassignment")
+	return c.reassignAnswer(ctx, s, req, "started partition reassignment", timeout)
 }
 
 // reassignCancel cancels the plan's partitions' reassignments.
-func (c *clientCmd) reassignCancel(ctx context.Context, s *session, plan *reassignPlan) int {
+func (c *clientCmd) reassignCancel(ctx context.Context, s *session, plan *reassignPlan, timeout time.Duration) int {
 	var req kadm.AlterPartitionAssignmentsReq
 	for _, p := range plan.Partitions {
 		req.CancelAssign(p.Topic, p.Partition)
 	}
-	return c.reassignAnswer(ctx, s, req, "cancelled the reassignment")
+	return c.reassignAnswer(ctx, s, req, "cancelled the reassignment", timeout)
 }
 
-// reassignAnswer sends req and reports each partition's outcome.
-func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.AlterPartitionAssignmentsReq, done string) int {
-	res, err := s.adm.AlterPartitionAssignments(ctx, req)
+// reassignAnswer sends req, retrying what the brokers answer with
+// REQUEST_TIMED_OUT or NOT_CONTROLLER for at most retryBound (or limit,
+// if shorter and > 0), and reports each partition's outcome.
+func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.AlterPartitionAssignmentsReq, done string, limit time.Duration) int {
+	res, err := c.newRetrier("AlterPartitionReassignments", limit).alterReassignments(ctx, s.adm, req)
 	if err != nil {
 		return c.fail(err)
 	}
 	var ok []string
 	failed := 0
 	var firstErr error
-	for _, r := range res.Sorted() {
+	for _, r := range res {
 		tp := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
 		if r.Err == nil {
 			ok = append(ok, tp)
