@@ -496,4 +496,3 @@ func (r *rebalanceRun) clearThrottles() error {
 	}
 	return errors.Join(errs...)
 }
-
