@@ -412,6 +412,17 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 {
 				return e.request(kmsg.NewPtrListPartitionReassignmentsRequest()).(*kmsg.ListPartitionReassignmentsResponse).ErrorCode
 			}, denied: codeClusterAuth},
+		{api: "DescribeLogDirs", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				resp := e.request(kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse)
+				if resp.ErrorCode == 0 && len(resp.Dirs) == 0 {
+					e.t.Errorf("DescribeLogDirs allowed but no directory described")
+				}
+				if resp.ErrorCode != 0 && len(resp.Dirs) != 0 {
+					e.t.Errorf("DescribeLogDirs denied but %d directories described", len(resp.Dirs))
+				}
+				return resp.ErrorCode
+			}, denied: codeClusterAuth},
 		{api: "DescribeUserScramCredentials", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate)},
 			call: func(e *matrixEnv) int16 {
 				return e.request(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode
