@@ -117,7 +117,7 @@ func measureMoves(ctx context.Context, src sizeSource, moving []movingPartition)
 			for _, a := range m.Adding {
 				n, ok := sizes.of(a, m.name())
 				if !ok {
-					st.Copied = -1
+					st.ToCopy, st.Copied = -1, -1
 					break
 				}
 				st.Copied += min(n, leaderSize)
