@@ -215,7 +215,8 @@ func rate(samples []progressSample) (float64, bool) {
 }
 
 // describeProgress renders one line: "4.0 MiB of 16.0 MiB copied (25%),
-// 1.3 MiB/s, ETA 9s".
+// 1.3 MiB/s, ETA 9s"; without samples (nil: one look, no rate) only the
+// bytes.
 func describeProgress(toCopy, copied int64, samples []progressSample) string {
 	if toCopy < 0 || copied < 0 {
 		return "size unknown"
@@ -228,6 +229,7 @@ func describeProgress(toCopy, copied int64, samples []progressSample) string {
 	fmt.Fprintf(&b, "%s of %s copied (%.0f%%)", formatBytes(copied), formatBytes(toCopy), pct)
 	r, ok := rate(samples)
 	switch {
+	case samples == nil:
 	case !ok:
 		b.WriteString(", rate -, ETA -")
 	case copied >= toCopy:

@@ -44,7 +44,7 @@ func TestReassignRetriesZooKeeperStall(t *testing.T) {
 		t.Fatal("two brokers never listed")
 	}
 	createAssigned(t, addr, "stall", [][]int32{{1}, {1}, {1}, {1}})
-	h := produceHistory(t, addr, "stall", 4, 20)
+	h := produceHistory(t, addr, "stall", 4, 20, 0)
 
 	// 1. topic reassign --execute while ZooKeeper is paused.
 	plan := filepath.Join(t.TempDir(), "move.json")
@@ -132,19 +132,21 @@ func runStalled(t *testing.T, zk *zktest.Server, args []string, retried string) 
 	}
 }
 
-// produceHistory produces n records acks=all to each of parts partitions
-// of topic and records them in a history.
-func produceHistory(t *testing.T, addr, topic string, parts int32, n int) *history.History {
+// produceHistory produces n records acks=all, of about pad bytes each,
+// to each of parts partitions of topic, uncompressed in batches of at
+// most 16 KiB,
+// and records them in a history.
+func produceHistory(t *testing.T, addr, topic string, parts int32, n, pad int) *history.History {
 	t.Helper()
 	h := history.New()
-	cl := newTestClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl := newTestClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for p := range parts {
 		tp := history.TP{Topic: topic, Partition: p}
 		for i := range n {
-			v := fmt.Sprintf("%s-%d-%d", topic, p, i)
+			v := fmt.Sprintf("%s-%d-%d-%s", topic, p, i, strings.Repeat("x", pad))
 			h.Sent("cli-test", tp, v)
 			wg.Add(1)
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
