@@ -42,7 +42,7 @@ func TestPlanReassignmentBytes(t *testing.T) {
 			moves: 2, copies: 10, bytes: map[int32]int64{1: 105, 2: 6}, stay: []int{0, 1}},
 		{name: "add a broker on a rack: the huge partition stays", brokers: racked,
 			parts: sized([]int64{1000, 10, 10, 10, 10, 10}, []int32{1, 2}, []int32{1, 2}, []int32{3, 2}, []int32{1, 2}, []int32{3, 2}, []int32{1, 2}),
-			mode: modeAddBroker, broker: 4, moves: 3, copies: 30, bytes: map[int32]int64{1: 1030, 2: 1020, 3: 20, 4: 30}, stay: []int{0}},
+			mode:  modeAddBroker, broker: 4, moves: 3, copies: 30, bytes: map[int32]int64{1: 1030, 2: 1020, 3: 20, 4: 30}, stay: []int{0}},
 	}
 	for _, tc := range cases {
 		plan, err := planReassignment(tc.brokers, tc.parts, tc.mode, tc.broker, true)

@@ -62,7 +62,9 @@ func listReassignments(ctx context.Context, s *session) ([]movingPartition, erro
 			topics[t.Topic] = true
 		}
 	}
-	slices.SortFunc(out, func(a, b movingPartition) int { return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition)) })
+	slices.SortFunc(out, func(a, b movingPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	if len(out) == 0 {
 		return out, nil
 	}
