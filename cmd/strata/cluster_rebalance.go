@@ -74,12 +74,13 @@ and runs a preferred leader election for the changed partitions so
 leadership follows the new first replicas.
 
 While it waits, every %v it prints the progress on stderr: per moving
-partition and in total the bytes to copy (the leader's local size), the bytes copied (the
-new replicas' local sizes), the rate over the last samples and the time
-left at that rate. A broker answering REQUEST_TIMED_OUT (ZooKeeper
-unreachable) or NOT_CONTROLLER is retried with a growing backoff for at
-most %v (or --timeout, if shorter), for the reassignment and the
-throttle configs alike; any other error fails at once.
+partition and in total the bytes to copy (the leader's local size), the
+bytes copied (the new replicas' local sizes), the rate over the last
+samples and the time left at that rate. A broker answering
+REQUEST_TIMED_OUT (ZooKeeper unreachable) or NOT_CONTROLLER is retried
+with a growing backoff for at most %v (or --timeout, if shorter), for
+the reassignment and the throttle configs alike; any other error fails
+at once.
 
 --throttle BYTES_PER_SEC first sets leader.replication.throttled.rate and
 follower.replication.throttled.rate on every broker taking part, and the
@@ -192,7 +193,7 @@ Example:
 	sizesKnown := true
 	if err := readSizes(ctx, s, logDirSizes(s), ids, current); err != nil {
 		sizesKnown = false
-		fmt.Fprintf(stderr, "strata %s: local sizes (DescribeLogDirs): %v; planning by replica and leader counts only.\n", name, err)
+		fmt.Fprintf(stderr, "strata %s: local sizes (DescribeLogDirs): %v; partitions of unknown size are planned as 0 bytes.\n", name, err)
 	}
 	plan, err := planReassignment(brokers, current, mode, broker, !*noRack)
 	if err != nil {
