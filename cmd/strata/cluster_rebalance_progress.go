@@ -24,7 +24,8 @@ func (r *rebalanceRun) sample(ctx context.Context, progress *progressTracker, pa
 
 // summary prints, once the moves are done, the bytes each new replica
 // holds (its local size: what was copied, plus what the partition took
-// in meanwhile), and the total with the mean rate over elapsed.
+// in meanwhile, less what local retention deleted since), and the total
+// with the mean rate over elapsed, next to the plan's estimate.
 func (r *rebalanceRun) summary(ctx context.Context, elapsed time.Duration) error {
 	var brokers []int32
 	set := kadm.TopicsSet{}
@@ -75,11 +76,11 @@ func (r *rebalanceRun) summary(ctx context.Context, elapsed time.Duration) error
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(r.c.stdout, "Copied %s (%s) to %s in %v", plural(total, "byte"), formatBytes(total), plural(int64(replicas), "new replica"), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(r.c.stdout, "Bytes on the %s: %s, %v after the start", plural(int64(replicas), "new replica"), describeBytes(total), elapsed.Round(time.Millisecond))
 	if s := elapsed.Seconds(); s > 0 {
 		fmt.Fprintf(r.c.stdout, " (%s/s)", formatBytes(int64(float64(total)/s)))
 	}
-	fmt.Fprintln(r.c.stdout, ".")
+	fmt.Fprintf(r.c.stdout, "; planned: %s.\n", describeBytes(planned))
 	return nil
 }
 

@@ -142,7 +142,7 @@ func TestReassignProgressBytes(t *testing.T) {
 	if planned, _ := strconv.ParseInt(m[2], 10, 64); planned != map[int]int64{0: s0, 1: s1}[p] {
 		t.Errorf("summary: planned %d bytes for big-%d, its size was %d", planned, p, map[int]int64{0: s0, 1: s1}[p])
 	}
-	if !strings.Contains(r.stdout, fmt.Sprintf("Copied %d bytes (%s) to 1 new replica in ", now, formatBytes(now))) {
+	if !strings.Contains(r.stdout, fmt.Sprintf("Bytes on the 1 new replica: %d bytes (%s), ", now, formatBytes(now))) {
 		t.Errorf("summary total:\n%s", r.stdout)
 	}
 	checkHistory(t, addr, h, "big", 2)
