@@ -106,17 +106,28 @@ type logDirReplica struct {
 	future bool
 }
 
-// logDirReplicas lists the open replicas.
+// logDirReplicas lists the open replicas, and the future replicas of the
+// moves in progress (logdir_move.go).
 func (s *Server) logDirReplicas() []logDirReplica {
 	var out []logDirReplica
 	for _, p := range s.allPartitions() {
-		if p.ldir == nil {
+		ld := p.logDir()
+		if ld == nil {
 			continue
 		}
 		l := p.log
 		leo := l.LogEndOffset()
-		out = append(out, logDirReplica{topic: p.topic, index: p.index, ldir: p.ldir,
+		out = append(out, logDirReplica{topic: p.topic, index: p.index, ldir: ld,
 			size: logSize(l.Segments()), lag: max(l.HighWatermark()-leo, 0)})
+		if f := p.futureReplica(); f != nil && f.dest != ld {
+			var size int64
+			end := l.LogStartOffset()
+			if m := f.mover.Load(); m != nil {
+				size, end = m.Bytes(), m.Offset()
+			}
+			out = append(out, logDirReplica{topic: p.topic, index: p.index, ldir: f.dest,
+				size: size, lag: max(leo-end, 0), future: true})
+		}
 	}
 	return out
 }

@@ -423,6 +423,18 @@ func matrixRows() []matrixRow {
 				}
 				return resp.ErrorCode
 			}, denied: codeClusterAuth},
+		{api: "AlterReplicaLogDirs", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{clusterGrant(acl.OpDescribe), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				// To the directory it is in: a no-op success past the check.
+				req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+				rd := kmsg.NewAlterReplicaLogDirsRequestDir()
+				rd.Dir = e.s.dirs.dirs[0].path
+				rt := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+				rt.Topic, rt.Partitions = e.topic, []int32{0}
+				rd.Topics = append(rd.Topics, rt)
+				req.Dirs = append(req.Dirs, rd)
+				return e.request(req).(*kmsg.AlterReplicaLogDirsResponse).Topics[0].Partitions[0].ErrorCode
+			}, denied: codeClusterAuth},
 		{api: "DescribeUserScramCredentials", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate)},
 			call: func(e *matrixEnv) int16 {
 				return e.request(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode

@@ -112,7 +112,7 @@ func TestDataDirFromBeforeClustering(t *testing.T) {
 	if hw := tp.local(1).log.HighWatermark(); hw != 5 {
 		t.Fatalf("high watermark after migration: got %d, want 5", hw)
 	}
-	if got, ok, err := readPartitionTopicID(tp.local(1).dir); err != nil || !ok || got != id {
+	if got, ok, err := readPartitionTopicID(tp.local(1).path()); err != nil || !ok || got != id {
 		t.Fatalf("partition.metadata after migration: %v %v %v, want %v", got, ok, err, id)
 	}
 	if _, err := os.Stat(filepath.Join(dir, metaPropertiesFile)); err != nil {

@@ -20,7 +20,7 @@ import (
 func (p *partition) loadProducers(log *slog.Logger) error {
 	p.producers = producer.NewStateManager(0)
 	end := p.log.LogEndOffset()
-	rep, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+	rep, err := p.producers.Load(p.path(), p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func (p *partition) snapshotProducers() error {
 	if err != nil {
 		return err
 	}
-	return producer.WriteSnapshot(p.dir, end, data)
+	return producer.WriteSnapshot(p.path(), end, data)
 }
 
 // appendReplicatedLocked appends the leader's batches verbatim and
@@ -117,7 +117,7 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 // Caller holds appendMu.
 func (p *partition) reloadProducersLocked() error {
 	end := p.log.LogEndOffset()
-	_, err := p.producers.Load(p.dir, p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
+	_, err := p.producers.Load(p.path(), p.log.LogStartOffset(), end, func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	p.snapshotEnd = end

@@ -30,10 +30,10 @@ const (
 // storageFailure takes p's log directory offline if err is a failure of
 // its disk. It reports whether it was.
 func (s *Server) storageFailure(p *partition, err error) bool {
-	if p == nil || p.ldir == nil || !isStorageError(err) {
+	if p == nil || p.logDir() == nil || !isStorageError(err) {
 		return false
 	}
-	s.logDirFailed(p.ldir, fmt.Errorf("partition %s-%d: %w", p.topic, p.index, err))
+	s.logDirFailed(p.logDir(), fmt.Errorf("partition %s-%d: %w", p.topic, p.index, err))
 	return true
 }
 
@@ -99,7 +99,7 @@ func (s *Server) takeLogDirOffline(d *logDir) {
 	for name, t := range cur {
 		var nt *topicState
 		for i, p := range t.parts {
-			if p == nil || p.ldir != d {
+			if p == nil || p.logDir() != d {
 				continue
 			}
 			if nt == nil {

@@ -3,9 +3,12 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,6 +83,10 @@ type logDirs struct {
 		where   map[string]*logDir        // partition directory name → its log directory
 		offline map[string]offlineReplica // partition directory name → why it is not served
 		causes  map[*logDir]error         // why each offline directory failed
+		// preferred is where AlterReplicaLogDirs asked a partition
+		// this broker does not host yet to be created (Kafka's
+		// preferred log dir): used once, when it is.
+		preferred map[string]*logDir
 	}
 }
 
@@ -95,6 +102,7 @@ func openLogDirs(paths []string, log *slog.Logger) (*logDirs, error) {
 	ds.mu.where = map[string]*logDir{}
 	ds.mu.offline = map[string]offlineReplica{}
 	ds.mu.causes = map[*logDir]error{}
+	ds.mu.preferred = map[string]*logDir{}
 	for i, p := range paths {
 		d := &logDir{path: p}
 		ds.dirs = append(ds.dirs, d)
@@ -140,15 +148,24 @@ func (ds *logDirs) online() []*logDir {
 
 // scan finds the partition directories in every online directory. A
 // directory that cannot be read goes offline; a partition in two
-// directories is an error naming both.
+// directories is an error naming both, unless an interrupted replica
+// move explains it (logdir_move.go: the copy with the move marker is
+// current, the other is deleted). Staging directories of interrupted
+// moves are deleted.
 func (ds *logDirs) scan() error {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
+	found := map[string][]*logDir{} // partition directory → the directories holding it, in log.dirs order
+	markers := map[string]*logDir{} // partition directory → the directory whose copy has the move marker
 	for _, d := range ds.dirs {
 		if d.offline.Load() {
 			continue
 		}
 		ents, err := os.ReadDir(d.path)
+		var moved map[string]bool
+		if err == nil {
+			moved, err = recoverMoves(d.path, ents, ds.log)
+		}
 		if err != nil {
 			if !isStorageError(err) {
 				return fmt.Errorf("broker: read data directory: %w", err)
@@ -157,19 +174,54 @@ func (ds *logDirs) scan() error {
 			ds.markDirOfflineLocked(d, err)
 			continue
 		}
+		for name := range moved {
+			markers[name] = d
+		}
 		for _, e := range ents {
-			if !e.IsDir() || !looksLikePartitionDir(e.Name()) {
+			if e.IsDir() && looksLikePartitionDir(e.Name()) {
+				found[e.Name()] = append(found[e.Name()], d)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(found)) {
+		in := found[name]
+		if len(in) == 1 {
+			ds.mu.where[name] = in[0]
+			continue
+		}
+		cur, ok := markers[name]
+		if !ok || len(in) > 2 {
+			return fmt.Errorf("broker: partition %s is in two log directories: %s and %s; "+
+				"move the copy that is not current out of log.dirs before starting",
+				name, filepath.Join(in[0].path, name), filepath.Join(in[1].path, name))
+		}
+		for _, d := range in {
+			if d == cur {
 				continue
 			}
-			if other, ok := ds.mu.where[e.Name()]; ok {
-				return fmt.Errorf("broker: partition %s is in two log directories: %s and %s; "+
-					"move the copy that is not current out of log.dirs before starting",
-					e.Name(), filepath.Join(other.path, e.Name()), filepath.Join(d.path, e.Name()))
+			old := filepath.Join(d.path, name)
+			ds.log.Warn("removing the old copy of a replica moved to another log directory (the move was interrupted after it switched)",
+				"dir", old, "current", filepath.Join(cur.path, name))
+			if err := os.RemoveAll(old); err != nil {
+				return fmt.Errorf("broker: remove %s: %w", old, err)
 			}
-			ds.mu.where[e.Name()] = d
+		}
+		ds.mu.where[name] = cur
+	}
+	for name, d := range markers {
+		if err := os.Remove(filepath.Join(d.path, name, moveMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("broker: remove the move marker of %s: %w", filepath.Join(d.path, name), err)
 		}
 	}
 	return nil
+}
+
+// moved records that partition directory name lives in d now (a replica
+// move switched it).
+func (ds *logDirs) moved(name string, d *logDir) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.mu.where[name] = d
 }
 
 // partitionDirs lists the partition directories found or placed, by
@@ -217,6 +269,13 @@ func (ds *logDirs) locate(name string, isNew bool) (*logDir, string, error) {
 	if len(online) == 0 {
 		return nil, "", fmt.Errorf("%w: every log directory is offline", errLogDirOffline)
 	}
+	if d, ok := ds.mu.preferred[name]; ok {
+		delete(ds.mu.preferred, name)
+		if !d.offline.Load() {
+			ds.mu.where[name] = d
+			return d, filepath.Join(d.path, name), nil
+		}
+	}
 	count := map[*logDir]int{}
 	for _, d := range ds.mu.where {
 		count[d]++
@@ -249,7 +308,25 @@ func (ds *logDirs) forget(name string) {
 	defer ds.mu.Unlock()
 	delete(ds.mu.where, name)
 	delete(ds.mu.offline, name)
+	delete(ds.mu.preferred, name)
 }
+
+// prefer records d as where partition directory name is to be created
+// if this broker comes to host it (AlterReplicaLogDirs for a replica not
+// here yet). At most maxPreferred are kept: the oldest are not dropped,
+// new ones are refused.
+func (ds *logDirs) prefer(name string, d *logDir) bool {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if _, ok := ds.mu.preferred[name]; !ok && len(ds.mu.preferred) >= maxPreferred {
+		return false
+	}
+	ds.mu.preferred[name] = d
+	return true
+}
+
+// maxPreferred bounds the preferred directories remembered.
+const maxPreferred = 100000
 
 // offlineReason reports whether partition directory name is offline.
 func (ds *logDirs) offlineReason(name string) (offlineReplica, bool) {

@@ -91,6 +91,12 @@ type Server struct {
 
 	// progress shows tests that background work happened (stats.go).
 	progress progress
+
+	// moveMu serializes starting and stopping replica moves between log
+	// directories (logdir_move.go); testMoveHook, set by tests before a
+	// move, is called at its steps.
+	moveMu       sync.Mutex
+	testMoveHook func(point, stage string)
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.

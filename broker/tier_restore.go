@@ -164,7 +164,7 @@ func (s *Server) seedLog(ctx context.Context, p *partition, m *tiering.Manifest)
 	if off, data, ok, err := tiering.FetchProducerSnapshot(ctx, s.tier.store, m); err != nil {
 		s.log.Warn("restore: producer state not restored; idempotent producers start over", "topic", p.topic, "partition", p.index, "err", err)
 	} else if ok {
-		if err := producer.WriteSnapshot(p.dir, off, data); err != nil {
+		if err := producer.WriteSnapshot(p.path(), off, data); err != nil {
 			return err
 		}
 	}
@@ -177,7 +177,7 @@ func (s *Server) seedLog(ctx context.Context, p *partition, m *tiering.Manifest)
 // manifest in the store if the partition was restored (its directory has
 // an epoch base) and its log is still empty. It blocks on the store.
 func (s *Server) restoredStart(p *partition, topicID string) {
-	if _, err := os.Stat(filepath.Join(p.dir, epochBaseFile)); err != nil || p.log.LogEndOffset() != 0 {
+	if _, err := os.Stat(filepath.Join(p.path(), epochBaseFile)); err != nil || p.log.LogEndOffset() != 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.tier.ctx, time.Minute)

@@ -362,7 +362,7 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 	if p.tier.arch != nil {
 		return
 	}
-	p.tier.epochBase = readEpochBase(p.dir)
+	p.tier.epochBase = readEpochBase(p.path())
 	a, err := tiering.NewArchiver(tiering.ArchiverConfig{
 		Store: s.tier.store, Log: p.log, Topic: p.topic, TopicID: topicID, Partition: p.index,
 		NumPartitions: numPartitions, Configs: overrides,

@@ -51,9 +51,14 @@ func (t *topicState) hasPartition(index int32) bool { return index >= 0 && int(i
 type partition struct {
 	topic string
 	index int32
-	dir   string
-	ldir  *logDir // the log directory holding dir
-	log   *segment.Log
+	// ldir is the log directory holding the partition's directory: it
+	// changes when AlterReplicaLogDirs moves it (logdir_move.go), as
+	// does log.Dir().
+	ldir atomic.Pointer[logDir]
+	log  *segment.Log
+	// future is the partition's move to another log directory in
+	// progress, or nil (logdir_move.go).
+	future atomic.Pointer[futureReplica]
 	// tier is the partition's tiered storage gate and archiver
 	// (tiering.go).
 	tier *partTier
@@ -77,6 +82,12 @@ type partition struct {
 type leadership struct {
 	leader, epoch int32
 }
+
+// path is the partition's directory.
+func (p *partition) path() string { return p.log.Dir() }
+
+// logDir is the log directory holding the partition.
+func (p *partition) logDir() *logDir { return p.ldir.Load() }
 
 // leadership returns the partition's current leader and epoch.
 func (p *partition) leadership() leadership { return *p.lead.Load() }
@@ -129,10 +140,15 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 		}
 		return err
 	}
+	var owner atomic.Pointer[partition] // set once opened: its log directory changes when it moves
 	opts := append([]segment.Option{
 		segment.WithLogger(s.log.With("topic", topic, "partition", index)),
 		segment.WithOnPoison(func(err error) {
-			s.logDirFailed(ld, fmt.Errorf("partition %s-%d: %w", topic, index, err))
+			d := ld
+			if p := owner.Load(); p != nil {
+				d = p.logDir()
+			}
+			s.logDirFailed(d, fmt.Errorf("partition %s-%d: %w", topic, index, err))
 		}),
 	}, s.cfg.LogOptions...)
 	pt := newPartTier(topic, cfg)
@@ -155,7 +171,9 @@ func (s *Server) openPartition(topic string, id coord.TopicID, index int32, lead
 			return nil, failed(err)
 		}
 	}
-	p := &partition{topic: topic, index: index, dir: dir, ldir: ld, log: l, tier: pt}
+	p := &partition{topic: topic, index: index, log: l, tier: pt}
+	p.ldir.Store(ld)
+	owner.Store(p)
 	p.lead.Store(&lead)
 	p.repl = replica.NewPartition(topic, id, index, s.cfg.BrokerID, l, partitionAppender{p})
 	// Nothing is committed until a leader says so: a log without a

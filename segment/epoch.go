@@ -248,3 +248,13 @@ func (c *EpochCache) replaceLocked(entries []EpochEntry) error {
 	c.mu.entries = entries
 	return nil
 }
+
+// relocate points the cache at the log's new directory (Mover.Finish) and
+// writes its checkpoint there from memory, so that a change made while
+// the directory was copied is not lost.
+func (c *EpochCache) relocate(dir string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dir = dir
+	return c.replaceLocked(c.mu.entries)
+}

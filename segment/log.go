@@ -60,7 +60,7 @@ var (
 // Callbacks (WithOnSeal, WithDeleteVeto) run with no lock held; the
 // WithSyncHook function runs holding flushMu and must not call the Log.
 type Log struct {
-	dir      string
+	dir      string // written holding appendMu, flushMu and mu (Mover.Finish); read holding any
 	opts     options
 	epochs   *EpochCache
 	recovery RecoveryReport
@@ -154,7 +154,11 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 }
 
 // Dir returns the log's directory.
-func (l *Log) Dir() string { return l.dir }
+func (l *Log) Dir() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dir
+}
 
 // Recovery reports what Open found and repaired.
 func (l *Log) Recovery() RecoveryReport { return l.recovery }

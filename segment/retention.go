@@ -200,8 +200,13 @@ func (l *Log) deleteOldestLocked(doomed []*segment) ([]SegmentInfo, error) {
 // file.delete.delay.ms, so that zero-copy reads already handed out finish.
 // Close closes them at once.
 func (l *Log) closeLater(segs []*segment) {
-	cfg := l.config()
-	if cfg.FileDeleteDelayMs == 0 {
+	l.closeAfter(segs, l.config().FileDeleteDelayMs)
+}
+
+// closeAfter closes the files of segs after delayMs milliseconds (at once
+// for 0), or at Close.
+func (l *Log) closeAfter(segs []*segment, delayMs int64) {
+	if delayMs == 0 {
 		for _, s := range segs {
 			if err := s.close(); err != nil {
 				l.opts.logger.Warn("segment: closing deleted segment", "path", s.logPath, "err", err)
@@ -209,7 +214,7 @@ func (l *Log) closeLater(segs []*segment) {
 		}
 		return
 	}
-	delay := time.Duration(min(cfg.FileDeleteDelayMs, int64(time.Duration(1<<62)/time.Millisecond))) * time.Millisecond
+	delay := time.Duration(min(delayMs, int64(time.Duration(1<<62)/time.Millisecond))) * time.Millisecond
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range segs {

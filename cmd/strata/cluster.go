@@ -36,6 +36,7 @@ Actions (dry runs unless --execute; see 'strata cluster ACTION --help'):
   rebalance      even out replicas and preferred leaders over the brokers
   add-broker     fill a new broker up to its share of the replicas
   decommission   move every replica off a broker before stopping it
+  log-dirs       describe the brokers' log directories and the partitions in them
 `, `
 Example:
   strata cluster --bootstrap-server 127.0.0.1:9092,127.0.0.1:9093

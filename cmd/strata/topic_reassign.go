@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -43,8 +44,8 @@ const anyLogDir = "any"
 // parseReassignPlan reads and checks a plan: version 1, at least one
 // partition, each named once, with a topic, a partition number >= 0 and
 // (unless forCancel) replicas that are non-empty, non-negative and
-// without duplicates; log_dirs, if given, one per replica and all "any"
-// (moves between a broker's log directories are not supported).
+// without duplicates; log_dirs, if given, one per replica, each "any" or
+// an absolute path (cluster_logdirs.go sends those).
 func parseReassignPlan(data []byte, forCancel bool) (*reassignPlan, error) {
 	var p reassignPlan
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -91,8 +92,8 @@ func parseReassignPlan(data []byte, forCancel bool) (*reassignPlan, error) {
 				return nil, fmt.Errorf("partition %s: %d log_dirs for %d replicas", tp, len(rp.LogDirs), len(rp.Replicas))
 			}
 			for _, d := range rp.LogDirs {
-				if d != anyLogDir {
-					return nil, fmt.Errorf("partition %s: log_dirs entry %q: moving replicas between a broker's log directories is not supported; use \"any\"", tp, d)
+				if d != anyLogDir && !filepath.IsAbs(d) {
+					return nil, fmt.Errorf("partition %s: log_dirs entry %q: want an absolute path or \"any\"", tp, d)
 				}
 			}
 		}
@@ -101,7 +102,8 @@ func parseReassignPlan(data []byte, forCancel bool) (*reassignPlan, error) {
 }
 
 // marshalPlan renders partitions as Kafka's reassignment JSON on one
-// line, sorted by topic and partition, with log_dirs "any".
+// line, sorted by topic and partition, with log_dirs "any" unless they
+// have their own.
 func marshalPlan(parts []reassignPartition) string {
 	out := reassignPlan{Version: 1, Partitions: slices.Clone(parts)}
 	slices.SortFunc(out.Partitions, func(a, b reassignPartition) int {
@@ -112,6 +114,9 @@ func marshalPlan(parts []reassignPartition) string {
 	})
 	for i := range out.Partitions {
 		p := &out.Partitions[i]
+		if len(p.LogDirs) == len(p.Replicas) {
+			continue // the plan's own
+		}
 		p.LogDirs = make([]string, len(p.Replicas))
 		for j := range p.LogDirs {
 			p.LogDirs[j] = anyLogDir
@@ -135,7 +140,9 @@ like kafka-reassign-partitions.sh). PLAN.json is Kafka's reassignment JSON:
 
   {"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[2,3],"log_dirs":["any","any"]}]}
 
-log_dirs is optional; if given, every entry must be "any". The first replica
+log_dirs is optional; an entry other than "any" is a log directory of that
+replica's broker, which --execute asks to hold it (AlterReplicaLogDirs,
+see 'strata cluster log-dirs'). The first replica
 of each list is the partition's preferred leader.
 
 Without --execute, prints the current assignment of the partitions in the
@@ -160,9 +167,8 @@ on stderr. Any other error (INVALID_REPLICA_ASSIGNMENT, ...) fails at once.
 
 Not supported here: --throttle (strata cluster rebalance, add-broker and
 decommission take --throttle; or set leader/follower.replication.throttled.rate
-and the topic's *.replication.throttled.replicas yourself, docs/cluster.md),
-moves between a broker's log directories; --verify does not remove
-throttles.
+and the topic's *.replication.throttled.replicas yourself, docs/cluster.md);
+--verify does not remove throttles.
 `, `
 Example:
   strata topic reassign --file move.json                # dry run
@@ -259,6 +265,9 @@ func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reass
 	if !execute {
 		fmt.Fprintf(c.stdout, "\nProposed partition reassignment configuration\n\n%s\n\nDry run: nothing was changed. Add --execute to start the reassignment.\n", marshalPlan(plan.Partitions))
 		return 0
+	}
+	if status, ok := c.sendLogDirMoves(ctx, s, plan); !ok {
+		return status
 	}
 	var req kadm.AlterPartitionAssignmentsReq
 	for _, p := range plan.Partitions {

@@ -34,7 +34,8 @@ func TestParseReassignPlan(t *testing.T) {
 		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[-3]}]}`, err: "broker id -3"},
 		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}`, err: "t-0 is listed twice"},
 		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any"]}]}`, err: "1 log_dirs for 2 replicas"},
-		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/data/a"]}]}`, err: "not supported"},
+		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["data/a"]}]}`, err: "absolute path"},
+		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/data/a"]}]}`},
 		{in: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]}]} {}`, err: "more after"},
 		{in: `[1,2]`, err: "not a reassignment JSON"},
 	}
