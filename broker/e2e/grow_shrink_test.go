@@ -225,6 +225,7 @@ func TestGrowShrinkTiered(t *testing.T) {
 // ZooKeeper can stall for a second, and the brokers' reads time out) is
 // retriable, as in Kafka: the command is run again, up to three times in
 // all, once no reassignment is listed (the new plan covers what is left).
+// The command itself retries such answers for up to a minute first.
 func (c *Cluster) growRunPlan(t *testing.T, args ...string) string {
 	t.Helper()
 	boot := args[len(args)-1]
@@ -235,6 +236,9 @@ func (c *Cluster) growRunPlan(t *testing.T, args ...string) string {
 		}
 		retriable := strings.Contains(errOut, "REQUEST_TIMED_OUT")
 		for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+			if strings.HasPrefix(l, "Progress: ") || strings.HasPrefix(l, "  ") {
+				continue // the progress of the moves, not an error
+			}
 			if strings.Contains(l, ": ") && !strings.Contains(l, "REQUEST_TIMED_OUT") && !strings.HasSuffix(l, "partitions failed.") && !strings.HasSuffix(l, "partition failed.") {
 				retriable = false
 			}

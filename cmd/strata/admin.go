@@ -1,14 +1,22 @@
 package main
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // How the admin actions (topic, groups, cluster) talk to the cluster: one
 // session for the action, bounded by adminTimeout and ended by Ctrl-C.
 
 // adminContext bounds an admin action and ends it on Ctrl-C.
 func adminContext() (context.Context, context.CancelFunc) {
+	return adminContextFor(adminTimeout)
+}
+
+// adminContextFor is adminContext bounded by d instead.
+func adminContextFor(d time.Duration) (context.Context, context.CancelFunc) {
 	sctx, stop := signalContext()
-	ctx, cancel := context.WithTimeout(sctx, adminTimeout)
+	ctx, cancel := context.WithTimeout(sctx, d)
 	return ctx, func() { cancel(); stop() }
 }
 
@@ -17,7 +25,12 @@ func adminContext() (context.Context, context.CancelFunc) {
 // connect is reported (exit status 1); otherwise the exit status is
 // action's.
 func (c *clientCmd) withAdmin(action func(ctx context.Context, s *session) int) int {
-	ctx, cancel := adminContext()
+	return c.withAdminFor(adminTimeout, action)
+}
+
+// withAdminFor is withAdmin bounded by d instead of adminTimeout.
+func (c *clientCmd) withAdminFor(d time.Duration, action func(ctx context.Context, s *session) int) int {
+	ctx, cancel := adminContextFor(d)
 	defer cancel()
 	s, ctx, err := c.connect(ctx)
 	if err != nil {

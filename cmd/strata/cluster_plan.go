@@ -21,6 +21,17 @@ import (
 //     going away, to fix a rack violation, or to even out the replica
 //     count per broker (max - min <= 1 where the racks allow it); a
 //     moved replica keeps its position in the list;
+//   - local bytes: each replica weighs its partition's local size (the
+//     leader's, from DescribeLogDirs: for a tiered partition its local
+//     tail only). Bytes never add a move, they choose among the moves
+//     the count rules make. A broker to move to is the one with the
+//     fewest replicas, then the fewest bytes; a broker to move from the
+//     one with the most replicas, then the most bytes. Of the replicas
+//     that may go from A to B, the largest that does not reverse their
+//     difference in bytes (size <= (bytes(A) - bytes(B)) / 2) moves, so
+//     the two even out; when none is that small, the smallest moves, so
+//     the least is copied. Ties: a replica that is not the preferred
+//     leader, then the first partition;
 //   - preferred leaders (first replicas) are then evened out per broker
 //     by reordering replica lists, which copies nothing.
 
@@ -35,7 +46,13 @@ type planPartition struct {
 	Topic     string
 	Partition int32
 	Replicas  []int32
+	// Bytes is the partition's local size (its leader's), what moving
+	// one replica copies; -1 if unknown (planned as 0).
+	Bytes int64
 }
+
+// weight is the bytes the planner counts for one replica of p.
+func (p planPartition) weight() int64 { return max(p.Bytes, 0) }
 
 func (p planPartition) name() string { return fmt.Sprintf("%s-%d", p.Topic, p.Partition) }
 
@@ -56,6 +73,28 @@ type rebalancePlan struct {
 	Moves int
 }
 
+// Copies returns the bytes the move of the named partition copies: its
+// size once per new replica; -1 if its size is unknown, 0 if it is not
+// in the plan or only reordered.
+func (p *rebalancePlan) Copies(name string) int64 {
+	for i := range p.Target {
+		if p.Target[i].name() != name {
+			continue
+		}
+		n := 0
+		for _, r := range p.Target[i].Replicas {
+			if !slices.Contains(p.Current[i].Replicas, r) {
+				n++
+			}
+		}
+		if n > 0 && p.Target[i].Bytes < 0 {
+			return -1
+		}
+		return int64(n) * p.Target[i].weight()
+	}
+	return 0
+}
+
 // Changed returns the indexes of the partitions whose target differs
 // from their current replicas (a move or a new order).
 func (p *rebalancePlan) Changed() []int {
@@ -63,6 +102,22 @@ func (p *rebalancePlan) Changed() []int {
 	for i := range p.Target {
 		if !slices.Equal(p.Current[i].Replicas, p.Target[i].Replicas) {
 			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// countBytes returns the local bytes per broker of parts (each replica
+// weighing its partition's size), with a zero entry for every broker of
+// ids.
+func countBytes(parts []planPartition, ids []int32) map[int32]int64 {
+	out := map[int32]int64{}
+	for _, id := range ids {
+		out[id] = 0
+	}
+	for _, p := range parts {
+		for _, r := range p.Replicas {
+			out[r] += p.weight()
 		}
 	}
 	return out
@@ -93,6 +148,7 @@ type planner struct {
 	racks    int              // distinct racks among eligible (0 without racks)
 	parts    []planPartition  // the target being built
 	count    map[int32]int    // replicas per eligible broker in parts
+	bytes    map[int32]int64  // local bytes per eligible broker in parts
 }
 
 // maxPerRack is how many replicas of a partition of rf replicas one rack
@@ -147,17 +203,23 @@ func (pl *planner) rackViolation(pi int) int {
 // move places replica at of partition pi on broker to.
 func (pl *planner) move(pi, at int, to int32) {
 	from := pl.parts[pi].Replicas[at]
+	w := pl.parts[pi].weight()
 	if _, ok := pl.count[from]; ok {
 		pl.count[from]--
+		pl.bytes[from] -= w
 	}
 	pl.parts[pi].Replicas[at] = to
 	pl.count[to]++
+	pl.bytes[to] += w
 }
 
-// leastLoaded returns the eligible brokers by replica count, then id.
+// leastLoaded returns the eligible brokers by replica count, then local
+// bytes, then id.
 func (pl *planner) leastLoaded() []int32 {
 	ids := slices.Clone(pl.eligible)
-	slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(pl.count[a], pl.count[b]) })
+	slices.SortStableFunc(ids, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(pl.count[a], pl.count[b]), cmp.Compare(pl.bytes[a], pl.bytes[b]))
+	})
 	return ids
 }
 
@@ -173,20 +235,37 @@ func (pl *planner) placeAnywhere(pi, at int) bool {
 	return false
 }
 
-// moveOne moves one replica from broker from to broker to, preferring a
-// replica that is not the preferred leader; false if none can move.
+// moveOne moves one replica from broker from to broker to; false if
+// none can move. Which one: the largest that does not reverse the two
+// brokers' difference in local bytes, else the smallest; ties go to a
+// replica that is not the preferred leader, then to the first partition.
 func (pl *planner) moveOne(from, to int32) bool {
+	diff := pl.bytes[from] - pl.bytes[to]
 	best, bestAt := -1, -1
+	// better reports whether candidate (pi, at) beats the best so far.
+	better := func(pi, at int) bool {
+		if best < 0 {
+			return true
+		}
+		s, bs := pl.parts[pi].weight(), pl.parts[best].weight()
+		even, bestEven := 2*s <= diff, 2*bs <= diff
+		switch {
+		case even != bestEven:
+			return even
+		case s != bs && even:
+			return s > bs
+		case s != bs:
+			return s < bs
+		}
+		return bestAt == 0 && at > 0
+	}
 	for pi, p := range pl.parts {
 		at := slices.Index(p.Replicas, from)
 		if at < 0 || !pl.canPlace(pi, at, to) {
 			continue
 		}
-		if best < 0 || (bestAt == 0 && at > 0) {
+		if better(pi, at) {
 			best, bestAt = pi, at
-		}
-		if at > 0 {
-			break
 		}
 	}
 	if best < 0 {
@@ -245,7 +324,7 @@ func planReassignment(brokers []planBroker, parts []planPartition, mode planMode
 		}
 		return len(rs)
 	}
-	pl := &planner{eligible: eligible, rack: rack, racks: racksOf(eligible), count: map[int32]int{}}
+	pl := &planner{eligible: eligible, rack: rack, racks: racksOf(eligible), count: map[int32]int{}, bytes: map[int32]int64{}}
 	for _, id := range eligible {
 		pl.count[id] = 0
 	}
@@ -263,11 +342,12 @@ func planReassignment(brokers []planBroker, parts []planPartition, mode planMode
 		if mode == modeDecommission && racksOf(ids) >= len(p.Replicas) && pl.racks < len(p.Replicas) {
 			return nil, fmt.Errorf("cannot decommission broker %d: partition %s has %d replicas on distinct racks, and without broker %d only %d racks would remain; add a broker on the rack of broker %d (%s) first, or plan with --disable-rack-aware", broker, p.name(), len(p.Replicas), broker, pl.racks, broker, rack[broker])
 		}
-		plan.Current = append(plan.Current, planPartition{p.Topic, p.Partition, slices.Clone(p.Replicas)})
-		pl.parts = append(pl.parts, planPartition{p.Topic, p.Partition, slices.Clone(p.Replicas)})
+		plan.Current = append(plan.Current, planPartition{p.Topic, p.Partition, slices.Clone(p.Replicas), p.Bytes})
+		pl.parts = append(pl.parts, planPartition{p.Topic, p.Partition, slices.Clone(p.Replicas), p.Bytes})
 		for _, r := range p.Replicas {
 			if _, ok := pl.count[r]; ok {
 				pl.count[r]++
+				pl.bytes[r] += p.weight()
 			}
 		}
 	}
@@ -380,10 +460,12 @@ func planReassignment(brokers []planBroker, parts []planPartition, mode planMode
 	return plan, nil
 }
 
-// describeCounts renders replicas and leaders per broker before and after.
-func describeCounts(plan *rebalancePlan, ids []int32) string {
+// describeCounts renders replicas, leaders and (withBytes) local bytes
+// per broker before and after.
+func describeCounts(plan *rebalancePlan, ids []int32, withBytes bool) string {
 	rb, lb := countReplicas(plan.Current, ids)
 	ra, la := countReplicas(plan.Target, ids)
+	bb, ba := countBytes(plan.Current, ids), countBytes(plan.Target, ids)
 	all := slices.Sorted(maps.Keys(rb))
 	for id := range ra {
 		if !slices.Contains(all, id) {
@@ -392,9 +474,28 @@ func describeCounts(plan *rebalancePlan, ids []int32) string {
 	}
 	slices.Sort(all)
 	var b strings.Builder
-	fmt.Fprintf(&b, "BROKER\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADERS BEFORE\tLEADERS AFTER\n")
+	fmt.Fprintf(&b, "BROKER\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADERS BEFORE\tLEADERS AFTER")
+	if withBytes {
+		fmt.Fprintf(&b, "\tBYTES BEFORE\tBYTES AFTER")
+	}
+	fmt.Fprintln(&b)
 	for _, id := range all {
-		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\t%d\n", id, rb[id], ra[id], lb[id], la[id])
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\t%d", id, rb[id], ra[id], lb[id], la[id])
+		if withBytes {
+			fmt.Fprintf(&b, "\t%s\t%s", describeBytes(bb[id]), describeBytes(ba[id]))
+		}
+		fmt.Fprintln(&b)
 	}
 	return b.String()
+}
+
+// describeBytes is "1234 bytes (1.2 KiB)", "-" when unknown (< 0).
+func describeBytes(n int64) string {
+	switch {
+	case n < 0:
+		return "-"
+	case n < 1024:
+		return plural(n, "byte")
+	}
+	return fmt.Sprintf("%d bytes (%s)", n, formatBytes(n))
 }

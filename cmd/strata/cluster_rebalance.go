@@ -15,7 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // clusterActions are the actions of `strata cluster ACTION`; without one,
@@ -44,28 +43,46 @@ const (
 // progress.
 var pollInterval = time.Second
 
-const rebalanceCommon = `
+var rebalanceCommon = fmt.Sprintf(`
 The plan keeps every partition's replication factor and places at most
 one replica of a partition on a broker; with broker.rack set on every
 broker, a partition's replicas are spread over as many racks as possible
 (on distinct racks when there are enough). It moves as few replicas as it
 can: the replica count per broker ends within one of each other where the
 racks allow it, then preferred leaders (each partition's first replica)
-are evened out by reordering replica lists, which copies nothing.
+are evened out by reordering replica lists, which copies nothing. Local
+bytes (each partition's size on its leader, from DescribeLogDirs: for a
+tiered partition only its local tail) never add a move, but choose among
+the moves the counts need: replicas go to the broker with the fewest
+bytes among those with the fewest replicas, and of the replicas that may
+leave a broker, the largest that does not overshoot the difference in
+bytes moves (else the smallest, so that the least is copied).
 
-The plan is printed (each changed partition, current -> target; replicas
-and preferred leaders per broker, before and after), then the current and
-the proposed assignment as Kafka's reassignment JSON: keep the current one
-to move back. --output FILE writes the proposed one, for 'strata topic
-reassign --file FILE' or kafka-reassign-partitions.sh.
+The plan is printed (each changed partition, current -> target, and the
+bytes it copies; replicas, preferred leaders and local bytes per broker,
+before and after; the total to copy), then the current and the proposed
+assignment as Kafka's reassignment JSON: keep the current one to move
+back. --output FILE writes the proposed one, for 'strata topic reassign
+--file FILE' or kafka-reassign-partitions.sh.
 
 Without --execute nothing changes (a dry run). --execute refuses to start
 while another reassignment is in progress, then starts the reassignment
 (AlterPartitionReassignments), prints the partitions still moving until
 none is (at most --timeout), checks that every partition has its target
-replicas, and runs a preferred leader election for the changed partitions
-so leadership follows the new first replicas. --throttle BYTES_PER_SEC
-first sets leader.replication.throttled.rate and
+replicas, prints the bytes each new replica holds and the total copied,
+and runs a preferred leader election for the changed partitions so
+leadership follows the new first replicas.
+
+While it waits, every %v it prints the progress on stderr: per moving
+partition and in total the bytes to copy (the leader's local size), the
+bytes copied (the new replicas' local sizes), the rate over the last
+samples and the time left at that rate. A broker answering
+REQUEST_TIMED_OUT (ZooKeeper unreachable) or NOT_CONTROLLER is retried
+with a growing backoff for at most %v (or --timeout, if shorter), for
+the reassignment and the throttle configs alike; any other error fails
+at once.
+
+--throttle BYTES_PER_SEC first sets leader.replication.throttled.rate and
 follower.replication.throttled.rate on every broker taking part, and the
 topic configs leader.replication.throttled.replicas (the current
 replicas) and follower.replication.throttled.replicas (the new ones) of
@@ -73,7 +90,7 @@ the moving partitions; all four are removed at the end, also after a
 failure or a timeout (the moves then go on unthrottled: follow them with
 'strata topic reassign --list'). Existing throttled-replicas configs of
 those topics are replaced, then removed.
-`
+`, progressInterval, retryBound)
 
 func runRebalance(mode planMode, args []string, stdout, stderr io.Writer) int {
 	var name, usage, example string
@@ -173,6 +190,11 @@ Example:
 	for i, b := range brokers {
 		ids[i] = b.ID
 	}
+	sizesKnown := true
+	if err := readSizes(ctx, s, logDirSizes(s), ids, current); err != nil {
+		sizesKnown = false
+		fmt.Fprintf(stderr, "strata %s: local sizes (DescribeLogDirs): %v; partitions of unknown size are planned as 0 bytes.\n", name, err)
+	}
 	plan, err := planReassignment(brokers, current, mode, broker, !*noRack)
 	if err != nil {
 		return c.failf("'strata cluster' lists the brokers and their racks; 'strata topic describe' the replicas.", "%v", err)
@@ -188,19 +210,30 @@ Example:
 	}
 	var cur, tgt []reassignPartition
 	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\t\tTARGET")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\t\tTARGET\tCOPIES")
+	var toCopy int64
 	for _, i := range changed {
 		p, t := plan.Current[i], plan.Target[i]
-		fmt.Fprintf(tw, "%s\t%d\t%s\t->\t%s\n", p.Topic, p.Partition, joinIDs(p.Replicas), joinIDs(t.Replicas))
+		n := plan.Copies(t.name())
+		if n < 0 || toCopy < 0 {
+			toCopy = -1
+		} else {
+			toCopy += n
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t->\t%s\t%s\n", p.Topic, p.Partition, joinIDs(p.Replicas), joinIDs(t.Replicas), describeBytes(n))
 		cur = append(cur, reassignPartition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas})
 		tgt = append(tgt, reassignPartition{Topic: t.Topic, Partition: t.Partition, Replicas: t.Replicas})
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprint(tw, describeCounts(plan, ids))
+	fmt.Fprint(tw, describeCounts(plan, ids, sizesKnown))
 	if err := tw.Flush(); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(stdout, "\n%s, %s changed.\n", plural(int64(plan.Moves), "replica move"), plural(int64(len(changed)), "partition"))
+	copyNote := describeBytes(toCopy) + " to copy"
+	if toCopy < 0 {
+		copyNote = "bytes to copy unknown"
+	}
+	fmt.Fprintf(stdout, "\n%s, %s changed, %s.\n", plural(int64(plan.Moves), "replica move"), plural(int64(len(changed)), "partition"), copyNote)
 	fmt.Fprintf(stdout, "\nCurrent partition replica assignment\n\n%s\n\nSave this to use as the --file option during rollback\n", marshalPlan(cur))
 	fmt.Fprintf(stdout, "\nProposed partition reassignment configuration\n\n%s\n", marshalPlan(tgt))
 	if *output != "" {
@@ -219,7 +252,7 @@ Example:
 				"the broker at %s does not serve Kafka API key %d, which --execute needs", strings.Join(s.seeds, ","), key)
 		}
 	}
-	ex := &rebalanceRun{c: c, s: s, plan: plan, changed: changed}
+	ex := &rebalanceRun{c: c, s: s, plan: plan, changed: changed, timeout: *timeout, sizes: logDirSizes(s)}
 	code := ex.run(ctx, *throttle, *timeout)
 	if code == 0 && mode == modeDecommission {
 		_, after, err := readAssignment(ctx, s)
@@ -237,7 +270,7 @@ Example:
 }
 
 // readAssignment returns the live brokers and every partition's replicas,
-// sorted by topic and partition.
+// sorted by topic and partition (Bytes unknown: see readSizes).
 func readAssignment(ctx context.Context, s *session) ([]planBroker, []planPartition, error) {
 	md, err := s.adm.Metadata(ctx)
 	if err != nil {
@@ -259,10 +292,38 @@ func readAssignment(ctx context.Context, s *session) ([]planBroker, []planPartit
 			return nil, nil, fmt.Errorf("topic %s: %w", t, td.Err)
 		}
 		for _, p := range slices.Sorted(maps.Keys(td.Partitions)) {
-			parts = append(parts, planPartition{Topic: t, Partition: p, Replicas: slices.Clone(td.Partitions[p].Replicas)})
+			parts = append(parts, planPartition{Topic: t, Partition: p, Replicas: slices.Clone(td.Partitions[p].Replicas), Bytes: -1})
 		}
 	}
 	return brokers, parts, nil
+}
+
+// readSizes sets the Bytes of parts to their leaders' local sizes from
+// src (a leaderless partition: its largest replica's). It returns src's
+// error, if any, after setting what it learnt.
+func readSizes(ctx context.Context, s *session, src sizeSource, ids []int32, parts []planPartition) error {
+	md, err := s.adm.Metadata(ctx)
+	if err != nil {
+		return err
+	}
+	sizes, err := src(ctx, ids, nil) // nil: every partition
+	for i := range parts {
+		p := &parts[i]
+		leader := int32(-1)
+		if pd, ok := md.Topics[p.Topic].Partitions[p.Partition]; ok {
+			leader = pd.Leader
+		}
+		if n, ok := sizes.of(leader, p.name()); ok {
+			p.Bytes = n
+			continue
+		}
+		for _, r := range p.Replicas {
+			if n, ok := sizes.of(r, p.name()); ok {
+				p.Bytes = max(p.Bytes, n)
+			}
+		}
+	}
+	return err
 }
 
 // rebalanceRun executes a plan.
@@ -271,6 +332,10 @@ type rebalanceRun struct {
 	s       *session
 	plan    *rebalancePlan
 	changed []int
+	timeout time.Duration // --timeout: also bounds the retries
+	sizes   sizeSource    // the local sizes of replicas
+
+	sizeWarned bool // a failure of sizes was reported
 }
 
 func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Duration) int {
@@ -302,15 +367,26 @@ func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Dur
 		t := r.plan.Target[i]
 		req.Assign(t.Topic, t.Partition, t.Replicas)
 	}
-	if code := c.reassignAnswer(ctx, r.s, req, "started partition reassignment"); code != 0 {
+	if code := c.reassignAnswer(ctx, r.s, req, "started partition reassignment", timeout); code != 0 {
 		return code
 	}
 	start := time.Now()
 	last := -1
+	progress := newProgressTracker()
+	var printed time.Time
 	for {
-		left, err := r.reassigning(ctx, true)
+		parts, err := r.reassigningParts(ctx, true)
 		if err != nil {
 			return c.fail(err)
+		}
+		left := make([]string, len(parts))
+		for i, p := range parts {
+			left[i] = p.name()
+		}
+		r.sample(ctx, progress, parts)
+		if len(parts) > 0 && time.Since(printed) >= progressInterval {
+			progress.print(c.stderr)
+			printed = time.Now()
 		}
 		if len(left) != last {
 			if len(left) > 0 {
@@ -330,7 +406,8 @@ func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Dur
 		case <-time.After(pollInterval):
 		}
 	}
-	fmt.Fprintf(out, "Reassignment done in %v.\n", time.Since(start).Round(time.Millisecond))
+	elapsed := time.Since(start)
+	fmt.Fprintf(out, "Reassignment done in %v.\n", elapsed.Round(time.Millisecond))
 	// Verify: every changed partition has its target replicas. The
 	// brokers' metadata follows the controller's last write shortly
 	// after the reassignment is done: ask again for a while.
@@ -366,6 +443,9 @@ func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Dur
 		return c.failf("A reassignment was cancelled or changed meanwhile; plan again.", "verify: %s", strings.Join(wrong, "; "))
 	}
 	fmt.Fprintf(out, "Verified: %s have their target replicas.\n", plural(int64(len(r.changed)), "partition"))
+	if err := r.summary(ctx, elapsed); err != nil {
+		fmt.Fprintf(c.stderr, "strata %s: the bytes copied: %v\n", c.name, err)
+	}
 	res, err := r.s.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 	if err != nil {
 		return c.fail(err)
@@ -395,31 +475,28 @@ func (r *rebalanceRun) run(ctx context.Context, throttle int64, timeout time.Dur
 // reassigning lists the partitions being reassigned: all of them, or
 // (ours) only those of the plan.
 func (r *rebalanceRun) reassigning(ctx context.Context, ours bool) ([]string, error) {
-	rctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	resp, err := req.RequestWith(rctx, r.s.cl)
+	moving, err := r.reassigningParts(ctx, ours)
 	if err != nil {
 		return nil, err
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, kafkaError(err, derefString(resp.ErrorMessage))
+	out := make([]string, len(moving))
+	for i, m := range moving {
+		out[i] = m.name()
+	}
+	return out, nil
+}
+
+// reassigningParts is reassigning with the replicas being added.
+func (r *rebalanceRun) reassigningParts(ctx context.Context, ours bool) ([]movingPartition, error) {
+	all, err := listReassignments(ctx, r.s)
+	if err != nil || !ours {
+		return all, err
 	}
 	mine := map[string]bool{}
 	for _, i := range r.changed {
 		mine[r.plan.Target[i].name()] = true
 	}
-	var out []string
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			tp := fmt.Sprintf("%s-%d", t.Topic, p.Partition)
-			if !ours || mine[tp] {
-				out = append(out, tp)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return slices.DeleteFunc(all, func(m movingPartition) bool { return !mine[m.name()] }), nil
 }
 
 // throttleTargets returns the brokers taking part in the moves and, per
@@ -452,22 +529,21 @@ func (r *rebalanceRun) throttleTargets() (brokers []int32, leader, follower map[
 func (r *rebalanceRun) setThrottles(ctx context.Context, rate int64) error {
 	brokers, leader, follower := r.throttleTargets()
 	v := strconv.FormatInt(rate, 10)
+	retry := r.c.newRetrier("IncrementalAlterConfigs", r.timeout)
 	if len(brokers) > 0 {
-		res, err := r.s.adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		if err := retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.SetConfig, Name: leaderThrottledRate, Value: &v},
 			{Op: kadm.SetConfig, Name: followerThrottledRate, Value: &v},
-		}, brokers...)
-		if err := alterErr("broker", res, err); err != nil {
+		}, brokers, nil); err != nil {
 			return err
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(leader)) {
 		l, f := strings.Join(leader[t], ","), strings.Join(follower[t], ",")
-		res, err := r.s.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		if err := retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.SetConfig, Name: leaderThrottledReplicas, Value: &l},
 			{Op: kadm.SetConfig, Name: followerThrottledReplica, Value: &f},
-		}, t)
-		if err := alterErr("topic", res, err); err != nil {
+		}, nil, []string{t}); err != nil {
 			return err
 		}
 	}
@@ -477,35 +553,22 @@ func (r *rebalanceRun) setThrottles(ctx context.Context, rate int64) error {
 // clearThrottles deletes what setThrottles set, with a context of its own
 // (the run's may be done).
 func (r *rebalanceRun) clearThrottles() error {
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	retry := r.c.newRetrier("IncrementalAlterConfigs", r.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout+retry.bound)
 	defer cancel()
 	brokers, leader, _ := r.throttleTargets()
 	var errs []error
 	if len(brokers) > 0 {
-		res, err := r.s.adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		errs = append(errs, retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.DeleteConfig, Name: leaderThrottledRate},
 			{Op: kadm.DeleteConfig, Name: followerThrottledRate},
-		}, brokers...)
-		errs = append(errs, alterErr("broker", res, err))
+		}, brokers, nil))
 	}
 	for _, t := range slices.Sorted(maps.Keys(leader)) {
-		res, err := r.s.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		errs = append(errs, retry.alterConfigs(ctx, r.s.adm, []kadm.AlterConfig{
 			{Op: kadm.DeleteConfig, Name: leaderThrottledReplicas},
 			{Op: kadm.DeleteConfig, Name: followerThrottledReplica},
-		}, t)
-		errs = append(errs, alterErr("topic", res, err))
+		}, nil, []string{t}))
 	}
 	return errors.Join(errs...)
-}
-
-func alterErr(kind string, res kadm.AlterConfigsResponses, err error) error {
-	if err != nil {
-		return err
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return fmt.Errorf("%s %s: %w", kind, r.Name, kafkaError(r.Err, r.ErrMessage))
-		}
-	}
-	return nil
 }

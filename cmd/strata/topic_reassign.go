@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Kafka API keys of partition reassignment.
@@ -131,6 +131,7 @@ func marshalPlan(parts []reassignPartition) string {
 
 func runTopicReassign(args []string, stdout, stderr io.Writer) int {
 	c := newClientCmd("topic reassign", `Usage: strata topic reassign --file PLAN.json [--execute]
+       strata topic reassign --verify --file PLAN.json
        strata topic reassign --cancel --file PLAN.json
        strata topic reassign --list
 
@@ -150,20 +151,30 @@ and changes nothing. With --execute, starts the reassignment: each new
 replica copies the partition from its leader and joins the ISR; then the
 leader moves if it is being removed, the removed replicas stop and delete
 their copy, and the partition's replicas become the plan's. --list shows
-the reassignments in progress (it is empty once all are done). --cancel
+the reassignments in progress (it is empty once all are done), each with
+the bytes its new replicas hold of the leader's local size (from
+DescribeLogDirs; for a tiered partition only its local tail is copied),
+and the total. --verify tells, for each partition of the plan, whether
+its reassignment is completed, still in progress (with the bytes copied)
+or over with other replicas; it exits 1 unless all are completed. --cancel
 stops the reassignments of the partitions in the plan and returns them to
 their original replicas (the replicas lists in the file are ignored).
 
+A broker answers REQUEST_TIMED_OUT while it cannot reach ZooKeeper, and
+NOT_CONTROLLER while the controller moves: --execute and --cancel retry
+those partitions with a growing backoff for at most --timeout, saying so
+on stderr. Any other error (INVALID_REPLICA_ASSIGNMENT, ...) fails at once.
+
 Not supported here: --throttle (strata cluster rebalance, add-broker and
 decommission take --throttle; or set leader/follower.replication.throttled.rate
-and the topic's *.replication.throttled.replicas yourself, docs/cluster.md),
-moves between a broker's log directories, --verify (use --list, then
-'strata topic describe').
+and the topic's *.replication.throttled.replicas yourself, docs/cluster.md);
+--verify does not remove throttles.
 `, `
 Example:
   strata topic reassign --file move.json                # dry run
   strata topic reassign --file move.json --execute
   strata topic reassign --list
+  strata topic reassign --verify --file move.json
   strata topic reassign --cancel --file move.json
 `, stdout, stderr)
 	var file string
@@ -171,25 +182,31 @@ Example:
 	c.fs.StringVar(&file, "reassignment-json-file", "", "`PLAN.json`, the same as --file (kafka-reassign-partitions.sh's name)")
 	execute := c.fs.Bool("execute", false, "start the reassignment (default: a dry run that prints the current and proposed assignment)")
 	cancel := c.fs.Bool("cancel", false, "cancel the reassignments of the partitions in --file")
+	verify := c.fs.Bool("verify", false, "report whether the reassignments of the partitions in --file are complete, with the bytes copied of those in progress")
 	list := c.fs.Bool("list", false, "list the reassignments in progress")
+	timeout := c.fs.Duration("timeout", retryBound, "how long to retry a request the brokers answer with REQUEST_TIMED_OUT or NOT_CONTROLLER (ZooKeeper unreachable, a controller change)")
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
 	modes := 0
-	for _, on := range []bool{*cancel, *list} {
+	for _, on := range []bool{*cancel, *list, *verify} {
 		if on {
 			modes++
 		}
 	}
 	switch {
 	case modes > 1:
-		return c.usageError("--cancel and --list are exclusive")
+		return c.usageError("--cancel, --list and --verify are exclusive")
+	case *verify && *execute:
+		return c.usageError("--verify takes no --execute")
 	case *list && (file != "" || *execute):
 		return c.usageError("--list takes no --file or --execute")
 	case *cancel && *execute:
 		return c.usageError("--cancel takes no --execute")
 	case !*list && file == "":
 		return c.usageError("--file is required (or --list)")
+	case *timeout <= 0:
+		return c.usageError("--timeout %v: want a duration > 0", *timeout)
 	}
 	var plan *reassignPlan
 	if file != "" {
@@ -202,7 +219,7 @@ Example:
 		}
 	}
 
-	return c.withAdmin(func(ctx context.Context, s *session) int {
+	return c.withAdminFor(adminTimeout+*timeout, func(ctx context.Context, s *session) int {
 		for _, key := range []int16{apiAlterPartitionReassignments, apiListPartitionReassignments} {
 			if !s.supports(key) {
 				return c.failf("Upgrade the brokers to a version that serves partition reassignment.",
@@ -213,15 +230,17 @@ Example:
 		case *list:
 			return c.reassignList(ctx, s)
 		case *cancel:
-			return c.reassignCancel(ctx, s, plan)
+			return c.reassignCancel(ctx, s, plan, *timeout)
+		case *verify:
+			return c.reassignVerify(ctx, s, plan)
 		}
-		return c.reassignExecute(ctx, s, plan, *execute)
+		return c.reassignExecute(ctx, s, plan, *execute, *timeout)
 	})
 }
 
 // reassignExecute prints the current and proposed assignments and, with
 // execute, submits the plan.
-func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool) int {
+func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool, timeout time.Duration) int {
 	topics := map[string]bool{}
 	for _, p := range plan.Partitions {
 		topics[p.Topic] = true
@@ -254,28 +273,30 @@ func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reass
 	for _, p := range plan.Partitions {
 		req.Assign(p.Topic, p.Partition, p.Replicas)
 	}
-	return c.reassignAnswer(ctx, s, req, "started partition reassignment")
+	return c.reassignAnswer(ctx, s, req, "started partition reassignment", timeout)
 }
 
 // reassignCancel cancels the plan's partitions' reassignments.
-func (c *clientCmd) reassignCancel(ctx context.Context, s *session, plan *reassignPlan) int {
+func (c *clientCmd) reassignCancel(ctx context.Context, s *session, plan *reassignPlan, timeout time.Duration) int {
 	var req kadm.AlterPartitionAssignmentsReq
 	for _, p := range plan.Partitions {
 		req.CancelAssign(p.Topic, p.Partition)
 	}
-	return c.reassignAnswer(ctx, s, req, "cancelled the reassignment")
+	return c.reassignAnswer(ctx, s, req, "cancelled the reassignment", timeout)
 }
 
-// reassignAnswer sends req and reports each partition's outcome.
-func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.AlterPartitionAssignmentsReq, done string) int {
-	res, err := s.adm.AlterPartitionAssignments(ctx, req)
+// reassignAnswer sends req, retrying what the brokers answer with
+// REQUEST_TIMED_OUT or NOT_CONTROLLER for at most retryBound (or limit,
+// if shorter and > 0), and reports each partition's outcome.
+func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.AlterPartitionAssignmentsReq, done string, limit time.Duration) int {
+	res, err := c.newRetrier("AlterPartitionReassignments", limit).alterReassignments(ctx, s.adm, req)
 	if err != nil {
 		return c.fail(err)
 	}
 	var ok []string
 	failed := 0
 	var firstErr error
-	for _, r := range res.Sorted() {
+	for _, r := range res {
 		tp := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
 		if r.Err == nil {
 			ok = append(ok, tp)
@@ -307,31 +328,101 @@ func (c *clientCmd) reassignAnswer(ctx context.Context, s *session, req kadm.Alt
 	return 0
 }
 
-// reassignList prints every reassignment in progress.
+// reassignList prints every reassignment in progress, with the bytes
+// its new replicas have copied of their leader's local size.
 func (c *clientCmd) reassignList(ctx context.Context, s *session) int {
-	req := kmsg.NewPtrListPartitionReassignmentsRequest() // Topics nil: all of them
-	resp, err := req.RequestWith(ctx, s.cl)
+	moving, err := listReassignments(ctx, s)
 	if err != nil {
 		return c.fail(err)
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return c.fail(kafkaError(err, derefString(resp.ErrorMessage)))
-	}
-	var lines []string
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			lines = append(lines, fmt.Sprintf("%s-%d: replicas: %s. adding: %s. removing: %s.", t.Topic, p.Partition,
-				joinIDs(p.Replicas), joinIDs(p.AddingReplicas), joinIDs(p.RemovingReplicas)))
-		}
-	}
-	slices.Sort(lines)
-	if len(lines) == 0 {
+	if len(moving) == 0 {
 		fmt.Fprintln(c.stdout, "No partition reassignments found.")
 		return 0
 	}
+	states, serr := measureMoves(ctx, logDirSizes(s), moving)
+	if serr != nil {
+		fmt.Fprintf(c.stderr, "strata %s: sizes: %v\n", c.name, serr)
+	}
 	fmt.Fprintln(c.stdout, "Current partition reassignments:")
-	for _, l := range lines {
-		fmt.Fprintln(c.stdout, l)
+	var toCopy, copied int64
+	for i, m := range moving {
+		st := states[i]
+		fmt.Fprintf(c.stdout, "%s: replicas: %s. adding: %s. removing: %s. %s.\n", m.name(),
+			joinIDs(m.Replicas), joinIDs(m.Adding), joinIDs(m.Removing), describeProgress(st.ToCopy, st.Copied, nil))
+		if st.ToCopy < 0 || st.Copied < 0 || toCopy < 0 {
+			toCopy, copied = -1, -1
+		} else {
+			toCopy, copied = toCopy+st.ToCopy, copied+st.Copied
+		}
+	}
+	fmt.Fprintf(c.stdout, "Total: %s.\n", describeProgress(toCopy, copied, nil))
+	return 0
+}
+
+// reassignVerify prints, for every partition of the plan, whether its
+// reassignment is complete, in progress (with the bytes copied) or over
+// with other replicas than the plan's, as kafka-reassign-partitions.sh
+// --verify does. It removes no throttles (the cluster commands remove
+// theirs). Exit status 0 when every partition has its plan's replicas, 1
+// when one does not (in progress included).
+func (c *clientCmd) reassignVerify(ctx context.Context, s *session, plan *reassignPlan) int {
+	moving, err := listReassignments(ctx, s)
+	if err != nil {
+		return c.fail(err)
+	}
+	byName := map[string]movingPartition{}
+	for _, m := range moving {
+		byName[m.name()] = m
+	}
+	topics := map[string]bool{}
+	for _, p := range plan.Partitions {
+		topics[p.Topic] = true
+	}
+	md, err := s.adm.Metadata(ctx, slices.Sorted(maps.Keys(topics))...)
+	if err != nil {
+		return c.fail(err)
+	}
+	var inProgress []movingPartition
+	for _, p := range plan.Partitions {
+		tp := fmt.Sprintf("%s-%d", p.Topic, p.Partition)
+		if m, ok := byName[tp]; ok {
+			inProgress = append(inProgress, m)
+		}
+	}
+	states, serr := measureMoves(ctx, logDirSizes(s), inProgress)
+	if serr != nil && len(inProgress) > 0 {
+		fmt.Fprintf(c.stderr, "strata %s: sizes: %v\n", c.name, serr)
+	}
+	stateOf := map[string]moveState{}
+	for _, st := range states {
+		stateOf[st.Name] = st
+	}
+	fmt.Fprintln(c.stdout, "Status of partition reassignment:")
+	done := 0
+	for _, p := range plan.Partitions {
+		tp := fmt.Sprintf("%s-%d", p.Topic, p.Partition)
+		if st, ok := stateOf[tp]; ok {
+			fmt.Fprintf(c.stdout, "Reassignment of partition %s is still in progress: %s.\n", tp, describeProgress(st.ToCopy, st.Copied, nil))
+			continue
+		}
+		td, ok := md.Topics[p.Topic]
+		if !ok || td.Err != nil {
+			fmt.Fprintf(c.stdout, "Partition %s: the topic does not exist.\n", tp)
+			continue
+		}
+		pd, ok := td.Partitions[p.Partition]
+		switch {
+		case !ok:
+			fmt.Fprintf(c.stdout, "Partition %s does not exist.\n", tp)
+		case slices.Equal(pd.Replicas, p.Replicas):
+			fmt.Fprintf(c.stdout, "Reassignment of partition %s is completed.\n", tp)
+			done++
+		default:
+			fmt.Fprintf(c.stdout, "There is no active reassignment of partition %s, but replica set is %s rather than %s.\n", tp, joinIDs(pd.Replicas), joinIDs(p.Replicas))
+		}
+	}
+	if done != len(plan.Partitions) {
+		return 1
 	}
 	return 0
 }

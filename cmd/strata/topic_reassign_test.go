@@ -107,7 +107,7 @@ func TestTopicReassign(t *testing.T) {
 	// Refusals: a broker that is not live, a cancel with nothing in
 	// progress, an unknown topic, usage errors.
 	writePlan(t, plan, `{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[1,7]}]}`)
-	if r = topic("reassign", "--file", plan, "--execute"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REPLICA_ASSIGNMENT") || !strings.Contains(r.stderr, "live broker") {
+	if r = topic("reassign", "--file", plan, "--execute"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REPLICA_ASSIGNMENT") || !strings.Contains(r.stderr, "live broker") || strings.Contains(r.stderr, "retrying") {
 		t.Errorf("broker 7: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r = topic("reassign", "--cancel", "--file", plan); r.code != 1 || !strings.Contains(r.stderr, "NO_REASSIGNMENT_IN_PROGRESS") {
@@ -117,7 +117,8 @@ func TestTopicReassign(t *testing.T) {
 	if r = topic("reassign", "--file", plan); r.code != 1 || !strings.Contains(r.stderr, `topic "nope" does not exist`) {
 		t.Errorf("unknown topic: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, args := range [][]string{{"reassign"}, {"reassign", "--list", "--cancel"}, {"reassign", "--list", "--file", plan}, {"reassign", "--cancel", "--execute", "--file", plan}} {
+	for _, args := range [][]string{{"reassign"}, {"reassign", "--list", "--cancel"}, {"reassign", "--list", "--file", plan}, {"reassign", "--cancel", "--execute", "--file", plan},
+		{"reassign", "--verify", "--execute", "--file", plan}, {"reassign", "--verify", "--list"}, {"reassign", "--verify"}, {"reassign", "--list", "--timeout", "0s"}} {
 		if r = topic(args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage); stderr %q", args, r.code, r.stderr)
 		}

@@ -12,6 +12,8 @@
 //	connect := zk.ConnectString("/strata") // "127.0.0.1:PORT/strata"
 //	zk.Stop()    // outage: the process is killed, its data kept
 //	zk.Restart() // same port, same data directory
+//	zk.Pause()   // stall: SIGSTOP, connections stay open unanswered
+//	zk.Resume()  // SIGCONT
 package zktest
 
 import (
@@ -176,6 +178,40 @@ func (s *Server) Restart() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	s.t.Fatalf("zktest: restart: %v", err)
+}
+
+// Pause stops the server process with SIGSTOP: its clients' connections
+// stay open but nothing is answered, as when ZooKeeper stalls (a long GC
+// pause, a hung disk). The process is resumed when the test ends if
+// Resume was not called. Pause on a stopped server fails the test.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+	s.t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.cmd != nil {
+			_ = syscall.Kill(-s.mu.cmd.Process.Pid, syscall.SIGCONT) // best effort: Stop kills it anyway
+		}
+	})
+}
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() {
+	s.t.Helper()
+	s.signal(syscall.SIGCONT)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.cmd == nil {
+		s.t.Fatalf("zktest: %v: the server is not running", sig)
+	}
+	if err := syscall.Kill(-s.mu.cmd.Process.Pid, sig); err != nil {
+		s.t.Fatalf("zktest: %v of server pid %d: %v", sig, s.mu.cmd.Process.Pid, err)
+	}
 }
 
 // Running reports whether the server process is running.
