@@ -8,12 +8,7 @@ import (
 // How the admin actions (topic, groups, cluster) talk to the cluster: one
 // session for the action, bounded by adminTimeout and ended by Ctrl-C.
 
-// adminContext bounds an admin action and ends it on Ctrl-C.
-func adminContext() (context.Context, context.CancelFunc) {
-	return adminContextFor(adminTimeout)
-}
-
-// adminContextFor is adminContext bounded by d instead.
+// adminContextFor bounds an admin action by d and ends it on Ctrl-C.
 func adminContextFor(d time.Duration) (context.Context, context.CancelFunc) {
 	sctx, stop := signalContext()
 	ctx, cancel := context.WithTimeout(sctx, d)
