@@ -199,13 +199,18 @@ func (g *group) completeJoinLocked() {
 	g.subscribed = g.subscribedTopicsLocked()
 	g.transitionLocked(StateCompletingRebalance)
 	g.pendingSync = make(map[string]struct{}, len(g.members))
-	for _, m := range g.sortedMembersLocked() {
-		if m.joinWait != nil {
-			g.deliverJoinLocked(m, g.joinResultLocked(m.id))
-		}
+	members := g.sortedMembersLocked()
+	// Every session deadline moves before any answer leaves (see
+	// storeAssignmentLocked).
+	for _, m := range members {
 		m.isNew = false
 		g.heartbeatLocked(m)
 		g.pendingSync[m.id] = struct{}{}
+	}
+	for _, m := range members {
+		if m.joinWait != nil {
+			g.deliverJoinLocked(m, g.joinResultLocked(m.id))
+		}
 	}
 	g.armSyncTimerLocked(g.rebalanceTimeoutLocked())
 	g.c.cfg.Logger.Debug("group: join phase complete", "group", g.id, "generation", g.generation,

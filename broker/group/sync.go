@@ -127,10 +127,15 @@ func (g *group) storeAssignmentLocked(given []kmsg.SyncGroupRequestGroupAssignme
 			fail()
 			return
 		}
+		// Every session deadline moves before any answer leaves: a
+		// member told its assignment may act on it (and on the time)
+		// at once.
 		for _, m := range g.members {
 			m.assignment = assignments[m.id]
-			g.deliverSyncLocked(m, g.syncResultLocked(m))
 			g.heartbeatLocked(m)
+		}
+		for _, m := range g.members {
+			g.deliverSyncLocked(m, g.syncResultLocked(m))
 		}
 		g.transitionLocked(StateStable)
 		g.c.cfg.Logger.Debug("group: stable", "group", g.id, "generation", gen, "members", len(g.members))
