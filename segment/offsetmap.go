@@ -27,8 +27,6 @@ type OffsetMap struct {
 	capacity int
 	size     int
 	latest   int64 // largest offset put since Clear, -1 if none
-	lookups  int64
-	probes   int64
 }
 
 const (
@@ -99,7 +97,7 @@ func (m *OffsetMap) Utilization() float64 { return float64(m.size) / float64(m.c
 // Clear empties the map.
 func (m *OffsetMap) Clear() {
 	clear(m.slots)
-	m.size, m.latest, m.lookups, m.probes = 0, -1, 0, 0
+	m.size, m.latest = 0, -1
 }
 
 // hashKey is the MD5 of a key.
@@ -112,9 +110,7 @@ func (m *OffsetMap) find(h *[offsetMapHash]byte) (idx uint64, found bool) {
 	b := binary.LittleEndian.Uint64(h[8:16])
 	idx = a % m.nslots
 	step := 1 + b%(m.nslots-1) // in [1, p-1]: coprime with the prime p
-	m.lookups++
 	for {
-		m.probes++
 		s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 		if binary.LittleEndian.Uint64(s[offsetMapHash:]) == 0 {
 			return idx, false
