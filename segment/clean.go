@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -313,7 +314,9 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 	cc.Map.Clear()
 	end := p.firstDirty
 	if p.firstDirty < p.uncleanable {
-		if end, err = l.buildOffsetMap(ctx, cc, p, &res); err != nil {
+		if end, err = l.buildOffsetMap(ctx, cc, p, &res); errors.Is(err, errSourcesChanged) {
+			return res, nil // retention or truncation got there first; the next round starts afresh
+		} else if err != nil {
 			return res, err
 		}
 	}
@@ -373,6 +376,9 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 		for {
 			h, b, ok, err := sc.next()
 			if err != nil {
+				if l.sourceChanged(src) && ctx.Err() == nil {
+					return 0, errSourcesChanged
+				}
 				return 0, err
 			}
 			if !ok {
@@ -409,6 +415,18 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 		res.MapBytesRead += sc.read
 	}
 	return p.uncleanable, nil
+}
+
+// errSourcesChanged: a segment being read was deleted or truncated
+// meanwhile (retention, DeleteRecords, a follower's truncation).
+var errSourcesChanged = errors.New("segment: clean: segments changed while read")
+
+// sourceChanged reports whether src is no longer one of the log's sealed
+// segments as it was planned.
+func (l *Log) sourceChanged(src cleanSource) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.closed || !slices.Contains(l.mu.segs, src.s) || !src.s.sealed || src.s.size != src.snap.size
 }
 
 // producerLastOffsets scans the batch headers of every segment for the last

@@ -162,6 +162,10 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 		for {
 			h, b, ok, err := sc.next()
 			if err != nil {
+				if l.sourceChanged(src) && ctx.Err() == nil {
+					res.GroupsSkipped++ // retention or truncation got there first
+					return nil
+				}
 				return err
 			}
 			if !ok {
