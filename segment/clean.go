@@ -311,7 +311,8 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 		return CleanResult{}, err
 	}
 	res := CleanResult{FirstDirty: p.firstDirty, FirstUncleanable: p.uncleanable, MappedEnd: p.firstDirty}
-	cc.Map.Clear()
+	// The dirty section holds at most as many keys as it spans offsets.
+	cc.Map.clearFor(p.uncleanable - p.firstDirty)
 	end := p.firstDirty
 	if p.firstDirty < p.uncleanable {
 		if end, err = l.buildOffsetMap(ctx, cc, p, &res); errors.Is(err, errSourcesChanged) {
@@ -368,6 +369,10 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 // until the aborted-transaction index lets the cleaner tell them apart.
 func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, res *CleanResult) (int64, error) {
 	m := cc.Map
+	var (
+		recs   []Record
+		hashes [][offsetMapHash]byte
+	)
 	for _, src := range p.srcs {
 		if src.snap.next <= p.firstDirty || src.snap.base >= p.uncleanable {
 			continue
@@ -396,19 +401,15 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 				return h.BaseOffset, nil
 			}
 			it, err := NewRecordIter(b, cc.MaxDecompressed)
+			if err == nil {
+				recs, hashes, err = decodeHashed(it, recs[:0], hashes[:0])
+			}
 			if err != nil {
 				return 0, fmt.Errorf("segment: clean %s: %w", src.snap.path, err)
 			}
-			for {
-				rec, ok, err := it.Next()
-				if err != nil {
-					return 0, fmt.Errorf("segment: clean %s: %w", src.snap.path, err)
-				}
-				if !ok {
-					break
-				}
+			for i, rec := range recs {
 				if rec.Offset >= p.firstDirty && rec.Key != nil {
-					m.Put(rec.Key, rec.Offset)
+					m.putHash(&hashes[i], rec.Offset)
 				}
 			}
 		}

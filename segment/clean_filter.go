@@ -39,8 +39,30 @@ type batchFilter struct {
 
 	rewrote bool // the last filter call rewrote its batch
 
-	recs    []Record // scratch
-	scratch []byte   // uncompressed records of a rewritten batch
+	all     []Record              // scratch: the batch's records
+	hashes  [][offsetMapHash]byte // scratch: their keys' hashes
+	recs    []Record              // scratch: the records kept
+	scratch []byte                // uncompressed records of a rewritten batch
+}
+
+// decodeHashed appends the records of it to recs and their keys' hashes
+// to hashes (a keyless record's hash is unused).
+func decodeHashed(it *RecordIter, recs []Record, hashes [][offsetMapHash]byte) ([]Record, [][offsetMapHash]byte, error) {
+	for {
+		rec, ok, err := it.Next()
+		if err != nil {
+			return recs, hashes, err
+		}
+		if !ok {
+			return recs, hashes, nil
+		}
+		var h [offsetMapHash]byte
+		if rec.Key != nil {
+			h = hashKey(rec.Key)
+		}
+		recs = append(recs, rec)
+		hashes = append(hashes, h)
+	}
 }
 
 // filter appends to dst what the cleaning keeps of batch b, a whole
@@ -58,23 +80,19 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	}
 	horizon, hasHorizon := h.DeleteHorizon()
 	retainDeletes := !hasHorizon || f.nowMs < horizon
+	if f.all, f.hashes, err = decodeHashed(it, f.all[:0], f.hashes[:0]); err != nil {
+		return dst, err
+	}
 	f.recs = f.recs[:0]
 	removed, tombstoneKept := 0, false
-	for {
-		rec, ok, err := it.Next()
-		if err != nil {
-			return dst, err
-		}
-		if !ok {
-			break
-		}
+	for i, rec := range f.all {
 		keep := true
 		if rec.Offset < f.end {
 			switch {
 			case rec.Key == nil:
 				keep = false
 				f.stats.KeylessDropped++
-			case rec.Offset < f.m.Get(rec.Key):
+			case rec.Offset < f.m.getHash(&f.hashes[i]):
 				keep = false
 			case rec.Value == nil && !retainDeletes:
 				keep = false
