@@ -114,17 +114,11 @@ var ErrCleanConfig = errors.New("segment: invalid clean config")
 const defaultCleanIOBuffer = 512 << 10
 
 func (cc CleanConfig) normalized() (CleanConfig, error) {
-	switch {
-	case cc.Map == nil:
+	if cc.Map == nil {
 		return cc, fmt.Errorf("%w: no offset map", ErrCleanConfig)
-	case cc.DeleteRetentionMs < 0:
-		return cc, fmt.Errorf("%w: delete.retention.ms %d", ErrCleanConfig, cc.DeleteRetentionMs)
-	case cc.MinCompactionLagMs < 0:
-		return cc, fmt.Errorf("%w: min.compaction.lag.ms %d", ErrCleanConfig, cc.MinCompactionLagMs)
-	case cc.UncleanableFrom < 0:
-		return cc, fmt.Errorf("%w: uncleanable offset %d", ErrCleanConfig, cc.UncleanableFrom)
-	case cc.IOBufferBytes < 0 || cc.MaxDecompressed < 0:
-		return cc, fmt.Errorf("%w: negative buffer size", ErrCleanConfig)
+	}
+	if err := cc.checkBounds(); err != nil {
+		return cc, err
 	}
 	if cc.IOBufferBytes == 0 {
 		cc.IOBufferBytes = defaultCleanIOBuffer
@@ -133,6 +127,21 @@ func (cc CleanConfig) normalized() (CleanConfig, error) {
 		cc.MaxDecompressed = DefaultMaxDecompressed
 	}
 	return cc, nil
+}
+
+// checkBounds validates the settings other than the map.
+func (cc CleanConfig) checkBounds() error {
+	switch {
+	case cc.DeleteRetentionMs < 0:
+		return fmt.Errorf("%w: delete.retention.ms %d", ErrCleanConfig, cc.DeleteRetentionMs)
+	case cc.MinCompactionLagMs < 0:
+		return fmt.Errorf("%w: min.compaction.lag.ms %d", ErrCleanConfig, cc.MinCompactionLagMs)
+	case cc.UncleanableFrom < 0:
+		return fmt.Errorf("%w: uncleanable offset %d", ErrCleanConfig, cc.UncleanableFrom)
+	case cc.IOBufferBytes < 0 || cc.MaxDecompressed < 0:
+		return fmt.Errorf("%w: negative buffer size", ErrCleanConfig)
+	}
+	return nil
 }
 
 // CleanableInfo describes a log's dirty section for a cleaner that picks
@@ -220,9 +229,7 @@ func (l *Log) plan(cc CleanConfig, nowMs int64) (cleanPlan, error) {
 // with these settings (only MinCompactionLagMs and UncleanableFrom of cc
 // matter; Map may be nil).
 func (l *Log) Cleanable(cc CleanConfig) (CleanableInfo, error) {
-	cc.Map = &OffsetMap{}
-	cc, err := cc.normalized()
-	if err != nil {
+	if err := cc.checkBounds(); err != nil {
 		return CleanableInfo{}, err
 	}
 	p, err := l.plan(cc, l.opts.now().UnixMilli())

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // ctClock is a settable clock for delete horizons and compaction lag.
@@ -183,6 +185,27 @@ func ctCheckLatest(t *testing.T, m *ctModel, byOff map[int64]Record) {
 	}
 }
 
+// TestCleanConfigRejected checks CleanConfig validation.
+func TestCleanConfigRejected(t *testing.T) {
+	l := lgOpen(t, t.TempDir(), lgConfig())
+	m := ctMap(t, 1<<12)
+	for i, cc := range []CleanConfig{
+		{},
+		{Map: m, DeleteRetentionMs: -1},
+		{Map: m, MinCompactionLagMs: -1},
+		{Map: m, UncleanableFrom: -1},
+		{Map: m, IOBufferBytes: -1},
+		{Map: m, MaxDecompressed: -1},
+	} {
+		if _, err := l.Clean(context.Background(), cc); !errors.Is(err, ErrCleanConfig) {
+			t.Errorf("#%d: got %v, want ErrCleanConfig", i, err)
+		}
+	}
+	if _, err := l.Cleanable(CleanConfig{MinCompactionLagMs: -1}); !errors.Is(err, ErrCleanConfig) {
+		t.Errorf("Cleanable: got %v, want ErrCleanConfig", err)
+	}
+}
+
 func ctConfig(rng *rand.Rand) Config {
 	cfg := lgConfig()
 	cfg.SegmentBytes = int64(2048 + rng.IntN(8192))
@@ -288,7 +311,7 @@ func ctPropertyRun(t *testing.T, seed uint64) {
 }
 
 // TestCleanConcurrentReadersAndAppends reads the log over and over while it
-// is cleaned and appended to: every read succeeds, every record read is the
+// is cleaned and, at the same time, appended to: every read succeeds, every record read is the
 // one produced at its offset, and a full pass sees every key's latest value
 // as of the pass's start, or a newer one.
 func TestCleanConcurrentReadersAndAppends(t *testing.T) {
@@ -317,18 +340,52 @@ func TestCleanConcurrentReadersAndAppends(t *testing.T) {
 			}
 		}()
 	}
-	for i := range 15 {
+	cleaned, appendDone := make(chan struct{}), make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(cleaned)
+		cm, err := NewOffsetMap(24*64, 0.9)
+		if err != nil {
+			errs <- err
+			return
+		}
+		for i := range 8 {
+			// Let the appender add a few segments' worth first.
+			from := l.LogEndOffset()
+			poll.For(30*time.Second, func() bool {
+				select {
+				case <-appendDone:
+					return true
+				default:
+					return l.LogEndOffset() >= from+300
+				}
+			})
+			res, err := l.Clean(context.Background(), CleanConfig{Map: cm, DeleteRetentionMs: ctRetentionMs})
+			if err != nil {
+				errs <- fmt.Errorf("Clean %d: %w", i, err)
+				return
+			}
+			t.Logf("clean %d: dirty [%d, %d), %d segments into %d, %d of %d records kept, took %v",
+				i, res.FirstDirty, res.FirstUncleanable, res.SegmentsRead, res.SegmentsWritten, res.RecordsKept, res.RecordsRead, res.Duration)
+		}
+	}()
+	// Append while the cleaner runs, until it has done its rounds (and at
+	// most 30000 batches), pausing between bursts so that appends span
+	// every round.
+	for n := 0; n < 3000; n++ {
+		select {
+		case <-cleaned:
+			n = 3000
+			continue
+		case <-time.After(2 * time.Millisecond):
+		}
 		mu.Lock()
 		ctProduce(t, l, m, rng, clock, 10, 30, false)
 		mu.Unlock()
-		res, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 24*64), DeleteRetentionMs: ctRetentionMs})
-		if err != nil {
-			t.Fatalf("Clean %d: %v", i, err)
-		}
-		if i%10 == 0 {
-			t.Logf("clean %d: %d segments into %d", i, res.SegmentsRead, res.SegmentsWritten)
-		}
 	}
+	close(appendDone)
+	<-cleaned
 	cancel()
 	wg.Wait()
 	close(errs)
