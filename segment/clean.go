@@ -154,8 +154,9 @@ type CleanableInfo struct {
 	// DirtyBytes/(CleanBytes+DirtyBytes), 0 for an empty log.
 	CleanBytes, DirtyBytes int64
 	DirtyRatio             float64
-	// FirstDirtyTimestamp is the first batch's timestamp of the first
-	// dirty segment, -1 if none: max.compaction.lag.ms counts from it.
+	// FirstDirtyTimestamp is the max timestamp of the first batch of the
+	// first dirty segment, -1 if none: max.compaction.lag.ms counts from
+	// it, as Kafka's LogCleanerManager does.
 	FirstDirtyTimestamp int64
 	// EarliestDeleteHorizon is the earliest delete horizon of a batch in
 	// the clean section, -1 if none: from then on a Clean drops
@@ -252,10 +253,7 @@ func (l *Log) Cleanable(cc CleanConfig) (CleanableInfo, error) {
 				if err != nil {
 					return info, fmt.Errorf("segment: cleanable %s: %w", src.snap.path, err)
 				}
-				info.FirstDirtyTimestamp = h.BaseTimestamp
-				if _, ok := h.DeleteHorizon(); ok || h.LogAppendTime() {
-					info.FirstDirtyTimestamp = h.MaxTimestamp
-				}
+				info.FirstDirtyTimestamp = h.MaxTimestamp // Kafka's getFirstBatchTimestamp
 			}
 			info.DirtyBytes += src.snap.size
 		}
@@ -295,10 +293,11 @@ func (l *Log) CleanerCheckpoint() int64 {
 // Clean runs one round of compaction (see the top of this file). With no
 // dirty section it still rewrites the clean section, which drops
 // tombstones past their delete horizon (CleanableInfo.EarliestDeleteHorizon
-// tells when that is worth it). It
-// returns when the round is done, ctx is done (the partition was deleted,
-// the broker is closing: what was swapped stays, the rest is discarded),
-// or an error occurred. Errors: ErrCleanConfig, ErrClosed, ErrMapTooSmall
+// tells when that is worth it). It returns when the round is done, ctx is
+// done (the partition was deleted, the broker is closing: what was swapped
+// stays, the rest is discarded), or an error occurred. A round that finds
+// its segments deleted or truncated under it (retention, DeleteRecords, a
+// follower's truncation) gives up on them without an error. Errors: ErrCleanConfig, ErrClosed, ErrMapTooSmall
 // (not even one batch of the dirty section fits the map), corruption found
 // in a segment (IsCorrupt; nothing is changed), ctx's error, and
 // ErrPoisoned when a file operation of the swap failed (the log must be
