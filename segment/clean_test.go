@@ -626,3 +626,43 @@ func (l *Log) rollForTest() (SegmentInfo, error) {
 	defer l.appendMu.Unlock()
 	return l.rollLocked(l.config(), l.opts.now())
 }
+
+// TestCleanTransactionalNotMapped checks the conservative rule for
+// transactions: records of transactional batches are not mapped, so they
+// never remove older values (an aborted one must not), while a later
+// plain record still supersedes them; control batches are kept whole.
+func TestCleanTransactionalNotMapped(t *testing.T) {
+	l := lgOpen(t, t.TempDir(), lgConfig())
+	for _, spec := range []BatchSpec{
+		{Records: []Record{{Timestamp: 1, Key: []byte("a"), Value: []byte("plain")}}},                                                                                         // 0
+		{Idempotent: true, ProducerID: 5, ProducerEpoch: 0, Transactional: true, Records: []Record{{Timestamp: 2, Key: []byte("a"), Value: []byte("txn")}}},                   // 1
+		{Idempotent: true, ProducerID: 5, ProducerEpoch: 0, BaseSequence: -1, Transactional: true, Control: true, Records: []Record{{Timestamp: 3, Key: []byte{0, 0, 0, 0}}}}, // 2: abort marker
+		{Idempotent: true, ProducerID: 6, ProducerEpoch: 0, Transactional: true, Records: []Record{{Timestamp: 4, Key: []byte("b"), Value: []byte("txn")}}},                   // 3
+		{Records: []Record{{Timestamp: 5, Key: []byte("b"), Value: []byte("plain")}}},                                                                                         // 4
+	} {
+		b, err := BuildBatch(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lgAppend(t, l, b)
+	}
+	if _, err := l.rollForTest(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<12), ProducerLastOffsets: map[int64]int64{}}); err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int64
+	for _, b := range lgReadAll(t, l) {
+		rs, err := Records(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			offsets = append(offsets, r.Offset)
+		}
+	}
+	if want := []int64{0, 1, 2, 4}; !slices.Equal(offsets, want) {
+		t.Fatalf("offsets kept %v, want %v", offsets, want)
+	}
+}
