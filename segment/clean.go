@@ -337,7 +337,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 	}
 	lastOf := cc.ProducerLastOffsets
 	if lastOf == nil {
-		if lastOf, err = producerLastOffsets(p.all); err != nil {
+		if lastOf, err = producerLastOffsets(p.all, cc.IOBufferBytes); err != nil {
 			return res, err
 		}
 	}
@@ -438,14 +438,14 @@ func (l *Log) sourceChanged(src cleanSource) bool {
 
 // producerLastOffsets scans the batch headers of every segment for the last
 // data batch of each producer id.
-func producerLastOffsets(snaps []readSnap) (map[int64]int64, error) {
+func producerLastOffsets(snaps []readSnap, bufSize int) (map[int64]int64, error) {
 	last := map[int64]int64{}
+	buf := make([]byte, max(bufSize, headerReadSize)) // one read for many headers
 	for _, snap := range snaps {
-		r := newHeaderReader(snap.f, snap.size)
+		r := &headerReader{f: snap.f, limit: snap.size, buf: buf, bufPos: -1}
 		for pos := int64(0); pos < snap.size; {
 			h, err := r.at(pos)
 			if err != nil {
-				r.release()
 				return nil, fmt.Errorf("segment: clean: producer scan of %s: %w", snap.path, err)
 			}
 			if h.HasProducerID() && !h.Control() {
@@ -453,7 +453,6 @@ func producerLastOffsets(snaps []readSnap) (map[int64]int64, error) {
 			}
 			pos += int64(h.Size())
 		}
-		r.release()
 	}
 	return last, nil
 }
