@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stratastream/strata/segment/poll"
 )
 
 // ctClock is a settable clock for delete horizons and compaction lag.
@@ -321,7 +319,7 @@ func TestCleanConcurrentReadersAndAppends(t *testing.T) {
 	cfg.SegmentBytes = 4096
 	cfg.FileDeleteDelayMs = 60_000 // readers keep the files they hold
 	l := lgOpen(t, t.TempDir(), cfg, WithClock(clock.now))
-	var mu sync.Mutex // guards m against the appender
+	var mu sync.RWMutex // guards m against the appender; a waiting appender goes before new readers
 	m := newCtModel()
 	ctProduce(t, l, m, rng, clock, 200, 30, false)
 
@@ -337,30 +335,28 @@ func TestCleanConcurrentReadersAndAppends(t *testing.T) {
 					errs <- fmt.Errorf("reader %d pass %d: %w", r, pass, err)
 					return
 				}
+				select { // leave the appender and the cleaner some CPU
+				case <-ctx.Done():
+				case <-time.After(time.Millisecond):
+				}
 			}
 		}()
 	}
-	cleaned, appendDone := make(chan struct{}), make(chan struct{})
+	// Each round the cleaner hands the appender a budget of batches and
+	// cleans while the appender spends it, so appends and cleaning overlap
+	// and the dirty section stays a few segments long.
+	budget := make(chan int)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer close(cleaned)
+		defer close(budget)
 		cm, err := NewOffsetMap(24*64, 0.9)
 		if err != nil {
 			errs <- err
 			return
 		}
 		for i := range 8 {
-			// Let the appender add a few segments' worth first.
-			from := l.LogEndOffset()
-			poll.For(30*time.Second, func() bool {
-				select {
-				case <-appendDone:
-					return true
-				default:
-					return l.LogEndOffset() >= from+300
-				}
-			})
+			budget <- 40
 			res, err := l.Clean(context.Background(), CleanConfig{Map: cm, DeleteRetentionMs: ctRetentionMs})
 			if err != nil {
 				errs <- fmt.Errorf("Clean %d: %w", i, err)
@@ -370,22 +366,13 @@ func TestCleanConcurrentReadersAndAppends(t *testing.T) {
 				i, res.FirstDirty, res.FirstUncleanable, res.SegmentsRead, res.SegmentsWritten, res.RecordsKept, res.RecordsRead, res.Duration)
 		}
 	}()
-	// Append while the cleaner runs, until it has done its rounds (and at
-	// most 30000 batches), pausing between bursts so that appends span
-	// every round.
-	for n := 0; n < 3000; n++ {
-		select {
-		case <-cleaned:
-			n = 3000
-			continue
-		case <-time.After(2 * time.Millisecond):
+	for n := range budget {
+		for range n {
+			mu.Lock()
+			ctProduce(t, l, m, rng, clock, 1, 30, false)
+			mu.Unlock()
 		}
-		mu.Lock()
-		ctProduce(t, l, m, rng, clock, 10, 30, false)
-		mu.Unlock()
 	}
-	close(appendDone)
-	<-cleaned
 	cancel()
 	wg.Wait()
 	close(errs)
@@ -398,15 +385,15 @@ func TestCleanConcurrentReadersAndAppends(t *testing.T) {
 }
 
 // ctReadPass reads the log once from its start and checks what it read.
-func ctReadPass(l *Log, m *ctModel, mu *sync.Mutex) error {
-	mu.Lock()
+func ctReadPass(l *Log, m *ctModel, mu *sync.RWMutex) error {
+	mu.RLock()
 	want := map[string]int64{}
 	for k, off := range m.latest {
 		if m.recs[off].Value != nil {
 			want[k] = off
 		}
 	}
-	mu.Unlock()
+	mu.RUnlock()
 	// Read to the log end as it moves: a value may be cleaned away by a
 	// newer one appended after the pass began, which the pass then reads.
 	seen := map[string]int64{}
@@ -424,8 +411,8 @@ func ctReadPass(l *Log, m *ctModel, mu *sync.Mutex) error {
 			if err != nil {
 				return err
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			mu.RLock()
+			defer mu.RUnlock()
 			for _, r := range rs {
 				p := m.recs[r.Offset]
 				if !bytes.Equal(p.Key, r.Key) || !bytes.Equal(p.Value, r.Value) {
