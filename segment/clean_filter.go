@@ -109,15 +109,20 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	f.stats.RecordsKept += int64(len(f.recs))
 	setHorizon := tombstoneKept && !hasHorizon
 	switch {
+	case len(f.recs) == 0:
+		// An emptied batch, or one a cleaning emptied before: kept only
+		// while it is its producer's last.
+		if !h.HasProducerID() || f.lastOfProducer[h.ProducerID] != h.LastOffset() {
+			return dst, nil
+		}
+		f.stats.EmptyBatchesKept++
+		if h.RecordCount == 0 {
+			return append(dst, b...), nil
+		}
+		f.rewrote = true
+		return appendEmptyBatch(dst, h), nil
 	case removed == 0 && !setHorizon:
 		return append(dst, b...), nil
-	case len(f.recs) == 0:
-		if h.HasProducerID() && f.lastOfProducer[h.ProducerID] == h.LastOffset() {
-			f.stats.EmptyBatchesKept++
-			f.rewrote = true
-			return appendEmptyBatch(dst, h), nil
-		}
-		return dst, nil
 	}
 	if setHorizon {
 		horizon, hasHorizon = f.nowMs+f.deleteRetentionMs, true

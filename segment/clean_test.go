@@ -500,6 +500,19 @@ func TestCleanCompressedAndIdempotent(t *testing.T) {
 					t.Fatalf("#0: timestamps base %d max %d, want 1001 1001 (recomputed)", h.BaseTimestamp, h.MaxTimestamp)
 				}
 			}
+			// Once producer 8 writes again, its empty batch goes.
+			lgAppend(t, l, mk(8, 2, "q"))
+			if _, err := l.rollForTest(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<16)}); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range lgReadAll(t, l) {
+				if h, _ := ValidateBatch(b); h.BaseOffset == 3 {
+					t.Fatalf("empty batch of producer 8 kept after its later batch: %+v", h)
+				}
+			}
 		})
 	}
 }
