@@ -27,12 +27,12 @@ import (
 //  3. The segments overlapping [log start, mapped end) are grouped so that
 //     each group's sources together fit segment.bytes and the index limit,
 //     and each group is rewritten (batchFilter) into one cleaned segment
-//     named by the group's first base offset, then swapped in (swap.go).
+//     named by the group's first base offset, then swapped in (clean_swap.go).
 //  4. The cleaner checkpoint moves to the mapped end.
 //
 // Clean runs outside the append lock: appends never wait for it, reads
 // keep the files they hold, and the swap itself takes flushMu and mu only
-// for renames and a slice update (see swap.go).
+// for renames and a slice update (see clean_swap.go).
 
 // IOLimiter paces the cleaner's disk I/O (log.cleaner.io.max.bytes.per.second).
 // WaitN blocks until n more bytes may be read or written, or fails when ctx

@@ -15,6 +15,10 @@ import (
 
 // Recovery. Open loads the segments of the directory, oldest first:
 //
+//   - First the cleaner's swaps: every .swap marker is completed (its
+//     sources removed, its .cleaned files renamed into place, the cleaner
+//     checkpoint raised) and any .cleaned file left without a marker is
+//     removed (clean_swap.go).
 //   - Leftover temp files (*.tmp) are removed, and so are .index and
 //     .timeindex files without a .log.
 //   - After a clean shutdown (Close wrote the marker) every segment is
@@ -30,6 +34,8 @@ import (
 //     length, magic) and must continue the offsets of the one before; the
 //     indexes are rebuilt from the scan and rewritten when they differ.
 //   - Each segment must start at the offset where the one before ends.
+//     Below the cleaner checkpoint, where segments may have been cleaned,
+//     a batch or segment may also start later (compaction leaves gaps).
 //   - At the first damaged batch the segment is cut there and every later
 //     segment deleted (likewise from a segment that does not continue the
 //     one before); RecoveryReport says what was dropped and why.
