@@ -125,6 +125,22 @@ func (h *Header) Transactional() bool { return h.Attributes&attrTransactional !=
 // Control reports whether the batch holds control records.
 func (h *Header) Control() bool { return h.Attributes&attrControl != 0 }
 
+// DeleteHorizon returns the batch's delete horizon (KIP-534): set by the
+// cleaner when it first keeps a tombstone of the batch, the time in
+// milliseconds after which a later cleaning drops the batch's tombstones.
+// The base timestamp field holds it, and record timestamp deltas are then
+// relative to it. ok is false when the attribute is not set.
+func (h *Header) DeleteHorizon() (ms int64, ok bool) {
+	if h.Attributes&attrDeleteHorizon == 0 {
+		return 0, false
+	}
+	return h.BaseTimestamp, true
+}
+
+// HasProducerID reports whether the batch comes from an idempotent or
+// transactional producer (a producer id other than -1).
+func (h *Header) HasProducerID() bool { return h.ProducerID >= 0 }
+
 // ParseHeader decodes the header at the start of b without checking the CRC
 // or that the whole batch is present. It fails with ErrTruncated when b is
 // shorter than a header, ErrBadMagic for a magic other than 2 and

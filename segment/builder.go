@@ -118,20 +118,42 @@ func BuildBatch(spec BatchSpec) ([]byte, error) {
 
 // appendRecord appends one record in the v2 record format.
 func appendRecord(dst []byte, r Record, tsDelta, offDelta int64) []byte {
-	var body []byte
-	body = append(body, 0) // attributes
-	body = binary.AppendVarint(body, tsDelta)
-	body = binary.AppendVarint(body, offDelta)
-	body = appendNullableBytes(body, r.Key)
-	body = appendNullableBytes(body, r.Value)
-	body = binary.AppendVarint(body, int64(len(r.Headers)))
+	size := 1 + varintLen(tsDelta) + varintLen(offDelta) + nullableLen(r.Key) + nullableLen(r.Value) + varintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body = binary.AppendVarint(body, int64(len(h.Key)))
-		body = append(body, h.Key...)
-		body = appendNullableBytes(body, h.Value)
+		size += varintLen(int64(len(h.Key))) + len(h.Key) + nullableLen(h.Value)
 	}
-	dst = binary.AppendVarint(dst, int64(len(body)))
-	return append(dst, body...)
+	dst = binary.AppendVarint(dst, int64(size))
+	dst = append(dst, 0) // attributes
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, offDelta)
+	dst = appendNullableBytes(dst, r.Key)
+	dst = appendNullableBytes(dst, r.Value)
+	dst = binary.AppendVarint(dst, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendNullableBytes(dst, h.Value)
+	}
+	return dst
+}
+
+// varintLen is the length of v as a zigzag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// nullableLen is the encoded length of a nullable bytes field.
+func nullableLen(v []byte) int {
+	if v == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(v))) + len(v)
 }
 
 func appendNullableBytes(dst, v []byte) []byte {

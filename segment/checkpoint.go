@@ -34,7 +34,12 @@ const (
 	logStartOffsetFile = "log-start-offset-checkpoint"
 	leaderEpochFile    = "leader-epoch-checkpoint"
 	highWatermarkFile  = "replication-offset-checkpoint"
-	cleanShutdownFile  = ".clean-shutdown"
+	// cleanerOffsetFile holds the cleaner checkpoint: the first offset not
+	// yet cleaned. Kafka keeps one cleaner-offset-checkpoint per log
+	// directory listing every partition; here each partition directory has
+	// its own, with a single entry, like the other offset checkpoints.
+	cleanerOffsetFile = "cleaner-offset-checkpoint"
+	cleanShutdownFile = ".clean-shutdown"
 
 	tmpSuffix         = atomicfile.TempSuffix
 	checkpointVersion = 0

@@ -123,6 +123,9 @@ type options struct {
 	// returned stop is called first (reporting whether it stopped f), as
 	// time.AfterFunc does; it times the delayed close of deleted segments.
 	afterFunc func(d time.Duration, f func()) (stop func() bool)
+	// cleanHook is called at named points of a cleaning (clean.go,
+	// clean_swap.go); an error stops the cleaning there as a crash would.
+	cleanHook func(point string) error
 }
 
 func defaultOptions() options {
@@ -208,4 +211,11 @@ func withCheckpointInterval(d time.Duration) Option {
 // segments (file.delete.delay.ms), so tests decide when the delay is over.
 func withAfterFunc(fn func(d time.Duration, f func()) (stop func() bool)) Option {
 	return func(o *options) { o.afterFunc = fn }
+}
+
+// withCleanHook sets the cleaner's test hook (options.cleanHook). It is
+// called with flushMu held at the swap's points (before-marker and the
+// steps of completeSwap), so it must not call the Log there.
+func withCleanHook(fn func(point string) error) Option {
+	return func(o *options) { o.cleanHook = fn }
 }

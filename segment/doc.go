@@ -100,6 +100,15 @@
 //
 // # Checkpoints
 //
-// The recovery-point, log-start-offset and leader-epoch checkpoints of a
-// partition directory are described in checkpoint.go.
+// The recovery-point, log-start-offset, leader-epoch and cleaner
+// checkpoints of a partition directory are described in checkpoint.go.
+//
+// # Compaction
+//
+// Log.Clean is Kafka's log cleaner for one partition (clean.go): an
+// OffsetMap of fixed memory, the batch filter (clean_filter.go) and the
+// crash-safe swap of cleaned segments through .cleaned files and a .swap
+// marker that recovery completes (clean_swap.go). A cleaned segment's
+// offsets have gaps; recovery accepts them only below the cleaner
+// checkpoint.
 package segment

@@ -18,7 +18,8 @@ import (
 // ListSegments lists the segments of the partition directory dir from its
 // files alone: each .log file, in offset order, with its size and the
 // paths of its three files. Segments are contiguous (a segment rolls at
-// the log end), so every segment but the last is Sealed and ends
+// the log end; compaction may remove a segment's last offsets, which then
+// count as its own), so every segment but the last is Sealed and ends
 // (NextOffset) at the next one's base offset; the last one's NextOffset is
 // found by walking its batch headers, a torn or not yet written tail ending
 // the walk (CRCs are not checked). MaxTimestamp is -1 and LeaderEpochs nil:

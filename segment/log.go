@@ -38,6 +38,9 @@ var (
 //
 //	appendMu → flushMu → mu
 //
+// and cleanMu, which serializes Clean calls, before flushMu (Clean never
+// takes appendMu).
+//
 // appendMu serializes everything that writes segment data (Append,
 // AppendReplicated, rolls, truncation, Close). It is held across the write
 // into the page cache but never across an fsync of appended data, so Append
@@ -71,6 +74,8 @@ type Log struct {
 
 	poisoned atomic.Bool // mirrors mu.poison != nil for lock-free checks
 
+	cleanMu sync.Mutex // one Clean at a time; taken before flushMu
+
 	appendMu sync.Mutex
 	active   *segment     // guarded by appendMu (and mu for writes)
 	stage    batchEntries // guarded by appendMu
@@ -101,6 +106,7 @@ type Log struct {
 		poison        error
 		closed        bool
 		closing       map[*segment]func() bool // deleted segments awaiting delayed close, each with its timer's stop
+		cleanerCkpt   int64                    // first offset not yet cleaned; written holding flushMu
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 //	00000000000000000000.index      its offset index (index.go)
 //	00000000000000000000.timeindex  its time index (timeindex.go)
 //	00000000000000001234.snapshot   producer state as of offset 1234
+//	00000000000000000000.log.cleaned  a cleaned replacement being written
+//	00000000000000000000.swap       marker of a committed swap (clean_swap.go)
 //
 // The contents of a .snapshot file belong to the broker's producer package;
 // segment only names it, so that everything that reads a partition
@@ -28,6 +30,12 @@ const (
 	IndexSuffix     = ".index"
 	TimeIndexSuffix = ".timeindex"
 	SnapshotSuffix  = ".snapshot"
+	// CleanedSuffix follows a segment file's name while the cleaner writes
+	// its replacement: 00000000000000000000.log.cleaned.
+	CleanedSuffix = ".cleaned"
+	// SwapSuffix names the marker of a committed swap of cleaned segments:
+	// 00000000000000000000.swap (clean_swap.go).
+	SwapSuffix = ".swap"
 
 	offsetNameDigits = 20
 )

@@ -214,8 +214,8 @@ func (l *Log) readSnapshot(offset, maxOffset int64) (readSnap, bool, error) {
 	}
 	segs := l.mu.segs
 	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
-	for i < len(segs) && offset >= segs[i].next {
-		i++ // an empty segment, or a gap between segments
+	for i < len(segs) && (offset >= segs[i].next || segs[i].size == 0) {
+		i++ // an empty segment, or a gap between segments (compaction leaves both)
 	}
 	if i == len(segs) {
 		return readSnap{}, false, nil

@@ -204,8 +204,22 @@ func (d *fieldReader) varint(what string, lo, hi int64) int64 {
 
 // bytes reads a varint length and that many bytes; length -1 is null (nil).
 func (d *fieldReader) bytes(what string) []byte {
-	n := d.varint(what+" length", -1, math.MaxInt32)
-	if d.err != nil || n < 0 {
+	if d.err != nil {
+		return nil
+	}
+	// The varint is read here rather than by d.varint so that the field's
+	// label is built only for an error message.
+	n, k := binary.Varint(d.b)
+	switch {
+	case k <= 0:
+		d.err = fmt.Errorf("bad %s length varint", what)
+		return nil
+	case n < -1 || n > math.MaxInt32:
+		d.err = fmt.Errorf("%s length %d outside [-1, %d]", what, n, math.MaxInt32)
+		return nil
+	}
+	d.b = d.b[k:]
+	if n < 0 {
 		return nil
 	}
 	if n > int64(len(d.b)) {

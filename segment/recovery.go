@@ -15,6 +15,10 @@ import (
 
 // Recovery. Open loads the segments of the directory, oldest first:
 //
+//   - First the cleaner's swaps: every .swap marker is completed (its
+//     sources removed, its .cleaned files renamed into place, the cleaner
+//     checkpoint raised) and any .cleaned file left without a marker is
+//     removed (clean_swap.go).
 //   - Leftover temp files (*.tmp) are removed, and so are .index and
 //     .timeindex files without a .log.
 //   - After a clean shutdown (Close wrote the marker) every segment is
@@ -30,6 +34,8 @@ import (
 //     length, magic) and must continue the offsets of the one before; the
 //     indexes are rebuilt from the scan and rewritten when they differ.
 //   - Each segment must start at the offset where the one before ends.
+//     Below the cleaner checkpoint, where segments may have been cleaned,
+//     a batch or segment may also start later (compaction leaves gaps).
 //   - At the first damaged batch the segment is cut there and every later
 //     segment deleted (likewise from a segment that does not continue the
 //     one before); RecoveryReport says what was dropped and why.
@@ -54,7 +60,10 @@ type RecoveryReport struct {
 	// the damage.
 	DroppedSegments []string
 	RebuiltIndexes  []string // index files rewritten because they were missing or did not match the log
-	RemovedFiles    []string // leftover temp files and orphan index files
+	RemovedFiles    []string // leftover temp files, orphan index files and uncommitted .cleaned files
+	// CompletedSwaps lists the base offsets of cleaned segments whose
+	// committed swap recovery completed (clean_swap.go).
+	CompletedSwaps []int64
 	// RebuiltCheckpoints lists the checkpoint files that did not parse
 	// and were rebuilt from the log: the recovery point by scanning every
 	// segment, the log start offset from the first segment, the leader
@@ -80,6 +89,10 @@ func (l *Log) recover() error {
 	cfg := l.mu.cfg
 	now := l.opts.now()
 
+	cleanerCkpt, gapsBelow, rebuildCleaner, err := l.recoverSwaps()
+	if err != nil {
+		return err
+	}
 	logs, err := l.listSegments()
 	if err != nil {
 		return err
@@ -120,7 +133,9 @@ func (l *Log) recover() error {
 		trusted := rep.Clean || (!last && logs.bases[i+1] < rp)
 		// A segment starts where the one before ends: a roll names it by
 		// the log end. Anything else means the segment before lost its tail.
-		if i > 0 && s.base != segs[i-1].next {
+		// A cleaned segment may end before the next one starts.
+		gapAfterCleaned := i > 0 && s.base > segs[i-1].next && segs[i-1].base < gapsBelow
+		if i > 0 && s.base != segs[i-1].next && !gapAfterCleaned {
 			rep.TruncatedAt = segs[i-1].next
 			rep.Reason = fmt.Errorf("%w: segment %d does not start at the end %d of the one before", ErrCorrupt, s.base, segs[i-1].next)
 			segs = segs[:i]
@@ -134,7 +149,7 @@ func (l *Log) recover() error {
 			break
 		}
 		if trusted && logs.index[base] && logs.timeIndex[base] {
-			ok, err := l.loadTrusted(s, fileSize, !last)
+			ok, err := l.loadTrusted(s, fileSize, !last, s.base < gapsBelow)
 			if err != nil {
 				return err
 			}
@@ -143,7 +158,7 @@ func (l *Log) recover() error {
 				continue
 			}
 		}
-		dmg, err := l.scanSegment(s, fileSize, !last, logs, win)
+		dmg, err := l.scanSegment(s, fileSize, !last, s.base < gapsBelow, logs, win)
 		if err != nil {
 			return err
 		}
@@ -184,6 +199,13 @@ func (l *Log) recover() error {
 	l.mu.logEnd = l.active.next
 	l.mu.logStart = max(logStart, segs[0].base)
 	l.mu.recoveryPoint = l.mu.logEnd
+	l.mu.cleanerCkpt = cleanerCkpt
+	if rebuildCleaner || cleanerCkpt > l.mu.logEnd {
+		l.mu.cleanerCkpt = l.mu.logEnd
+		if err := writeOffsetCheckpoint(l.dir, cleanerOffsetFile, l.mu.cleanerCkpt); err != nil {
+			return err
+		}
+	}
 	l.mu.lastFlush = time.Now() // the flusher measures flush.ms by the real clock
 
 	var rebuilt bool
@@ -346,7 +368,7 @@ func (l *Log) removeLeftover(name string) error {
 // checks them against the log and finds the end by walking batch headers
 // from the last index entry. ok is false when anything does not match; the
 // caller then scans the segment.
-func (l *Log) loadTrusted(s *segment, fileSize int64, sealed bool) (ok bool, err error) {
+func (l *Log) loadTrusted(s *segment, fileSize int64, sealed, gaps bool) (ok bool, err error) {
 	// Close and roll trim index files to their entries: anything more
 	// means they were not finished.
 	idx, exact, err := readIndexFile(&s.index, validIndexEntry)
@@ -371,7 +393,7 @@ func (l *Log) loadTrusted(s *segment, fileSize int64, sealed bool) (ok bool, err
 	defer r.release()
 	for st.size < fileSize {
 		h, err := r.at(st.size)
-		if err != nil || h.BaseOffset != st.next || h.Magic != Magic {
+		if err != nil || !followsOffset(h.BaseOffset, st.next, gaps) || h.Magic != Magic {
 			return false, nil
 		}
 		if h.MaxTimestamp > st.maxTs {
@@ -478,7 +500,7 @@ func (w *scanWindow) get(pos int64, n int) ([]byte, error) {
 
 // scanSegment validates every batch of s, rebuilding its indexes, and
 // returns where its valid prefix ends if not at the end of the file.
-func (l *Log) scanSegment(s *segment, fileSize int64, sealed bool, logs dirListing, win *scanWindow) (*damage, error) {
+func (l *Log) scanSegment(s *segment, fileSize int64, sealed, gaps bool, logs dirListing, win *scanWindow) (*damage, error) {
 	rep := &l.recovery
 	rep.ScannedSegments++
 	interval := l.mu.cfg.IndexIntervalBytes
@@ -503,7 +525,7 @@ func (l *Log) scanSegment(s *segment, fileSize int64, sealed bool, logs dirListi
 			}
 			h, err = ValidateBatch(b)
 		}
-		if err == nil && h.BaseOffset != st.next {
+		if err == nil && !followsOffset(h.BaseOffset, st.next, gaps) {
 			err = fmt.Errorf("%w: batch base offset %d, expected %d", ErrCorrupt, h.BaseOffset, st.next)
 		}
 		if err != nil {
@@ -542,6 +564,13 @@ func (l *Log) scanSegment(s *segment, fileSize int64, sealed bool, logs dirListi
 		}
 	}
 	return dmg, nil
+}
+
+// followsOffset reports whether a batch at base may follow a batch ending
+// at next: right after it, or later when the segment may have been cleaned
+// (gaps).
+func followsOffset(base, next int64, gaps bool) bool {
+	return base == next || (gaps && base > next)
 }
 
 // cutTail cuts segment s at the damage, recording what was dropped.

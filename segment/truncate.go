@@ -92,6 +92,9 @@ func (l *Log) TruncateTo(offset int64) error {
 			return err
 		}
 	}
+	if err := l.lowerCleanerCheckpointLocked(cut.next); err != nil {
+		return err
+	}
 	return l.epochs.truncateFromEnd(cut.next)
 }
 
@@ -244,6 +247,9 @@ func (l *Log) startOverAtLocked(offset int64) error {
 	}
 	if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, offset); err != nil {
 		return l.poison(err)
+	}
+	if err := l.lowerCleanerCheckpointLocked(offset); err != nil {
+		return err
 	}
 	return l.epochs.clear()
 }

@@ -272,10 +272,16 @@ func (d *dumper) printBatch(h segment.Header, pos int64, verr error) {
 	}
 	fmt.Fprintf(d.out, "baseOffset: %d lastOffset: %d count: %d position: %d size: %d crcValid: %t compression: %s"+
 		" producerId: %d producerEpoch: %d baseSequence: %d isTransactional: %t isControl: %t"+
-		" timestampType: %s baseTimestamp: %d maxTimestamp: %d partitionLeaderEpoch: %d\n",
+		" timestampType: %s baseTimestamp: %d maxTimestamp: %d partitionLeaderEpoch: %d",
 		h.BaseOffset, h.LastOffset(), h.RecordCount, pos, h.Size(), !errors.Is(verr, segment.ErrCRCMismatch), h.Compression(),
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.Transactional(), h.Control(),
 		tsType, h.BaseTimestamp, h.MaxTimestamp, h.PartitionLeaderEpoch)
+	if ms, ok := h.DeleteHorizon(); ok {
+		// A cleaned batch that kept a tombstone: its base timestamp is
+		// the delete horizon (KIP-534).
+		fmt.Fprintf(d.out, " deleteHorizonMs: %d", ms)
+	}
+	fmt.Fprintln(d.out)
 }
 
 func (d *dumper) printRecords(batch []byte, h segment.Header, pos int64) {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -324,5 +326,56 @@ func TestDumpDirectories(t *testing.T) {
 	}
 	if status, _, errs := runDumpArgs(t, t.TempDir()); status != 1 || !strings.Contains(errs, "no partition directories") {
 		t.Errorf("an empty directory: status %d, stderr %q; want 1 and the reason", status, errs)
+	}
+}
+
+// TestDumpCleanedSegment dumps a segment the cleaner rewrote: the batch
+// that kept a tombstone shows its delete horizon, and the gap left by the
+// removed record is not a problem.
+func TestDumpCleanedSegment(t *testing.T) {
+	dir := t.TempDir()
+	cfg := segment.DefaultConfig()
+	cfg.SegmentBytes = 200 // each batch below fills a segment
+	l, err := segment.Open(dir, cfg, segment.WithClock(func() time.Time { return time.UnixMilli(1_000_000) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, recs := range [][]segment.Record{
+		{{Timestamp: 10, Key: []byte("a"), Value: []byte("old")}, {Timestamp: 11, Key: []byte("b")}},
+		{{Timestamp: 12, Key: []byte("a"), Value: []byte("new")}},
+		{{Timestamp: 13, Key: []byte("c"), Value: []byte("active")}},
+	} {
+		b, err := segment.BuildBatch(segment.BatchSpec{Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(b, segment.AppendOptions{LeaderEpoch: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := segment.NewOffsetMap(1<<12, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), segment.CleanConfig{Map: m, DeleteRetentionMs: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	status, out, errs := runDumpArgs(t, filepath.Join(dir, segment.SegmentFileName(0, segment.LogSuffix)), "--print-data")
+	if status != 0 || errs != "" {
+		t.Fatalf("got status %d, stderr %q; want 0, empty", status, errs)
+	}
+	for i, w := range []string{
+		"baseOffset: 0 lastOffset: 1 count: 1 ",
+		"baseTimestamp: 1000500 maxTimestamp: 11 partitionLeaderEpoch: 0 deleteHorizonMs: 1000500\n",
+		`| offset: 1 timestamp: 11 keySize: 1 valueSize: -1 key: "b" value: null`,
+		"baseOffset: 2 lastOffset: 2 count: 1 ",
+		"Summary: 2 batches, 2 records",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("#%d: output lacks %q; got:\n%s", i, w, out)
+		}
 	}
 }
