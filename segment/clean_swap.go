@@ -393,6 +393,12 @@ func (l *Log) raiseCleanerCheckpoint(off int64) error {
 	if off <= cur || off > end {
 		return nil
 	}
+	return l.storeCleanerCheckpointLocked(off)
+}
+
+// storeCleanerCheckpointLocked writes the cleaner checkpoint off, then makes
+// it the log's. Caller holds flushMu.
+func (l *Log) storeCleanerCheckpointLocked(off int64) error {
 	if err := writeOffsetCheckpoint(l.dir, cleanerOffsetFile, off); err != nil {
 		return l.poison(err)
 	}
@@ -411,13 +417,7 @@ func (l *Log) lowerCleanerCheckpointLocked(off int64) error {
 	if cur <= off {
 		return nil
 	}
-	if err := writeOffsetCheckpoint(l.dir, cleanerOffsetFile, off); err != nil {
-		return l.poison(err)
-	}
-	l.mu.Lock()
-	l.mu.cleanerCkpt = off
-	l.mu.Unlock()
-	return nil
+	return l.storeCleanerCheckpointLocked(off)
 }
 
 // recoverSwaps completes committed swaps and removes the files of

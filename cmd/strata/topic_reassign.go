@@ -238,14 +238,19 @@ Example:
 	})
 }
 
-// reassignExecute prints the current and proposed assignments and, with
-// execute, submits the plan.
-func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool, timeout time.Duration) int {
+// metadata reads the metadata of the plan's topics.
+func (plan *reassignPlan) metadata(ctx context.Context, s *session) (kadm.Metadata, error) {
 	topics := map[string]bool{}
 	for _, p := range plan.Partitions {
 		topics[p.Topic] = true
 	}
-	md, err := s.adm.Metadata(ctx, slices.Sorted(maps.Keys(topics))...)
+	return s.adm.Metadata(ctx, slices.Sorted(maps.Keys(topics))...)
+}
+
+// reassignExecute prints the current and proposed assignments and, with
+// execute, submits the plan.
+func (c *clientCmd) reassignExecute(ctx context.Context, s *session, plan *reassignPlan, execute bool, timeout time.Duration) int {
+	md, err := plan.metadata(ctx, s)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -374,11 +379,7 @@ func (c *clientCmd) reassignVerify(ctx context.Context, s *session, plan *reassi
 	for _, m := range moving {
 		byName[m.name()] = m
 	}
-	topics := map[string]bool{}
-	for _, p := range plan.Partitions {
-		topics[p.Topic] = true
-	}
-	md, err := s.adm.Metadata(ctx, slices.Sorted(maps.Keys(topics))...)
+	md, err := plan.metadata(ctx, s)
 	if err != nil {
 		return c.fail(err)
 	}
