@@ -27,6 +27,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
        strata cluster rebalance [flags]
        strata cluster add-broker N [flags]
        strata cluster decommission --broker N [flags]
+       strata cluster log-dirs [--broker N] [--topic T] [--json] [flags]
 
 Without an action, prints the cluster id, the controller's broker id, and
 every live broker with its id, advertised address and rack, from a
