@@ -127,13 +127,21 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 	}
 }
 
-// run reads the log from its start offset to its end offset.
+// run reads the log from its start offset to its end offset. A compacted
+// log has gaps: offsets whose records the cleaner removed, inside batches,
+// between batches and between segments (the read skips them), and at the
+// tail when the last batches of the last sealed segment were removed and
+// the active segment is still empty (the read then returns nothing: no
+// batch is left before the end).
 func (r *replay) run(log Log) error {
 	off, end := log.LogStartOffset(), log.LogEndOffset()
 	for off < end {
 		buf, err := log.ReadCopy(off, replayReadBytes, end)
 		if err != nil {
 			return fmt.Errorf("read at offset %d: %w", off, err)
+		}
+		if len(buf) == 0 {
+			return nil // a gap up to the log end
 		}
 		next := off
 		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
