@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,15 +47,16 @@ import (
 //     old segments would lose committed offsets that were never
 //     overwritten. The log grows with every commit until compaction
 //     exists; a restart replays it all. cleanup.policy stays delete.
-//   - Segments roll at 100 MiB (Kafka's offsets.topic.segment.bytes).
+//   - Segments roll at offsets.topic.segment.bytes (Kafka's setting,
+//     default 100 MiB).
 
 // offsetsTopicConfigs are the config overrides __consumer_offsets is
 // created with.
-func offsetsTopicConfigs() map[string]string {
+func (s *Server) offsetsTopicConfigs() map[string]string {
 	return map[string]string{
 		"retention.ms":    "-1",
 		"retention.bytes": "-1",
-		"segment.bytes":   "104857600",
+		"segment.bytes":   strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
 	}
 }
 
@@ -130,7 +132,7 @@ func (s *Server) ensureOffsetsTopic(partitions int) (*coord.TopicInfo, error) {
 		name:       group.Topic,
 		partitions: int32(partitions),
 		replFactor: int16(rf),
-		configs:    offsetsTopicConfigs(),
+		configs:    s.offsetsTopicConfigs(),
 	})
 	var ke *kafkaError
 	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {

@@ -1,0 +1,215 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/coord/zktest"
+	"github.com/stratastream/strata/segment"
+)
+
+// offsetsCluster starts three brokers on ZooKeeper whose __consumer_offsets
+// has three replicas and rolls segments every few commits, so that its
+// partitions have sealed segments to compact.
+func offsetsCluster(t *testing.T) []*Server {
+	t.Helper()
+	zk := zktest.Start(t)
+	connect := zk.ConnectString("/strata-offsets-compact")
+	srv := make([]*Server, 3)
+	for i := range srv {
+		srv[i] = startServer(t, map[string]string{
+			"broker.id":                        fmt.Sprint(i + 1),
+			"zookeeper.connect":                connect,
+			"offsets.topic.replication.factor": "3",
+			"offsets.topic.segment.bytes":      "4096",
+			"group.initial.rebalance.delay.ms": "0",
+		})
+	}
+	waitFor(t, "every broker registered", func() bool { return len(srv[0].coord.Snapshot().Brokers) == len(srv) })
+	return srv
+}
+
+// commitEach commits, one OffsetCommit per record, the offset after each
+// record m has read of topic and not yet committed, up to stop[p] of
+// partition p; it returns how many commits it made.
+func commitEach(t *testing.T, m *groupMember, topic string, done, stop map[int32]int64) int {
+	t.Helper()
+	n := 0
+	for _, r := range m.records() {
+		next := r.Offset + 1
+		if next <= done[r.Partition] || next > stop[r.Partition] {
+			continue
+		}
+		offs := map[string]map[int32]kgo.EpochOffset{topic: {r.Partition: {Epoch: r.LeaderEpoch, Offset: next}}}
+		var cerr error
+		m.cl.CommitOffsetsSync(testCtx(t), offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = err
+			if err == nil {
+				for _, rt := range resp.Topics {
+					for _, rp := range rt.Partitions {
+						if rp.ErrorCode != 0 {
+							cerr = fmt.Errorf("partition %d: error %d", rp.Partition, rp.ErrorCode)
+						}
+					}
+				}
+			}
+		})
+		if cerr != nil {
+			t.Fatalf("commit %s/%d at %d: %v", topic, r.Partition, next, cerr)
+		}
+		done[r.Partition] = next
+		n++
+	}
+	return n
+}
+
+// cleanOffsetsReplicas compacts every replica of partition p of
+// __consumer_offsets, as the log cleaner does, and checks the replay got
+// shorter.
+func cleanOffsetsReplicas(t *testing.T, srv []*Server, p int) {
+	t.Helper()
+	m, err := segment.NewOffsetMap(1<<20, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srv {
+		lp := s.topic(group.Topic).local(int32(p))
+		if lp == nil {
+			t.Fatalf("broker %d has no replica of %s-%d", s.cfg.BrokerID, group.Topic, p)
+		}
+		before := partitionBytes(lp.log)
+		res, err := lp.log.Clean(testCtx(t), segment.CleanConfig{Map: m, DeleteRetentionMs: 24 * time.Hour.Milliseconds()})
+		if err != nil {
+			t.Fatalf("clean %s-%d on broker %d: %v", group.Topic, p, s.cfg.BrokerID, err)
+		}
+		after := partitionBytes(lp.log)
+		t.Logf("broker %d: %s-%d cleaned up to %d in %v: records %d kept of %d, %d bytes -> %d (log end %d)",
+			s.cfg.BrokerID, group.Topic, p, res.MappedEnd, res.Duration, res.RecordsKept, res.RecordsRead, before, after, lp.log.LogEndOffset())
+		if !res.Cleaned || res.RecordsKept*4 > res.RecordsRead || after*2 > before {
+			t.Fatalf("broker %d: cleaning kept %d of %d records, %d of %d bytes; want most of them gone", s.cfg.BrokerID, res.RecordsKept, res.RecordsRead, after, before)
+		}
+	}
+}
+
+func partitionBytes(l *segment.Log) int64 {
+	var n int64
+	for _, s := range l.Segments() {
+		n += s.Size
+	}
+	return n
+}
+
+// moveCoordinator shuts down the leader of partition p of
+// __consumer_offsets and waits until another broker leads it and has
+// loaded its groups; it returns the brokers left.
+func moveCoordinator(t *testing.T, srv []*Server, p int) []*Server {
+	t.Helper()
+	old := partitionInfo(srv[0], group.Topic, int32(p)).State.Leader
+	var left []*Server
+	for _, s := range srv {
+		if s.cfg.BrokerID == old {
+			start := time.Now()
+			if err := s.Shutdown(testCtx(t)); err != nil {
+				t.Fatalf("shutdown of broker %d: %v", old, err)
+			}
+			t.Logf("coordinator broker %d shut down in %v", old, time.Since(start))
+			continue
+		}
+		left = append(left, s)
+	}
+	start := time.Now()
+	waitFor(t, "a new coordinator loaded the group's partition", func() bool {
+		lead := partitionInfo(left[0], group.Topic, int32(p)).State.Leader
+		for _, s := range left {
+			if s.cfg.BrokerID == lead && lead != old {
+				s.groupLoader.mu.Lock()
+				loaded := s.groupLoader.mu.loaded[p]
+				s.groupLoader.mu.Unlock()
+				return loaded
+			}
+		}
+		return false
+	})
+	t.Logf("coordinator moved from broker %d to %d; loaded after %v", old, partitionInfo(left[0], group.Topic, int32(p)).State.Leader, time.Since(start))
+	return left
+}
+
+// TestGroupOffsetsSurviveCompactionAndCoordinatorMove runs a franz-go
+// group member that commits after every record, compacts every replica of
+// the group's partition of __consumer_offsets, then shuts down that
+// partition's leader (the coordinator): a new member of the group, served
+// by the coordinator on another broker, starts exactly at the last
+// commits, reading nothing twice beyond them and skipping nothing.
+func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
+	const topic, grp, partitions, rounds, perRound = "oc", "oc-group", int32(2), 20, 10
+	srv := offsetsCluster(t)
+	admin := newClient(t, srv[0])
+	if _, err := kadm.NewClient(admin).CreateTopic(testCtx(t), partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	producer := newClient(t, srv[0], kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	p := group.PartitionFor(grp, srv[0].groups.NumPartitions())
+
+	m := startMember(t, srv[0].Addr().String(), grp, "member-a", topic)
+	done := map[int32]int64{}
+	commits, began := 0, time.Now()
+	for round := range rounds {
+		produceEach(t, producer, topic, partitions, perRound, fmt.Sprintf("r%d", round))
+		waitRecords(t, (round+1)*perRound*int(partitions), m)
+		stop := map[int32]int64{}
+		for q := range partitions {
+			stop[q] = int64((round + 1) * perRound)
+			if round == rounds-1 {
+				stop[q] -= 3 // the last three of each partition stay uncommitted
+			}
+		}
+		commits += commitEach(t, m, topic, done, stop)
+	}
+	want := committed(t, admin, grp, topic)
+	m.close()
+	waitGroupState(t, admin, grp, "Empty", 0)
+	for q := range partitions {
+		if want[q] != done[q] || want[q] != rounds*perRound-3 {
+			t.Fatalf("partition %d committed at %d, the member committed %d, want %d", q, want[q], done[q], rounds*perRound-3)
+		}
+	}
+	t.Logf("%d commits to %s-%d in %v; log end %d", commits, group.Topic, p, time.Since(began), srv[0].topic(group.Topic).local(int32(p)).log.LogEndOffset())
+
+	cleanOffsetsReplicas(t, srv, p)
+	left := moveCoordinator(t, srv, p)
+	admin = newClient(t, left[0])
+	if g := describeGroup(t, admin, grp); g.State != "Empty" || g.ProtocolType != "consumer" {
+		t.Fatalf("after the move: group state %s protocol type %q, want Empty consumer", g.State, g.ProtocolType)
+	}
+	if got := committed(t, admin, grp, topic); !maps.Equal(got, want) {
+		t.Fatalf("after compaction and the move: committed %v, want %v", got, want)
+	}
+
+	producer = newClient(t, left[0], kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	b := startMember(t, left[0].Addr().String(), grp, "member-b", topic)
+	produceEach(t, producer, topic, partitions, 1, "last")
+	waitRecords(t, int(partitions)*4, b) // the three uncommitted and the last of each
+	next := map[int32]int64{}
+	for _, r := range b.records() {
+		w, ok := next[r.Partition]
+		if !ok {
+			w = want[r.Partition]
+		}
+		if r.Offset != w {
+			t.Fatalf("after the move the group read %d/%d (%s), want offset %d (from its commit %d, in order, once)", r.Partition, r.Offset, r.Value, w, want[r.Partition])
+		}
+		next[r.Partition] = w + 1
+	}
+	for q := range partitions {
+		if next[q] != rounds*perRound+1 {
+			t.Fatalf("partition %d read up to %d, want %d", q, next[q], rounds*perRound+1)
+		}
+	}
+}
