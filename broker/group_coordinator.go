@@ -43,10 +43,11 @@ import (
 //     Fetching from it is allowed, as in Kafka.
 //   - Retention is unlimited (retention.ms=-1, retention.bytes=-1) and
 //     config changes that would limit it are refused (INVALID_CONFIG):
-//     Kafka compacts this topic, Strata does not compact yet, so deleting
-//     old segments would lose committed offsets that were never
-//     overwritten. The log grows with every commit until compaction
-//     exists; a restart replays it all. cleanup.policy stays delete.
+//     deleting old segments would lose committed offsets that were never
+//     overwritten. Compaction bounds it instead (package group's doc: the
+//     coordinator writes a tombstone for every offset or group it
+//     deletes), so a coordinator taking over replays one record per key
+//     plus what was written since the last cleaning.
 //   - Segments roll at offsets.topic.segment.bytes (Kafka's setting,
 //     default 100 MiB).
 
@@ -191,9 +192,10 @@ type groupLoader struct {
 
 	mu struct {
 		sync.Mutex
-		want   map[int]bool  // led by this broker, as last applied
-		loaded map[int]bool  // loaded into the coordinator
-		errs   map[int]error // failed to load, until the next attempt
+		want    map[int]bool             // led by this broker, as last applied
+		loaded  map[int]bool             // loaded into the coordinator
+		errs    map[int]error            // failed to load, until the next attempt
+		reports map[int]group.LoadReport // of the loaded partitions, for the metrics
 	}
 }
 
@@ -202,6 +204,18 @@ func (g *groupLoader) init() {
 	g.mu.want = map[int]bool{}
 	g.mu.loaded = map[int]bool{}
 	g.mu.errs = map[int]error{}
+	g.mu.reports = map[int]group.LoadReport{}
+}
+
+// loadReports returns the load reports of the loaded partitions.
+func (g *groupLoader) loadReports() []group.LoadReport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]group.LoadReport, 0, len(g.mu.reports))
+	for _, r := range g.mu.reports {
+		out = append(out, r)
+	}
+	return out
 }
 
 // want records the partitions this broker leads and wakes the loader.
@@ -261,6 +275,7 @@ func (g *groupLoader) sync() {
 		s.log.Info("consumer groups unloaded: leadership moved away", "topic", group.Topic, "partition", p)
 		g.mu.Lock()
 		delete(g.mu.loaded, p)
+		delete(g.mu.reports, p)
 		g.mu.Unlock()
 	}
 	if len(load) == 0 {
@@ -279,8 +294,9 @@ func (g *groupLoader) sync() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			err := errors.New("this broker has no open replica of the partition")
+			var rep group.LoadReport
 			if lp := t.local(int32(p)); lp != nil {
-				_, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
+				rep, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
 			}
 			g.mu.Lock()
 			defer g.mu.Unlock()
@@ -291,6 +307,7 @@ func (g *groupLoader) sync() {
 			}
 			delete(g.mu.errs, p)
 			g.mu.loaded[p] = true
+			g.mu.reports[p] = rep
 		}()
 	}
 	wg.Wait()

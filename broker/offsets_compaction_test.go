@@ -184,6 +184,23 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 
 	cleanOffsetsReplicas(t, srv, p)
 	left := moveCoordinator(t, srv, p)
+	lead := partitionInfo(left[0], group.Topic, int32(p)).State.Leader
+	reported := false
+	for _, s := range left {
+		for _, r := range s.groupLoader.loadReports() {
+			if s.cfg.BrokerID != lead || r.Partition != p {
+				continue
+			}
+			reported = true
+			t.Logf("new coordinator (broker %d) replayed %d records, %d bytes in %v", lead, r.Records, r.Bytes, r.Duration)
+			if r.Records*4 > commits || r.Offsets != int(partitions) {
+				t.Errorf("new coordinator replayed %d records and loaded %d offsets; want under a quarter of the %d commits, and %d offsets", r.Records, r.Offsets, commits, partitions)
+			}
+		}
+	}
+	if !reported {
+		t.Errorf("the new coordinator, broker %d, has no load report of partition %d", lead, p)
+	}
 	admin = newClient(t, left[0])
 	if g := describeGroup(t, admin, grp); g.State != "Empty" || g.ProtocolType != "consumer" {
 		t.Fatalf("after the move: group state %s protocol type %q, want Empty consumer", g.State, g.ProtocolType)
