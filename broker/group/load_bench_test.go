@@ -20,10 +20,11 @@ import (
 // The partition receives benchCommits commits to benchKeys keys (100
 // groups of 10 partitions, each OffsetCommit one batch of 10 records, as
 // a consumer group commits its partitions together), rolled at
-// benchSegmentBytes. "before" loads it as it is, "after" once Log.Clean has
-// compacted it; "read" reads the same log through ReadCopy without
-// decoding a record (the page-cache limit of a replay, from the same run).
-// b.SetBytes is the log's size, so MB/s is the replay rate.
+// benchSegmentBytes, twice. "before" loads one as it is, "after" the other
+// once Log.Clean has compacted it, "ratio" loads them in turn and reports
+// the mean of each and their ratio; "read" reads the log through ReadCopy
+// without decoding a record (the page-cache limit of a replay, from the
+// same run). b.SetBytes is the log's size, so MB/s is the replay rate.
 const (
 	benchGroups       = 100
 	benchPartitions   = 10
@@ -34,85 +35,100 @@ const (
 
 func BenchmarkLoadCompacted(b *testing.B) {
 	dir := b.TempDir()
-	scfg := segment.DefaultConfig()
-	scfg.SegmentBytes = benchSegmentBytes
-	scfg.RetentionMs, scfg.RetentionBytes = -1, -1
-	l, err := segment.Open(filepath.Join(dir, Topic+"-0"), scfg)
+	// Two identical logs: dirty stays as written, clean is compacted.
+	dirty, clean := openBenchLog(b, filepath.Join(dir, "dirty")), openBenchLog(b, filepath.Join(dir, "clean"))
+	m, err := segment.NewOffsetMap(16<<20, 0.9) // a cleaner thread's share of the default log.cleaner.dedupe.buffer.size
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	res, err := clean.Clean(context.Background(), segment.CleanConfig{Map: m, DeleteRetentionMs: 24 * time.Hour.Milliseconds()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("cleaned in %v: %d segments read, %d written, %d bytes -> %d (records %d -> %d)",
+		res.Duration.Round(time.Millisecond), res.SegmentsRead, res.SegmentsWritten, logBytes(dirty), logBytes(clean), res.RecordsRead, res.RecordsKept)
+
+	b.Run("read", func(b *testing.B) { benchRead(b, dirty) })
+	b.Run("before", func(b *testing.B) { benchLoad(b, dirty) })
+	b.Run("after", func(b *testing.B) { benchLoad(b, clean) })
+	// The ratio from loads taken in turn, so that a machine whose load
+	// changes during the run slows both alike.
+	b.Run("ratio", func(b *testing.B) {
+		var before, after time.Duration
+		for range b.N {
+			before += loadOnce(b, dirty)
+			after += loadOnce(b, clean)
+		}
+		n := float64(b.N)
+		b.ReportMetric(before.Seconds()*1000/n, "before-ms")
+		b.ReportMetric(after.Seconds()*1000/n, "after-ms")
+		b.ReportMetric(float64(before)/float64(after), "before/after")
+		b.ReportMetric(float64(logBytes(dirty))/float64(logBytes(clean)), "bytes-before/after")
+		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// openBenchLog opens a log in dir holding benchCommits commits.
+func openBenchLog(b *testing.B, dir string) *segment.Log {
+	scfg := segment.DefaultConfig()
+	scfg.SegmentBytes = benchSegmentBytes
+	scfg.RetentionMs, scfg.RetentionBytes = -1, -1
+	l, err := segment.Open(dir, scfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
 	began := time.Now()
 	if err := appendCommits(l, benchCommits); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("wrote %d commits to %d keys: %d bytes in %d segments in %v",
 		benchCommits, benchKeys, logBytes(l), len(l.Segments()), time.Since(began).Round(time.Millisecond))
+	return l
+}
 
-	var before, raw time.Duration
-	b.Run("read", func(b *testing.B) { raw = benchRead(b, l) })
-	b.Run("before", func(b *testing.B) { before = benchLoad(b, l) })
-	if raw > 0 {
-		b.Logf("load before compaction against the raw read: %.1f%% of its rate", 100*float64(raw)/float64(before))
-	}
-	m, err := segment.NewOffsetMap(16<<20, 0.9) // a cleaner thread's share of the default log.cleaner.dedupe.buffer.size
-	if err != nil {
-		b.Fatal(err)
-	}
-	bytesBefore := logBytes(l)
-	res, err := l.Clean(context.Background(), segment.CleanConfig{Map: m, DeleteRetentionMs: 24 * time.Hour.Milliseconds()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("cleaned in %v: %d segments read, %d written, %d bytes -> %d (records %d -> %d)",
-		res.Duration.Round(time.Millisecond), res.SegmentsRead, res.SegmentsWritten, bytesBefore, logBytes(l), res.RecordsRead, res.RecordsKept)
-	var after time.Duration
-	b.Run("after", func(b *testing.B) { after = benchLoad(b, l) })
-	if after > 0 {
-		b.Logf("load time before/after compaction: %v / %v = %.1fx; log bytes %d / %d = %.1fx",
-			before, after, float64(before)/float64(after), bytesBefore, logBytes(l), float64(bytesBefore)/float64(logBytes(l)))
+// benchLoad loads l b.N times into fresh coordinators.
+func benchLoad(b *testing.B, l *segment.Log) {
+	b.SetBytes(logBytes(l))
+	b.ReportAllocs()
+	b.ReportMetric(float64(logBytes(l)), "log-bytes")
+	for range b.N {
+		loadOnce(b, l)
 	}
 }
 
-// benchLoad loads l b.N times into fresh coordinators and returns the
-// mean time of one Load.
-func benchLoad(b *testing.B, l *segment.Log) time.Duration {
+// loadOnce loads l into a fresh coordinator and returns how long Load
+// took; the coordinator's start and close are not timed.
+func loadOnce(b *testing.B, l *segment.Log) time.Duration {
 	cfg := DefaultConfig()
 	cfg.NumPartitions = 1
 	cfg.OffsetsRetentionCheckInterval = 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	b.SetBytes(logBytes(l))
-	b.ReportAllocs()
-	b.ResetTimer()
-	var total time.Duration
-	for range b.N {
-		c, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		rep, err := c.Load(0, l)
-		total += time.Since(t0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rep.Offsets != benchKeys {
-			b.Fatalf("loaded %d offsets, want %d", rep.Offsets, benchKeys)
-		}
-		b.StopTimer()
-		c.Close()
-		b.StartTimer()
+	b.StopTimer()
+	c, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(logBytes(l)), "log-bytes")
-	return total / time.Duration(b.N)
+	b.StartTimer()
+	t0 := time.Now()
+	rep, err := c.Load(0, l)
+	took := time.Since(t0)
+	b.StopTimer()
+	c.Close()
+	b.StartTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rep.Offsets != benchKeys {
+		b.Fatalf("loaded %d offsets, want %d", rep.Offsets, benchKeys)
+	}
+	return took
 }
 
 // benchRead reads l from start to end b.N times, splitting the batches
-// (no record decoded), and returns the mean time of one pass.
-func benchRead(b *testing.B, l *segment.Log) time.Duration {
+// (no record decoded).
+func benchRead(b *testing.B, l *segment.Log) {
 	b.SetBytes(logBytes(l))
-	b.ResetTimer()
-	t0 := time.Now()
 	for range b.N {
 		off, end := l.LogStartOffset(), l.LogEndOffset()
 		for off < end {
@@ -131,7 +147,6 @@ func benchRead(b *testing.B, l *segment.Log) time.Duration {
 			}
 		}
 	}
-	return time.Since(t0) / time.Duration(b.N)
 }
 
 // appendCommits appends n offset commits round-robin over benchKeys keys,
