@@ -41,13 +41,18 @@ import (
 //     partition count (INVALID_TOPIC_EXCEPTION): the coordinator is its
 //     only writer, and groups map to partitions by the partition count.
 //     Fetching from it is allowed, as in Kafka.
-//   - Retention is unlimited (retention.ms=-1, retention.bytes=-1) and
-//     config changes that would limit it are refused (INVALID_CONFIG):
-//     deleting old segments would lose committed offsets that were never
-//     overwritten. Compaction bounds it instead (package group's doc: the
-//     coordinator writes a tombstone for every offset or group it
-//     deletes), so a coordinator taking over replays one record per key
-//     plus what was written since the last cleaning.
+//   - It is created with cleanup.policy=compact, as in Kafka: the log
+//     cleaner (log_cleaner.go) keeps the latest commit of every key, and
+//     retention by time and size is off. The coordinator writes a
+//     tombstone for every offset or group it deletes (package group's
+//     doc), so a coordinator taking over replays one record per key plus
+//     what was written since the last cleaning. Config changes that would
+//     let retention delete segments (cleanup.policy with delete and a
+//     limited retention.ms or retention.bytes) are refused
+//     (INVALID_CONFIG): they would lose committed offsets that were
+//     never overwritten. A topic created before compaction existed keeps
+//     cleanup.policy=delete with unlimited retention until an operator
+//     sets cleanup.policy=compact.
 //   - Segments roll at offsets.topic.segment.bytes (Kafka's setting,
 //     default 100 MiB).
 
@@ -55,6 +60,7 @@ import (
 // created with.
 func (s *Server) offsetsTopicConfigs() map[string]string {
 	return map[string]string{
+		"cleanup.policy":  "compact",
 		"retention.ms":    "-1",
 		"retention.bytes": "-1",
 		"segment.bytes":   strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
@@ -72,7 +78,7 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 		return nil
 	}
 	if cfg.seg.RetentionMs != -1 || cfg.seg.RetentionBytes >= 0 {
-		return newKafkaError(kerr.InvalidConfig, "%s keeps retention.ms=-1 and retention.bytes=-1: it is not compacted, and retention would delete committed offsets", name)
+		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete committed offsets", name)
 	}
 	return nil
 }
