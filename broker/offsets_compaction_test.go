@@ -234,3 +234,41 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetsTopicCompacted checks that __consumer_offsets is created
+// compacted with offsets.topic.segment.bytes, and that one created without
+// compaction (cleanup.policy=delete, unlimited retention, as before the
+// log cleaner existed) becomes compacted with the incremental config
+// change docs/running.md gives operators.
+func TestOffsetsTopicCompacted(t *testing.T) {
+	s := startServer(t, map[string]string{"offsets.topic.segment.bytes": "65536"})
+	cl := newClient(t, s)
+	d := describeTopic(t, cl, group.Topic)
+	if v := d["cleanup.policy"].Value; v == nil || *v != "compact" {
+		t.Fatalf("cleanup.policy %v, want compact", d["cleanup.policy"].Value)
+	}
+	if v := d["segment.bytes"].Value; v == nil || *v != "65536" {
+		t.Fatalf("segment.bytes %v, want 65536 (offsets.topic.segment.bytes)", d["segment.bytes"].Value)
+	}
+	if c := s.topic(group.Topic).cfg; !c.compact || c.deletePolicy || c.seg.SegmentBytes != 65536 {
+		t.Fatalf("effective config: compact %v delete %v segment.bytes %d", c.compact, c.deletePolicy, c.seg.SegmentBytes)
+	}
+
+	// As a topic created before compaction: the default policy (delete)
+	// with unlimited retention.
+	alter(t, cl, group.Topic, map[string]string{"retention.ms": "-1", "retention.bytes": "-1"})
+	if c := s.topic(group.Topic).cfg; c.compact {
+		t.Fatal("still compacted after its overrides were replaced")
+	}
+	adm := kadm.NewClient(cl)
+	resps, err := adm.AlterTopicConfigs(testCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("compact")}}, group.Topic)
+	if err == nil {
+		err = resps[0].Err
+	}
+	if err != nil {
+		t.Fatalf("set cleanup.policy=compact: %v", err)
+	}
+	if c := s.topic(group.Topic).cfg; !c.compact || c.seg.RetentionMs != -1 || c.seg.RetentionBytes != -1 {
+		t.Fatalf("after the change: compact %v retention.ms %d retention.bytes %d", c.compact, c.seg.RetentionMs, c.seg.RetentionBytes)
+	}
+}
