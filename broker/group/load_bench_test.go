@@ -45,8 +45,11 @@ func BenchmarkLoadCompacted(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("cleaned in %v: %d segments read, %d written, %d bytes -> %d (records %d -> %d)",
-		res.Duration.Round(time.Millisecond), res.SegmentsRead, res.SegmentsWritten, logBytes(dirty), logBytes(clean), res.RecordsRead, res.RecordsKept)
+	segs := clean.Segments()
+	active := segs[len(segs)-1].Size
+	b.Logf("cleaned in %v: %d segments read, %d written, %d bytes -> %d (records %d -> %d): %d bytes in the cleaned segments, %d in the active segment (never cleaned)",
+		res.Duration.Round(time.Millisecond), res.SegmentsRead, res.SegmentsWritten, logBytes(dirty), logBytes(clean), res.RecordsRead, res.RecordsKept,
+		logBytes(clean)-active, active)
 
 	b.Run("read", func(b *testing.B) { benchRead(b, dirty) })
 	b.Run("before", func(b *testing.B) { benchLoad(b, dirty) })
