@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment"
@@ -43,8 +44,9 @@ func offsetsCluster(t *testing.T) []*Server {
 
 // commitEach commits, one OffsetCommit per record, the offset after each
 // record m has read of topic and not yet committed, up to stop[p] of
-// partition p; it returns how many commits it made.
-func commitEach(t *testing.T, m *groupMember, topic string, done, stop map[int32]int64) int {
+// partition p, each accepted commit told to h; it returns how many
+// commits it made.
+func commitEach(t *testing.T, h *history.History, grp string, m *groupMember, topic string, done, stop map[int32]int64) int {
 	t.Helper()
 	n := 0
 	for _, r := range m.records() {
@@ -69,6 +71,8 @@ func commitEach(t *testing.T, m *groupMember, topic string, done, stop map[int32
 		if cerr != nil {
 			t.Fatalf("commit %s/%d at %d: %v", topic, r.Partition, next, cerr)
 		}
+		_, gen := m.cl.GroupMetadata()
+		h.Committed(grp, gen, history.TP{Topic: topic, Partition: r.Partition}, next)
 		done[r.Partition] = next
 		n++
 	}
@@ -143,6 +147,60 @@ func moveCoordinator(t *testing.T, srv []*Server, p int) []*Server {
 	return left
 }
 
+// produceTracked produces n records to each of the topic's partitions,
+// each told to h.
+func produceTracked(t *testing.T, h *history.History, cl *kgo.Client, topic string, partitions int32, n int, tag string) {
+	t.Helper()
+	var rs []*kgo.Record
+	for p := range partitions {
+		for i := range n {
+			r := &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "%s-%d-%d", tag, p, i)}
+			h.Sent("producer", history.TP{Topic: topic, Partition: p}, string(r.Value))
+			rs = append(rs, r)
+		}
+	}
+	for _, res := range cl.ProduceSync(testCtx(t), rs...) {
+		tp := history.TP{Topic: topic, Partition: res.Record.Partition}
+		if res.Err != nil {
+			h.Answered(tp, string(res.Record.Value), history.Unknown, -1, res.Err.Error())
+			t.Fatalf("produce %s: %v", res.Record.Value, res.Err)
+		}
+		h.Answered(tp, string(res.Record.Value), history.Acked, res.Record.Offset, "")
+	}
+}
+
+// checkHistory tells h what the members read, reads the topic back in
+// full and fails the test on anything lost, duplicated or inconsistent.
+func checkHistory(t *testing.T, h *history.History, s *Server, topic string, partitions int32, perPartition int, members map[string]*groupMember) {
+	t.Helper()
+	for name, m := range members {
+		for _, r := range m.records() {
+			h.Read(name, history.TP{Topic: topic, Partition: r.Partition}, r.Offset, string(r.Value))
+		}
+	}
+	final := map[history.TP][]history.Record{}
+	for p := range partitions {
+		tp := history.TP{Topic: topic, Partition: p}
+		cl := newClient(t, s, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+		ctx := testCtx(t)
+		for len(final[tp]) < perPartition {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read %d of %d records of %v: %v", len(final[tp]), perPartition, tp, ctx.Err())
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				final[tp] = append(final[tp], history.Record{Offset: r.Offset, Value: string(r.Value)})
+			})
+		}
+		cl.Close()
+	}
+	rep := h.Check(final)
+	t.Logf("history: %v", rep)
+	if !rep.OK() {
+		t.Fatalf("history check failed: %v", rep)
+	}
+}
+
 // TestGroupOffsetsSurviveCompactionAndCoordinatorMove runs a franz-go
 // group member that commits after every record, waits until the log
 // cleaner of every broker has compacted its replica of the group's
@@ -160,11 +218,12 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 	producer := newClient(t, srv[0], kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	p := group.PartitionFor(grp, srv[0].groups.NumPartitions())
 
+	h := history.New()
 	m := startMember(t, srv[0].Addr().String(), grp, "member-a", topic)
 	done := map[int32]int64{}
 	commits, began := 0, time.Now()
 	for round := range rounds {
-		produceEach(t, producer, topic, partitions, perRound, fmt.Sprintf("r%d", round))
+		produceTracked(t, h, producer, topic, partitions, perRound, fmt.Sprintf("r%d", round))
 		waitRecords(t, (round+1)*perRound*int(partitions), m)
 		stop := map[int32]int64{}
 		for q := range partitions {
@@ -173,7 +232,7 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 				stop[q] -= 3 // the last three of each partition stay uncommitted
 			}
 		}
-		commits += commitEach(t, m, topic, done, stop)
+		commits += commitEach(t, h, grp, m, topic, done, stop)
 	}
 	want := committed(t, admin, grp, topic)
 	m.close()
@@ -215,7 +274,7 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 
 	producer = newClient(t, left[0], kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	b := startMember(t, left[0].Addr().String(), grp, "member-b", topic)
-	produceEach(t, producer, topic, partitions, 1, "last")
+	produceTracked(t, h, producer, topic, partitions, 1, "last")
 	waitRecords(t, int(partitions)*4, b) // the three uncommitted and the last of each
 	next := map[int32]int64{}
 	for _, r := range b.records() {
@@ -233,6 +292,7 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 			t.Fatalf("partition %d read up to %d, want %d", q, next[q], rounds*perRound+1)
 		}
 	}
+	checkHistory(t, h, left[0], topic, partitions, rounds*perRound+1, map[string]*groupMember{"member-a": m, "member-b": b})
 }
 
 // TestOffsetsTopicCompacted checks that __consumer_offsets is created
