@@ -299,7 +299,7 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 // compacted with offsets.topic.segment.bytes, and that one created without
 // compaction (cleanup.policy=delete, unlimited retention, as before the
 // log cleaner existed) becomes compacted with the incremental config
-// change docs/running.md gives operators.
+// change docs/compaction.md gives operators.
 func TestOffsetsTopicCompacted(t *testing.T) {
 	s := startServer(t, map[string]string{"offsets.topic.segment.bytes": "65536"})
 	cl := newClient(t, s)
