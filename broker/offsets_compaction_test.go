@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -112,39 +114,172 @@ func partitionBytes(l *segment.Log) int64 {
 	return n
 }
 
-// moveCoordinator shuts down the leader of partition p of
-// __consumer_offsets and waits until another broker leads it and has
-// loaded its groups; it returns the brokers left.
-func moveCoordinator(t *testing.T, srv []*Server, p int) []*Server {
+// shutdownCoordinator shuts down the leader of partition p of
+// __consumer_offsets (a controlled shutdown: its leadership moves to
+// another replica in sync) and waits until another broker has loaded the
+// partition's groups; it returns the brokers left.
+func shutdownCoordinator(t *testing.T, srv []*Server, p int) []*Server {
 	t.Helper()
 	old := partitionInfo(srv[0], group.Topic, int32(p)).State.Leader
 	var left []*Server
 	for _, s := range srv {
-		if s.cfg.BrokerID == old {
-			start := time.Now()
-			if err := s.Shutdown(testCtx(t)); err != nil {
-				t.Fatalf("shutdown of broker %d: %v", old, err)
-			}
-			t.Logf("coordinator broker %d shut down in %v", old, time.Since(start))
+		if s.cfg.BrokerID != old {
+			left = append(left, s)
 			continue
 		}
-		left = append(left, s)
+		start := time.Now()
+		if err := s.Shutdown(testCtx(t)); err != nil {
+			t.Fatalf("shutdown of broker %d: %v", old, err)
+		}
+		t.Logf("coordinator broker %d shut down in %v", old, time.Since(start))
 	}
+	waitCoordinatorMoved(t, left, p, old)
+	return left
+}
+
+// electCoordinator makes another in-sync replica the preferred one of
+// partition p of __consumer_offsets (a reassignment that only reorders its
+// replicas) and elects it, and waits until it has loaded the partition's
+// groups and the old leader, still running, has unloaded them.
+func electCoordinator(t *testing.T, srv []*Server, p int) {
+	t.Helper()
+	info := partitionInfo(srv[0], group.Topic, int32(p))
+	old := info.State.Leader
+	to := int32(-1)
+	for _, r := range info.State.ISR {
+		if r != old {
+			to = r
+			break
+		}
+	}
+	if to < 0 {
+		t.Fatalf("%s-%d: no in-sync replica besides the leader %d: %+v", group.Topic, p, old, info.State)
+	}
+	order := []int32{to}
+	for _, r := range info.Replicas {
+		if r != to {
+			order = append(order, r)
+		}
+	}
+	adm := kadm.NewClient(newClient(t, srv[0]))
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(group.Topic, int32(p), order)
+	mustAlter(t, adm, req)
+	waitNoReassignment(t, adm, group.Topic, int32(p))
+	res, err := adm.ElectLeaders(testCtx(t), kadm.ElectPreferredReplica, kadm.TopicsSet{group.Topic: {int32(p): {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[group.Topic] {
+		if r.Err != nil && !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+			t.Fatalf("elect %s-%d: %v %s", group.Topic, p, r.Err, r.ErrMessage)
+		}
+	}
+	waitCoordinatorMoved(t, srv, p, old)
+	for _, s := range srv {
+		if s.cfg.BrokerID == old {
+			waitFor(t, "the old coordinator unloaded the partition", func() bool { return !coordinatorLoaded(s, p) })
+		}
+	}
+}
+
+// waitCoordinatorMoved waits until a broker of live other than old leads
+// partition p of __consumer_offsets and has loaded it.
+func waitCoordinatorMoved(t *testing.T, live []*Server, p int, old int32) {
+	t.Helper()
 	start := time.Now()
+	var lead int32
 	waitFor(t, "a new coordinator loaded the group's partition", func() bool {
-		lead := partitionInfo(left[0], group.Topic, int32(p)).State.Leader
-		for _, s := range left {
+		lead = partitionInfo(live[0], group.Topic, int32(p)).State.Leader
+		for _, s := range live {
 			if s.cfg.BrokerID == lead && lead != old {
-				s.groupLoader.mu.Lock()
-				loaded := s.groupLoader.mu.loaded[p]
-				s.groupLoader.mu.Unlock()
-				return loaded
+				return coordinatorLoaded(s, p)
 			}
 		}
 		return false
 	})
-	t.Logf("coordinator moved from broker %d to %d; loaded after %v", old, partitionInfo(left[0], group.Topic, int32(p)).State.Leader, time.Since(start))
-	return left
+	t.Logf("coordinator moved from broker %d to %d; loaded %v later", old, lead, time.Since(start))
+}
+
+func coordinatorLoaded(s *Server, p int) bool {
+	s.groupLoader.mu.Lock()
+	defer s.groupLoader.mu.Unlock()
+	return s.groupLoader.mu.loaded[p]
+}
+
+// checkCoordinatorLoad checks what the coordinator of partition p replayed
+// when it loaded it: fewer than maxRecords records, at most maxBytes, and
+// offsets offsets.
+func checkCoordinatorLoad(t *testing.T, live []*Server, p, maxRecords int, maxBytes int64, offsets int) {
+	t.Helper()
+	lead := partitionInfo(live[0], group.Topic, int32(p)).State.Leader
+	for _, s := range live {
+		if s.cfg.BrokerID != lead {
+			continue
+		}
+		for _, r := range s.groupLoader.loadReports() {
+			if r.Partition != p {
+				continue
+			}
+			t.Logf("new coordinator (broker %d) replayed %d records, %d bytes in %v", lead, r.Records, r.Bytes, r.Duration)
+			if r.Records >= maxRecords || r.Bytes > maxBytes || r.Offsets != offsets {
+				t.Errorf("new coordinator replayed %d records, %d bytes and loaded %d offsets; want fewer than %d records, at most %d bytes, and %d offsets",
+					r.Records, r.Bytes, r.Offsets, maxRecords, maxBytes, offsets)
+			}
+			return
+		}
+	}
+	t.Errorf("the new coordinator, broker %d, has no load report of partition %d", lead, p)
+}
+
+// committedOnly is committed without the partitions that have no commit.
+func committedOnly(t *testing.T, cl *kgo.Client, grp, topic string) map[int32]int64 {
+	t.Helper()
+	out := committed(t, cl, grp, topic)
+	maps.DeleteFunc(out, func(_ int32, off int64) bool { return off < 0 })
+	return out
+}
+
+// resumeGroup starts a member of grp on s, checks the group is Empty with
+// committed offsets from, produces one more record to each partition
+// (whose end is then end[q]+1) and checks the member reads each partition
+// from its commit to the end: every record once, in order, none before
+// the commit.
+func resumeGroup(t *testing.T, h *history.History, s *Server, grp, name, topic string, partitions int32, from, end map[int32]int64) *groupMember {
+	t.Helper()
+	admin := newClient(t, s)
+	if g := describeGroup(t, admin, grp); g.State != "Empty" || g.ProtocolType != "consumer" {
+		t.Fatalf("after the move: group state %s protocol type %q, want Empty consumer", g.State, g.ProtocolType)
+	}
+	if got := committedOnly(t, admin, grp, topic); !maps.Equal(got, from) {
+		t.Fatalf("after compaction and the move: committed %v, want %v", got, from)
+	}
+	producer := newClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	m := startMember(t, s.Addr().String(), grp, name, topic)
+	produceTracked(t, h, producer, topic, partitions, 1, name)
+	n := 0
+	for q := range partitions {
+		end[q]++
+		n += int(end[q] - from[q])
+	}
+	waitRecords(t, n, m)
+	next := map[int32]int64{}
+	for _, r := range m.records() {
+		w, ok := next[r.Partition]
+		if !ok {
+			w = from[r.Partition]
+		}
+		if r.Offset != w {
+			t.Fatalf("%s read %d/%d (%s), want offset %d (from its commit %d, in order, once)", name, r.Partition, r.Offset, r.Value, w, from[r.Partition])
+		}
+		next[r.Partition] = w + 1
+	}
+	for q := range partitions {
+		if next[q] != end[q] {
+			t.Fatalf("%s read partition %d up to %d, want %d", name, q, next[q], end[q])
+		}
+	}
+	return m
 }
 
 // produceTracked produces n records to each of the topic's partitions,
@@ -202,12 +337,14 @@ func checkHistory(t *testing.T, h *history.History, s *Server, topic string, par
 }
 
 // TestGroupOffsetsSurviveCompactionAndCoordinatorMove runs a franz-go
-// group member that commits after every record, waits until the log
+// group member that commits after every record and waits until the log
 // cleaner of every broker has compacted its replica of the group's
-// partition of __consumer_offsets, then shuts down that partition's leader
-// (the coordinator): the new coordinator replays only the compacted log,
-// and a new member of the group, served by it, starts exactly at the last
-// commits, reading nothing twice beyond them and skipping nothing.
+// partition of __consumer_offsets. Then the coordinator moves twice: by
+// the election of another replica (the old one keeps running), and by a
+// shutdown of the coordinator's broker. Each new coordinator replays only
+// the compacted log, and a new member of the group, served by it, starts
+// exactly at the last commits, reading nothing twice beyond them and
+// skipping nothing; the history checker finds nothing lost.
 func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 	const topic, grp, partitions, rounds, perRound = "oc", "oc-group", int32(2), 20, 10
 	srv := offsetsCluster(t)
@@ -234,7 +371,7 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 		}
 		commits += commitEach(t, h, grp, m, topic, done, stop)
 	}
-	want := committed(t, admin, grp, topic)
+	want := committedOnly(t, admin, grp, topic)
 	m.close()
 	waitGroupState(t, admin, grp, "Empty", 0)
 	for q := range partitions {
@@ -245,54 +382,33 @@ func TestGroupOffsetsSurviveCompactionAndCoordinatorMove(t *testing.T) {
 	t.Logf("%d commits to %s-%d in %v; log end %d", commits, group.Topic, p, time.Since(began), srv[0].topic(group.Topic).local(int32(p)).log.LogEndOffset())
 
 	sizes := waitOffsetsCleaned(t, srv, p)
-	left := moveCoordinator(t, srv, p)
-	lead := partitionInfo(left[0], group.Topic, int32(p)).State.Leader
-	reported := false
-	for _, s := range left {
-		for _, r := range s.groupLoader.loadReports() {
-			if s.cfg.BrokerID != lead || r.Partition != p {
-				continue
-			}
-			reported = true
-			t.Logf("new coordinator (broker %d) replayed %d records, %d bytes in %v", lead, r.Records, r.Bytes, r.Duration)
-			if r.Records*4 > commits || r.Offsets != int(partitions) || r.Bytes > slices.Max(sizes) {
-				t.Errorf("new coordinator replayed %d records, %d bytes and loaded %d offsets; want under a quarter of the %d commits, at most the %d bytes of the cleaned logs, and %d offsets",
-					r.Records, r.Bytes, r.Offsets, commits, slices.Max(sizes), partitions)
-			}
-		}
-	}
-	if !reported {
-		t.Errorf("the new coordinator, broker %d, has no load report of partition %d", lead, p)
-	}
-	admin = newClient(t, left[0])
-	if g := describeGroup(t, admin, grp); g.State != "Empty" || g.ProtocolType != "consumer" {
-		t.Fatalf("after the move: group state %s protocol type %q, want Empty consumer", g.State, g.ProtocolType)
-	}
-	if got := committed(t, admin, grp, topic); !maps.Equal(got, want) {
-		t.Fatalf("after compaction and the move: committed %v, want %v", got, want)
+	end := map[int32]int64{}
+	for q := range partitions {
+		end[q] = rounds * perRound
 	}
 
-	producer = newClient(t, left[0], kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
-	b := startMember(t, left[0].Addr().String(), grp, "member-b", topic)
-	produceTracked(t, h, producer, topic, partitions, 1, "last")
-	waitRecords(t, int(partitions)*4, b) // the three uncommitted and the last of each
-	next := map[int32]int64{}
-	for _, r := range b.records() {
-		w, ok := next[r.Partition]
-		if !ok {
-			w = want[r.Partition]
-		}
-		if r.Offset != w {
-			t.Fatalf("after the move the group read %d/%d (%s), want offset %d (from its commit %d, in order, once)", r.Partition, r.Offset, r.Value, w, want[r.Partition])
-		}
-		next[r.Partition] = w + 1
+	// Move 1: another replica is elected; the old coordinator keeps
+	// running as a follower.
+	electCoordinator(t, srv, p)
+	checkCoordinatorLoad(t, srv, p, commits/4, slices.Max(sizes), int(partitions))
+	lead := partitionInfo(srv[0], group.Topic, int32(p)).State.Leader
+	b := resumeGroup(t, h, srv[lead-1], grp, "member-b", topic, partitions, want, end)
+	if err := b.cl.CommitUncommittedOffsets(testCtx(t)); err != nil {
+		t.Fatalf("member-b commit: %v", err)
 	}
+	_, gen := b.cl.GroupMetadata()
 	for q := range partitions {
-		if next[q] != rounds*perRound+1 {
-			t.Fatalf("partition %d read up to %d, want %d", q, next[q], rounds*perRound+1)
-		}
+		h.Committed(grp, gen, history.TP{Topic: topic, Partition: q}, end[q])
 	}
-	checkHistory(t, h, left[0], topic, partitions, rounds*perRound+1, map[string]*groupMember{"member-a": m, "member-b": b})
+	b.close()
+	want = maps.Clone(end)
+
+	// Move 2: the coordinator's broker shuts down.
+	left := shutdownCoordinator(t, srv, p)
+	checkCoordinatorLoad(t, left, p, commits/4, slices.Max(sizes)+4096, int(partitions))
+	lead = partitionInfo(left[0], group.Topic, int32(p)).State.Leader
+	c := resumeGroup(t, h, srv[lead-1], grp, "member-c", topic, partitions, want, end)
+	checkHistory(t, h, left[0], topic, partitions, int(end[0]), map[string]*groupMember{"member-a": m, "member-b": b, "member-c": c})
 }
 
 // TestOffsetsTopicCompacted checks that __consumer_offsets is created
