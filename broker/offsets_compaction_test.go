@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,5 +447,149 @@ func TestOffsetsTopicCompacted(t *testing.T) {
 	}
 	if c := s.topic(group.Topic).cfg; !c.compact || c.seg.RetentionMs != -1 || c.seg.RetentionBytes != -1 {
 		t.Fatalf("after the change: compact %v retention.ms %d retention.bytes %d", c.compact, c.seg.RetentionMs, c.seg.RetentionBytes)
+	}
+}
+
+// offsetsKeys reads a partition log of __consumer_offsets and counts, by
+// group, its records and the tombstones among them.
+func offsetsKeys(t *testing.T, l *segment.Log) (records, tombstones map[string]int) {
+	t.Helper()
+	records, tombstones = map[string]int{}, map[string]int{}
+	off, end := l.LogStartOffset(), l.LogEndOffset()
+	for off < end {
+		buf, err := l.ReadCopy(off, 1<<20, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
+			off = h.NextOffset()
+			it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
+			if err != nil {
+				return err
+			}
+			for {
+				rec, ok, err := it.Next()
+				if err != nil || !ok {
+					return err
+				}
+				var g string
+				if len(rec.Key) >= 2 && rec.Key[1] == 2 { // group metadata key, version 2
+					var k kmsg.GroupMetadataKey
+					if err := k.ReadFrom(rec.Key); err != nil {
+						return err
+					}
+					g = k.Group
+				} else {
+					var k kmsg.OffsetCommitKey
+					if err := k.ReadFrom(rec.Key); err != nil {
+						return err
+					}
+					g = k.Group
+				}
+				records[g]++
+				if rec.Value == nil {
+					tombstones[g]++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return records, tombstones
+}
+
+// simpleCommit commits offset for partition 0..n-1 of topic as a
+// standalone consumer (no member, generation -1).
+func simpleCommit(t *testing.T, cl *kgo.Client, grp, topic string, n int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = grp, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, offset
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			t.Fatalf("commit %s %s/%d: %v", grp, topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+}
+
+// TestExpiredOffsetsCompactedAway lets the coordinator of a broker expire
+// a standalone consumer's offsets (offsets.retention.minutes after its
+// commit, on a fake clock), and the broker's log cleaner compact
+// __consumer_offsets with delete.retention.ms=0: the expiry writes
+// tombstones for the offsets and the group, the cleaner removes them
+// with every record of the group once they are past their horizon, and a
+// restart loads the other group's offsets and nothing of the expired one.
+func TestExpiredOffsetsCompactedAway(t *testing.T) {
+	const topic, gone, live = "ex", "expired-group", "live-group"
+	cfg := testConfig(t, map[string]string{
+		"offsets.topic.num.partitions":        "1",
+		"offsets.topic.segment.bytes":         "1024",
+		"offsets.retention.check.interval.ms": "20",
+		"log.cleaner.backoff.ms":              "50",
+		"log.cleaner.min.cleanable.ratio":     "0.01",
+	})
+	var fake atomic.Int64
+	fake.Store(time.Now().UnixNano())
+	cfg.Groups.Now = func() time.Time { return time.Unix(0, fake.Load()) }
+	s := startServerConfig(t, cfg)
+	cl := newClient(t, s)
+	createTopic(t, cl, topic, 3, nil)
+	alter(t, cl, group.Topic, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "0", "segment.bytes": "1024"})
+	l := s.topic(group.Topic).local(0).log
+
+	simpleCommit(t, cl, gone, topic, 3, 5)
+	fake.Add(int64(cfg.Groups.OffsetsRetention + time.Minute))
+	waitFor(t, "the expired group's tombstones", func() bool {
+		_, tombs := offsetsKeys(t, l)
+		return tombs[gone] == 4 // its three offsets and the group
+	})
+	if got := committedOnly(t, cl, gone, topic); len(got) != 0 {
+		t.Fatalf("expired group still has offsets %v", got)
+	}
+	// Commits of another group roll segments past the tombstones, so
+	// the cleaner keeps them (setting their delete horizon), then, at a
+	// later cleaning, removes them.
+	start := time.Now()
+	for i := 0; ; i++ {
+		simpleCommit(t, cl, live, topic, 3, int64(i))
+		recs, _ := offsetsKeys(t, l)
+		if recs[gone] == 0 {
+			t.Logf("the expired group's records compacted away after %d more commits, %v; cleaner checkpoint %d, log end %d",
+				i+1, time.Since(start), l.CleanerCheckpoint(), l.LogEndOffset())
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the expired group still has %d records in the log after a minute", recs[gone])
+		}
+		s.cleaner.kick()
+		time.Sleep(5 * time.Millisecond)
+	}
+	want := committedOnly(t, cl, live, topic)
+
+	if err := s.Shutdown(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	s = startServerConfig(t, cfg)
+	cl = newClient(t, s)
+	if got := committedOnly(t, cl, live, topic); !maps.Equal(got, want) {
+		t.Fatalf("after a restart: %s committed %v, want %v", live, got, want)
+	}
+	if got := committedOnly(t, cl, gone, topic); len(got) != 0 {
+		t.Fatalf("after a restart the expired group has offsets %v", got)
 	}
 }
