@@ -148,6 +148,11 @@ type Config struct {
 	// __consumer_offsets is created with min(this, live brokers)
 	// replicas.
 	OffsetsTopicReplicationFactor int16
+	// OffsetsTopicSegmentBytes is offsets.topic.segment.bytes: the
+	// segment.bytes __consumer_offsets is created with. Only sealed
+	// segments are compacted, so it bounds what a coordinator replays
+	// beyond one record per key.
+	OffsetsTopicSegmentBytes int32
 	// Groups holds the consumer group coordinator's settings
 	// (offsets.topic.num.partitions, group.initial.rebalance.delay.ms,
 	// group.min.session.timeout.ms, group.max.session.timeout.ms,

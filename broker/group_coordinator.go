@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,23 +43,27 @@ import (
 //     Fetching from it is allowed, as in Kafka.
 //   - It is created with cleanup.policy=compact, as in Kafka: the log
 //     cleaner (log_cleaner.go) keeps the latest commit of every key, and
-//     retention by time and size is off. Config changes that would let
-//     retention delete segments (cleanup.policy with delete and a
+//     retention by time and size is off. The coordinator writes a
+//     tombstone for every offset or group it deletes (package group's
+//     doc), so a coordinator taking over replays one record per key plus
+//     what was written since the last cleaning. Config changes that would
+//     let retention delete segments (cleanup.policy with delete and a
 //     limited retention.ms or retention.bytes) are refused
 //     (INVALID_CONFIG): they would lose committed offsets that were
 //     never overwritten. A topic created before compaction existed keeps
 //     cleanup.policy=delete with unlimited retention until an operator
 //     sets cleanup.policy=compact.
-//   - Segments roll at 100 MiB (Kafka's offsets.topic.segment.bytes).
+//   - Segments roll at offsets.topic.segment.bytes (Kafka's setting,
+//     default 100 MiB).
 
 // offsetsTopicConfigs are the config overrides __consumer_offsets is
 // created with.
-func offsetsTopicConfigs() map[string]string {
+func (s *Server) offsetsTopicConfigs() map[string]string {
 	return map[string]string{
 		"cleanup.policy":  "compact",
 		"retention.ms":    "-1",
 		"retention.bytes": "-1",
-		"segment.bytes":   "104857600",
+		"segment.bytes":   strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
 	}
 }
 
@@ -134,7 +139,7 @@ func (s *Server) ensureOffsetsTopic(partitions int) (*coord.TopicInfo, error) {
 		name:       group.Topic,
 		partitions: int32(partitions),
 		replFactor: int16(rf),
-		configs:    offsetsTopicConfigs(),
+		configs:    s.offsetsTopicConfigs(),
 	})
 	var ke *kafkaError
 	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
@@ -193,9 +198,10 @@ type groupLoader struct {
 
 	mu struct {
 		sync.Mutex
-		want   map[int]bool  // led by this broker, as last applied
-		loaded map[int]bool  // loaded into the coordinator
-		errs   map[int]error // failed to load, until the next attempt
+		want    map[int]bool             // led by this broker, as last applied
+		loaded  map[int]bool             // loaded into the coordinator
+		errs    map[int]error            // failed to load, until the next attempt
+		reports map[int]group.LoadReport // of the loaded partitions, for the metrics
 	}
 }
 
@@ -204,6 +210,18 @@ func (g *groupLoader) init() {
 	g.mu.want = map[int]bool{}
 	g.mu.loaded = map[int]bool{}
 	g.mu.errs = map[int]error{}
+	g.mu.reports = map[int]group.LoadReport{}
+}
+
+// loadReports returns the load reports of the loaded partitions.
+func (g *groupLoader) loadReports() []group.LoadReport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]group.LoadReport, 0, len(g.mu.reports))
+	for _, r := range g.mu.reports {
+		out = append(out, r)
+	}
+	return out
 }
 
 // want records the partitions this broker leads and wakes the loader.
@@ -263,6 +281,7 @@ func (g *groupLoader) sync() {
 		s.log.Info("consumer groups unloaded: leadership moved away", "topic", group.Topic, "partition", p)
 		g.mu.Lock()
 		delete(g.mu.loaded, p)
+		delete(g.mu.reports, p)
 		g.mu.Unlock()
 	}
 	if len(load) == 0 {
@@ -281,8 +300,9 @@ func (g *groupLoader) sync() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			err := errors.New("this broker has no open replica of the partition")
+			var rep group.LoadReport
 			if lp := t.local(int32(p)); lp != nil {
-				_, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
+				rep, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
 			}
 			g.mu.Lock()
 			defer g.mu.Unlock()
@@ -293,6 +313,7 @@ func (g *groupLoader) sync() {
 			}
 			delete(g.mu.errs, p)
 			g.mu.loaded[p] = true
+			g.mu.reports[p] = rep
 		}()
 	}
 	wg.Wait()

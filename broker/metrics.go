@@ -437,6 +437,10 @@ var (
 		"Consumer groups this broker coordinates.", nil, nil)
 	descGroupLag = prometheus.NewDesc("strata_group_consumer_lag",
 		"Sum over the group's committed partitions that this broker leads of high watermark minus committed offset.", []string{"group"}, nil)
+	descGroupLoadSeconds = prometheus.NewDesc("strata_group_partition_load_seconds",
+		"How long loading the __consumer_offsets partition into the group coordinator took, per partition this broker coordinates.", []string{"partition"}, nil)
+	descGroupLoadBytes = prometheus.NewDesc("strata_group_partition_load_bytes",
+		"Bytes of the __consumer_offsets partition replayed by its load, per partition this broker coordinates.", []string{"partition"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -445,7 +449,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLastUpload, descUploadedSegs, descUploadedBytes, descUploadThrottled, descUploadBackoff, descStoreErrors,
 		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
 		descLogDirOffline, descOfflineLogDirs, descLogDirPartitions, descOfflineReplicas,
-		descGroups, descGroupLag} {
+		descGroups, descGroupLag, descGroupLoadSeconds, descGroupLoadBytes} {
 		ch <- d
 	}
 }
@@ -591,6 +595,11 @@ func (c *stateCollector) collectGroups(ch chan<- prometheus.Metric) {
 	lreq.Version = 4
 	groups := s.groups.ListGroups(ctx, lreq)
 	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(len(groups.Groups)))
+	for _, r := range s.groupLoader.loadReports() {
+		p := strconv.Itoa(r.Partition)
+		ch <- prometheus.MustNewConstMetric(descGroupLoadSeconds, prometheus.GaugeValue, r.Duration.Seconds(), p)
+		ch <- prometheus.MustNewConstMetric(descGroupLoadBytes, prometheus.GaugeValue, float64(r.Bytes), p)
+	}
 	for _, g := range groups.Groups {
 		freq := kmsg.NewPtrOffsetFetchRequest()
 		freq.Version = 7

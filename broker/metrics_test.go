@@ -3,6 +3,7 @@ package broker
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,6 +176,14 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if v := mustValue(t, after, "strata_group_consumer_lag", "group", group); v != 3 {
 		t.Errorf("lag of %s %v, want 3 (high watermark 5 - committed 2)", group, v)
+	}
+	// A single node loads every partition of __consumer_offsets at start
+	// (empty here, so nothing was replayed).
+	for p := range 3 {
+		if v := mustValue(t, after, "strata_group_partition_load_bytes", "partition", strconv.Itoa(p)); v != 0 {
+			t.Errorf("load bytes of partition %d: %v, want 0", p, v)
+		}
+		mustValue(t, after, "strata_group_partition_load_seconds", "partition", strconv.Itoa(p))
 	}
 	for _, name := range []string{"strata_tier_remote_fetch_bytes_total", "strata_tier_remote_fetch_duration_seconds", "go_goroutines"} {
 		mustValue(t, after, name)

@@ -136,6 +136,9 @@ var clusterSettings = []setting{
 	{name: "offsets.topic.replication.factor", typ: typeShort, def: "3", valid: between(1, math.MaxInt16),
 		field: func(c *Config) any { return &c.OffsetsTopicReplicationFactor },
 		doc:   "Replicas of __consumer_offsets when it is created, capped at the live brokers."},
+	{name: "offsets.topic.segment.bytes", typ: typeInt, def: "104857600", valid: between(14, math.MaxInt32),
+		field: func(c *Config) any { return &c.OffsetsTopicSegmentBytes },
+		doc:   "segment.bytes of __consumer_offsets when it is created; the active segment is never compacted, so a coordinator taking over replays up to this much beyond one record per key."},
 }
 
 // groupDefaults are package group's defaults of the group coordinator.
@@ -158,10 +161,10 @@ var groupSettings = []setting{
 		doc: "Longest session timeout a group member may ask for."},
 	{name: "offsets.retention.minutes", typ: typeInt, def: strconv.FormatInt(int64(groupDefaults.OffsetsRetention/time.Minute), 10), valid: between(1, math.MaxInt64/int64(time.Minute)),
 		field: func(c *Config) any { return &c.Groups.OffsetsRetention }, unit: time.Minute,
-		doc: "Committed offsets of a group that has been empty this long are deleted."},
+		doc: "Committed offsets of a group that has been empty this long (of a group that only commits, without members: this long after each commit) are deleted, tombstones written to __consumer_offsets; an empty group left without offsets goes with them."},
 	{name: "offsets.retention.check.interval.ms", typ: typeLong, def: msString(groupDefaults.OffsetsRetentionCheckInterval), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Groups.OffsetsRetentionCheckInterval }, unit: time.Millisecond,
-		doc: "How often expired committed offsets are looked for."},
+		doc: "How often expired committed offsets are looked for (offsets.retention.minutes)."},
 	{name: "offset.metadata.max.bytes", typ: typeInt, def: strconv.Itoa(groupDefaults.OffsetMetadataMaxBytes), valid: between(0, math.MaxInt16),
 		field: func(c *Config) any { return &c.Groups.OffsetMetadataMaxBytes },
 		doc:   "Longest metadata a committed offset may carry."},

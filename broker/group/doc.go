@@ -120,9 +120,27 @@
 // restarted. Values of versions 0-4 are read; other key or value versions
 // are skipped and counted in the LoadReport.
 //
-// The log is not compacted: it grows with every commit, so the server must
-// keep __consumer_offsets with unlimited retention (retention.ms=-1,
-// retention.bytes=-1) until compaction exists.
+// # Compaction
+//
+// The log is compacted, never trimmed by retention: the server keeps
+// __consumer_offsets with retention.ms=-1 and retention.bytes=-1, and the
+// log cleaner keeps the last record of every key. Every deletion is
+// therefore a tombstone of the key it deletes, as Kafka's
+// GroupMetadataManager writes them: an offset key with a null value for
+// each offset that expires (offsets.retention.minutes, KIP-211: counted
+// from when a group with a protocol type became Empty, from each commit
+// for a group that only commits, from each commit for the topics no member
+// of a Stable "consumer" group subscribes to; at the commit's own expire
+// time for OffsetCommit v2-v4 with a retention time), for each offset
+// OffsetDelete deletes and for each offset of a group DeleteGroups
+// deletes; a group key with a null value when a group is deleted, or
+// expires Empty with no offsets left. The cleaner keeps a tombstone for
+// delete.retention.ms after the cleaning that first kept it, long enough
+// for a coordinator loading the partition to see it, then removes it with
+// the records it deleted. Load replays a compacted partition as any
+// other: the offsets the cleaner removed are gaps that the reads skip,
+// up to the log end when the last records were removed, and a key whose
+// records are all gone was deleted.
 //
 // # Locks
 //

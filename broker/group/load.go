@@ -29,6 +29,11 @@ type LoadReport struct {
 	// Groups is how many groups the partition holds; Offsets how many
 	// committed offsets.
 	Groups, Offsets int
+	// Bytes is how much of the log was read; Duration how long the load
+	// took. Compaction bounds both: one record per key plus what was
+	// appended since the last cleaning.
+	Bytes    int64
+	Duration time.Duration
 }
 
 // Load makes the coordinator own a partition of __consumer_offsets: it
@@ -45,6 +50,7 @@ type LoadReport struct {
 // ErrLoad. Records that do not decode are skipped, logged and counted.
 // Load and Unload of one partition must not run concurrently.
 func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
+	began := time.Now()
 	rep := LoadReport{Partition: partitionID}
 	if partitionID < 0 || partitionID >= c.cfg.NumPartitions {
 		return rep, fmt.Errorf("%w: partition %d of %d: %w", ErrLoad, partitionID, c.cfg.NumPartitions, ErrBadPartition)
@@ -64,7 +70,7 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 
 	st := newReplay(partitionID, c.cfg.Logger)
 	err := st.run(log)
-	rep.Records, rep.Skipped = st.records, st.skipped
+	rep.Records, rep.Skipped, rep.Bytes = st.records, st.skipped, st.bytes
 	if err != nil {
 		c.mu.Lock()
 		if c.mu.partitions[partitionID] == p {
@@ -99,8 +105,10 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	rep.Groups, rep.Offsets = len(groups), st.numOffsets
 	p.loading = false
 	c.mu.Unlock()
+	rep.Duration = time.Since(began)
 	c.cfg.Logger.Info("group: loaded partition", "partition", partitionID,
-		"records", rep.Records, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets)
+		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets,
+		"took", rep.Duration)
 	return rep, nil
 }
 
@@ -114,6 +122,7 @@ type replay struct {
 	seen       map[string]bool
 	records    int
 	skipped    int
+	bytes      int64
 	numOffsets int
 }
 
@@ -127,7 +136,12 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 	}
 }
 
-// run reads the log from its start offset to its end offset.
+// run reads the log from its start offset to its end offset. A compacted
+// log has gaps: offsets whose records the cleaner removed, inside batches,
+// between batches and between segments (the read skips them), and at the
+// tail when the last batches of the last sealed segment were removed and
+// the active segment is still empty (the read then returns nothing: no
+// batch is left before the end).
 func (r *replay) run(log Log) error {
 	off, end := log.LogStartOffset(), log.LogEndOffset()
 	for off < end {
@@ -135,6 +149,10 @@ func (r *replay) run(log Log) error {
 		if err != nil {
 			return fmt.Errorf("read at offset %d: %w", off, err)
 		}
+		if len(buf) == 0 {
+			return nil // a gap up to the log end
+		}
+		r.bytes += int64(len(buf))
 		next := off
 		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
 			if h.NextOffset() <= next {
