@@ -55,6 +55,12 @@ type ArchiverConfig struct {
 	// Retention is the total retention (retention.ms, retention.bytes)
 	// applied to the remote log. SetRetention changes it.
 	Retention RemoteRetention
+	// Compaction is the topic's compaction (compaction.go): the upload
+	// gate and the remote cleaner. SetCompaction changes it.
+	Compaction Compaction
+	// RemoteClean configures the remote cleaner of a compacted topic
+	// (remote_cleaner.go).
+	RemoteClean RemoteCleanConfig
 
 	// Grace is the sweeper's grace period. The archiver never commits
 	// objects whose upload started longer than Grace/2 ago (on Mono), and
@@ -124,6 +130,7 @@ func (c ArchiverConfig) normalized() ArchiverConfig {
 	}
 	c.Mono = c.Mono.orSystem()
 	c.Configs = maps.Clone(c.Configs)
+	c.RemoteClean = c.RemoteClean.normalized()
 	return c
 }
 
@@ -162,6 +169,8 @@ type Archiver struct {
 	// name), on cfg.Mono: the start of its delete delay. Loop goroutine
 	// only.
 	dropSeen map[string]time.Duration
+	// rc is the remote cleaner's state. Loop goroutine only.
+	rc remoteCleanState
 
 	mu struct {
 		sync.Mutex
@@ -177,6 +186,8 @@ type Archiver struct {
 		fenced bool // a newer epoch wrote the manifest; no uploads until a newer BecomeLeader
 
 		retention     RemoteRetention
+		compaction    Compaction
+		cleanStats    RemoteCleanStats
 		configs       map[string]string
 		numPartitions int32
 		wantLogStart  int64 // a requested remote log start (DeleteRecords), applied by the loop
@@ -207,6 +218,9 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 	case !ValidTopicID(cfg.TopicID):
 		return nil, fmt.Errorf("tiering: archiver: %s/%d: bad topic id %q", cfg.Topic, cfg.Partition, cfg.TopicID)
 	}
+	if err := cfg.Compaction.Validate(); err != nil {
+		return nil, err
+	}
 	a := &Archiver{
 		cfg:      cfg,
 		log:      cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
@@ -217,6 +231,7 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.mu.retention = cfg.Retention
+	a.mu.compaction = cfg.Compaction
 	a.mu.configs = cfg.Configs
 	a.mu.numPartitions = cfg.NumPartitions
 	return a, nil
@@ -394,8 +409,10 @@ func (a *Archiver) backoffLocked(err error) time.Duration {
 
 // step does one round of work: load or refresh the manifest; as leader,
 // reconcile the remote log with the leader's lineage, upload every
-// committed sealed segment not yet remote, apply remote retention and
-// delete the objects of segments dropped longer than the delete delay.
+// committed sealed segment not yet remote (cleaned first, for a compacted
+// topic), compact the remote log of a compacted topic (remote_cleaner.go),
+// apply remote retention and delete the objects of segments dropped longer
+// than the delete delay.
 func (a *Archiver) step(ctx context.Context) error {
 	a.mu.Lock()
 	leader, fenced, stale, m := a.mu.leader, a.mu.fenced, a.mu.stale, a.mu.manifest
@@ -427,6 +444,9 @@ func (a *Archiver) step(ctx context.Context) error {
 		if !did {
 			break
 		}
+	}
+	if err := a.cleanRemote(ctx); err != nil {
+		return err
 	}
 	if err := a.applyRetention(ctx); err != nil {
 		return err

@@ -1,0 +1,503 @@
+package tiering
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// compactLog is a real segment.Log of a compacted topic wired to a Gate,
+// with what was produced per offset.
+type compactLog struct {
+	t    *testing.T
+	log  *segment.Log
+	gate *Gate
+	keys int
+
+	mu       sync.Mutex
+	produced map[int64]keyedValue
+	n        int
+}
+
+type keyedValue struct {
+	key   string
+	value []byte // nil: a tombstone
+}
+
+func newCompactLog(t *testing.T, keys int) *compactLog {
+	t.Helper()
+	cl := &compactLog{t: t, gate: NewGate(true), keys: keys, produced: map[int64]keyedValue{}}
+	cfg := segment.DefaultConfig()
+	cfg.SegmentBytes = testSegBytes
+	cfg.IndexIntervalBytes = 256
+	cfg.FileDeleteDelayMs = 0
+	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+	l, err := segment.Open(filepath.Join(t.TempDir(), testTopic+"-1"), cfg, cl.gate.SegmentOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	cl.log = l
+	return cl
+}
+
+// produce appends n batches of 1 to 3 records of keys k000..; every
+// eleventh record is a tombstone.
+func (cl *compactLog) produce(n int) {
+	cl.t.Helper()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for range n {
+		var recs []segment.Record
+		var kvs []keyedValue
+		for range 1 + cl.n%3 {
+			k := fmt.Sprintf("k%03d", (cl.n*7)%cl.keys)
+			var v []byte
+			if cl.n%11 != 10 {
+				v = fmt.Appendf(nil, "%s-v%06d-%s", k, cl.n, strings.Repeat("x", 40))
+			}
+			recs = append(recs, segment.Record{Timestamp: time.Now().UnixMilli(), Key: []byte(k), Value: v})
+			kvs = append(kvs, keyedValue{k, v})
+			cl.n++
+		}
+		b, err := segment.BuildBatch(segment.BatchSpec{Records: recs})
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		res, err := cl.log.Append(b, segment.AppendOptions{LeaderEpoch: 1})
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		for i, kv := range kvs {
+			cl.produced[res.BaseOffset+int64(i)] = kv
+		}
+	}
+}
+
+// clean runs the local cleaner once and returns the cleaner checkpoint.
+func (cl *compactLog) clean() int64 {
+	cl.t.Helper()
+	om, err := segment.NewOffsetMap(1<<20, 0.9)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	if _, err := cl.log.Clean(context.Background(), segment.CleanConfig{Map: om, DeleteRetentionMs: 24 * 3600 * 1000}); err != nil {
+		cl.t.Fatal(err)
+	}
+	return cl.log.CleanerCheckpoint()
+}
+
+// cleanedEnd is the end of the last non-empty sealed segment wholly below
+// ckpt: what the upload gate lets through.
+func (cl *compactLog) cleanedEnd(ckpt int64) int64 {
+	end := int64(0)
+	for _, s := range cl.log.Segments() {
+		if s.Sealed && s.Size > 0 && s.NextOffset <= ckpt {
+			end = s.NextOffset
+		}
+	}
+	return end
+}
+
+// latest returns, for every key, the offset of its last record below end.
+func (cl *compactLog) latest(end int64) map[string]int64 {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	out := map[string]int64{}
+	for off, kv := range cl.produced {
+		if cur, ok := out[kv.key]; off < end && (!ok || off > cur) {
+			out[kv.key] = off
+		}
+	}
+	return out
+}
+
+func compactArchiverConfig(t *testing.T, cl *compactLog, store ObjectStore) ArchiverConfig {
+	return ArchiverConfig{
+		Store: store, Log: cl.log, Topic: testTopic, TopicID: testTopicID, Partition: testPartition,
+		NumPartitions: 3, Configs: map[string]string{"remote.storage.enable": "true", "cleanup.policy": "compact"},
+		Retention:    RemoteRetention{Ms: -1, Bytes: -1},
+		PollInterval: 20 * time.Millisecond, RefreshInterval: 200 * time.Millisecond,
+		RetryMin: 20 * time.Millisecond, RetryMax: 300 * time.Millisecond,
+		Compaction: Compaction{
+			Enabled: true, MinCleanableDirtyRatio: 0.01, DeleteRetentionMs: 24 * 3600 * 1000, SegmentBytes: 3 * testSegBytes,
+		},
+		RemoteClean: RemoteCleanConfig{Interval: 10 * time.Millisecond, TempDir: t.TempDir(), MapBytes: 1 << 20},
+	}
+}
+
+// remoteRecord is one record read back from the remote log.
+type remoteRecord struct {
+	offset int64
+	key    string
+	value  []byte
+}
+
+// readRemote reads m's remote log from its start with r, in small reads,
+// switching to the manifest next() returns before each read when not nil.
+func readRemote(t *testing.T, r *RemoteReader, m *Manifest, from int64, stop int64) ([]remoteRecord, int64) {
+	t.Helper()
+	var out []remoteRecord
+	off := max(from, m.LogStartOffset)
+	for off < min(stop, m.EndOffset()) {
+		rs, err := r.Read(context.Background(), PartitionKey{Topic: testTopic, Partition: testPartition}, m, off, 700)
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		b, err := rs.Copy()
+		rs.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.NextOffset <= off {
+			t.Fatalf("read at %d: next offset %d does not advance", off, rs.NextOffset)
+		}
+		err = segment.SplitBatches(b, func(h segment.Header, batch []byte) error {
+			recs, err := segment.Records(batch)
+			for _, rec := range recs {
+				if rec.Offset >= off {
+					out = append(out, remoteRecord{rec.Offset, string(rec.Key), rec.Value})
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = rs.NextOffset
+	}
+	return out, off
+}
+
+// checkCompacted checks Kafka's guarantee on records read from offset 0
+// of a log holding produced offsets below end: offsets strictly increase,
+// every value read is the one produced at its offset, and the latest
+// record of every key is there. With exact, no key appears twice.
+func checkCompacted(t *testing.T, cl *compactLog, recs []remoteRecord, end int64, exact bool) {
+	t.Helper()
+	seen := map[string]int64{}
+	for i, rec := range recs {
+		if i > 0 && rec.offset <= recs[i-1].offset {
+			t.Fatalf("offset %d after %d", rec.offset, recs[i-1].offset)
+		}
+		cl.mu.Lock()
+		want, ok := cl.produced[rec.offset]
+		cl.mu.Unlock()
+		if !ok || want.key != rec.key || string(want.value) != string(rec.value) || (want.value == nil) != (rec.value == nil) {
+			t.Fatalf("offset %d: read %s=%q, produced %+v", rec.offset, rec.key, rec.value, want)
+		}
+		if prev, dup := seen[rec.key]; dup && exact {
+			t.Errorf("key %s at %d and again at %d after a full cleaning", rec.key, prev, rec.offset)
+		}
+		seen[rec.key] = rec.offset
+	}
+	for k, off := range cl.latest(end) {
+		if seen[k] != off {
+			t.Errorf("key %s: latest record at %d, last read at %d", k, off, seen[k])
+		}
+	}
+}
+
+// TestCompactedUploadGate: a compacted topic uploads only what the local
+// cleaner cleaned (or what is older than max.compaction.lag.ms), across
+// the offset gaps cleaning leaves, and the remote cleaner compacts what is
+// remote until every key appears once.
+func TestCompactedUploadGateAndRemoteClean(t *testing.T) {
+	cl := newCompactLog(t, 50)
+	cl.produce(200)
+	store := newTestLocalStore(t)
+	a, err := NewArchiver(compactArchiverConfig(t, cl, store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.gate.Attach(a)
+	a.Start()
+	t.Cleanup(func() { _ = a.Close() })
+	a.BecomeLeader(1)
+	waitSteps(t, a, 3)
+	if m := a.Manifest(); m == nil || len(m.Segments) != 0 {
+		t.Fatalf("uploaded dirty segments: %+v", m)
+	}
+
+	ckpt := cl.clean()
+	want := cl.cleanedEnd(ckpt)
+	if want == 0 {
+		t.Fatal("the cleaner cleaned nothing")
+	}
+	waitUploaded(t, a, want)
+	if end := a.Manifest().EndOffset(); end > ckpt {
+		t.Fatalf("remote end %d beyond the cleaner checkpoint %d", end, ckpt)
+	}
+
+	// More data, cleaned locally again: the cleaner regroups segments the
+	// bucket already holds part of, and leaves gaps at the remote end.
+	for range 3 {
+		cl.produce(150)
+		ckpt = cl.clean()
+		want = cl.cleanedEnd(ckpt)
+		waitUploaded(t, a, want)
+	}
+	m := a.Manifest()
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("remote log [%d, %d) in %d segments, cleaner checkpoint %d", m.LogStartOffset, m.EndOffset(), len(m.Segments), ckpt)
+
+	// The remote cleaner catches up with the uploads.
+	waitFor(t, 60*time.Second, "the remote cleaner to cover the remote log", func() bool {
+		m = a.Manifest()
+		st := a.RemoteCleanStats()
+		return st.Rounds > 0 && st.CheckpointOffset >= m.EndOffset() && m.EndOffset() >= want
+	})
+	st := a.RemoteCleanStats()
+	t.Logf("remote cleaner: %+v", st)
+	if st.RecordsRemoved == 0 || st.SegmentsReplaced == 0 {
+		t.Errorf("remote cleaner removed nothing: %+v", st)
+	}
+	// Dropped segments go after the delete delay (0 here).
+	waitFor(t, 30*time.Second, "dropped segments purged", func() bool { m = a.Manifest(); return len(m.Dropped) == 0 })
+	checkOnlyReferenced(t, store, m)
+
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
+	checkCompacted(t, cl, recs, m.EndOffset(), true)
+}
+
+// checkOnlyReferenced checks that the store holds exactly the objects of
+// m's live and dropped segments (and the manifest).
+func checkOnlyReferenced(t *testing.T, store ObjectStore, m *Manifest) {
+	t.Helper()
+	objs, err := store.List(testCtx(t), m.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{m.Key(): true}
+	for i := range m.Segments {
+		for _, k := range m.SegmentKeys(&m.Segments[i]) {
+			want[k] = true
+		}
+	}
+	for i := range m.Dropped {
+		for _, k := range m.SegmentKeys(&m.Dropped[i].RemoteSegment) {
+			want[k] = true
+		}
+	}
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.Key] = true
+		if !want[o.Key] {
+			t.Errorf("object %s is referenced by no manifest entry", o.Key)
+		}
+	}
+	for k := range want {
+		if !have[k] {
+			t.Errorf("the manifest references %s, which is missing", k)
+		}
+	}
+}
+
+// TestCompactedUploadAfterMaxLag: without a local cleaning, segments go to
+// the bucket once their data is older than max.compaction.lag.ms.
+func TestCompactedUploadAfterMaxLag(t *testing.T) {
+	cl := newCompactLog(t, 10)
+	cl.produce(120)
+	cfg := compactArchiverConfig(t, cl, newMemStore())
+	cfg.Compaction.MaxCompactionLagMs = 50
+	cfg.RemoteClean.Disabled = true
+	a, err := NewArchiver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.gate.Attach(a)
+	a.Start()
+	t.Cleanup(func() { _ = a.Close() })
+	a.BecomeLeader(1)
+	end := int64(0)
+	for _, s := range cl.log.Segments() {
+		if s.Sealed {
+			end = s.NextOffset
+		}
+	}
+	waitUploaded(t, a, end)
+	if cl.log.CleanerCheckpoint() != 0 {
+		t.Fatal("the log was cleaned")
+	}
+}
+
+// newCompactArchiver is NewArchiver with the remote cleaner's test hook
+// set before the loop starts.
+func newCompactArchiver(t *testing.T, cfg ArchiverConfig, gate *Gate, holdClean bool, afterUpload func() error) *Archiver {
+	t.Helper()
+	a, err := NewArchiver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.rc.afterUpload = afterUpload
+	if holdClean {
+		// No remote cleaning before the first interval (an hour).
+		a.rc.tried, a.rc.lastTry = true, a.cfg.Mono()
+	}
+	gate.Attach(a)
+	a.Start()
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// TestRemoteCleanFencedByNewerLeader: a newer leader commits the manifest
+// while the remote cleaner uploads its replacements; the cleaner's swap is
+// refused (ErrFenced), the newer manifest stays, it references only
+// complete objects, and the replacements are left unreferenced for the
+// sweeper.
+func TestRemoteCleanFencedByNewerLeader(t *testing.T) {
+	cl := newCompactLog(t, 45)
+	cl.produce(250)
+	ckpt := cl.clean()
+	store := newMemStore()
+	cfg := compactArchiverConfig(t, cl, store)
+	var once sync.Once
+	var hookErr error
+	fenced := make(chan struct{})
+	hook := func() error {
+		once.Do(func() {
+			defer close(fenced)
+			m, etag, err := LoadManifest(context.Background(), store, testTopic, testTopicID, testPartition)
+			if err != nil {
+				hookErr = err
+				return
+			}
+			newer := m.Clone()
+			newer.LeaderEpoch = m.LeaderEpoch + 1
+			_, hookErr = CommitManifest(context.Background(), store, newer, etag)
+		})
+		return nil
+	}
+	// The first uploads commit with the remote cleaner held back.
+	cfg.RemoteClean.Interval = time.Hour
+	a := newCompactArchiver(t, cfg, cl.gate, true, hook)
+	a.BecomeLeader(1)
+	waitUploaded(t, a, cl.cleanedEnd(ckpt))
+	_ = a.Close()
+
+	// A second archiver of the same epoch cleans; the hook fences it.
+	cfg.RemoteClean.Interval = 10 * time.Millisecond
+	b := newCompactArchiver(t, cfg, cl.gate, false, hook)
+	b.BecomeLeader(1)
+	select {
+	case <-fenced:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the remote cleaner never uploaded replacements")
+	}
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	waitFor(t, 30*time.Second, "the archiver fenced", func() bool { return b.Lag().Fenced })
+	if st := b.RemoteCleanStats(); st.Rounds != 0 {
+		t.Errorf("a fenced cleaning counted as committed: %+v", st)
+	}
+	m, _, err := LoadManifest(testCtx(t), store, testTopic, testTopicID, testPartition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LeaderEpoch != 2 || len(m.Dropped) != 0 {
+		t.Fatalf("stored manifest epoch %d, %d dropped: the fenced swap landed", m.LeaderEpoch, len(m.Dropped))
+	}
+	// Every object the manifest names exists; the replacements are extra.
+	objs, err := store.List(testCtx(t), m.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.Key] = true
+	}
+	referenced := map[string]bool{}
+	for i := range m.Segments {
+		for _, k := range m.SegmentKeys(&m.Segments[i]) {
+			referenced[k] = true
+			if !have[k] {
+				t.Errorf("manifest references missing %s", k)
+			}
+		}
+	}
+	orphans := 0
+	for k := range have {
+		if !referenced[k] && k != m.Key() {
+			orphans++
+		}
+	}
+	if orphans == 0 {
+		t.Error("no replacement objects were uploaded before the fenced commit")
+	}
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
+	checkCompacted(t, cl, recs, m.EndOffset(), false)
+}
+
+// TestReaderAcrossRemoteSwap: a reader that resolved the manifest before a
+// remote cleaning's swap reads on from the old objects (still there for
+// the delete delay), then with the new manifest; offsets only increase,
+// and nothing it reads is older than a value of the same key it read
+// before.
+func TestReaderAcrossRemoteSwap(t *testing.T) {
+	cl := newCompactLog(t, 40)
+	cl.produce(300)
+	ckpt := cl.clean()
+	store := newMemStore()
+	cfg := compactArchiverConfig(t, cl, store)
+	cfg.Retention.DeleteDelay = time.Hour
+	cfg.RemoteClean.Interval = time.Hour
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+
+	var (
+		old       *Manifest
+		firstPart []remoteRecord
+		resume    int64
+	)
+	hook := func() error {
+		if old == nil {
+			return nil
+		}
+		// Mid-read when the swap is about to be committed.
+		firstPart, resume = readRemote(t, r, old, 0, old.EndOffset()/2)
+		return nil
+	}
+	a := newCompactArchiver(t, cfg, cl.gate, true, hook)
+	a.BecomeLeader(1)
+	waitUploaded(t, a, cl.cleanedEnd(ckpt))
+	// Newer values of the same keys, uploaded too: the bucket holds
+	// values they supersede.
+	cl.produce(300)
+	ckpt = cl.clean()
+	waitUploaded(t, a, cl.cleanedEnd(ckpt))
+	_ = a.Close()
+
+	old = a.Manifest()
+	cfg.RemoteClean.Interval = 10 * time.Millisecond
+	b := newCompactArchiver(t, cfg, cl.gate, false, hook)
+	b.BecomeLeader(1)
+	waitFor(t, 60*time.Second, "a remote cleaning", func() bool { return b.RemoteCleanStats().Rounds > 0 })
+	_ = b.Close()
+	swapped := b.Manifest()
+	if len(swapped.Dropped) == 0 || len(firstPart) == 0 {
+		t.Fatalf("swap dropped %d segments, %d records read before it", len(swapped.Dropped), len(firstPart))
+	}
+	// The old manifest still reads whole: its objects are dropped, not
+	// deleted.
+	all, _ := readRemote(t, r, old, 0, old.EndOffset())
+	checkCompacted(t, cl, all, old.EndOffset(), false)
+	// The session goes on with the new manifest.
+	rest, _ := readRemote(t, r, swapped, resume, swapped.EndOffset())
+	session := append(firstPart, rest...)
+	checkCompacted(t, cl, session, swapped.EndOffset(), false)
+	after, _ := readRemote(t, r, swapped, 0, swapped.EndOffset())
+	checkCompacted(t, cl, after, swapped.EndOffset(), true)
+	if len(after) >= len(all) {
+		t.Errorf("cleaned remote log has %d records, the old one %d", len(after), len(all))
+	}
+}
