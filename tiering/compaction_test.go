@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/tiering/miniotest"
 )
 
 // compactLog is a real segment.Log of a compacted topic wired to a Gate,
@@ -81,13 +84,16 @@ func (cl *compactLog) produce(n int) {
 }
 
 // clean runs the local cleaner once and returns the cleaner checkpoint.
-func (cl *compactLog) clean() int64 {
+func (cl *compactLog) clean() int64 { return cl.cleanWith(24 * 3600 * 1000) }
+
+// cleanWith is clean with delete.retention.ms ms.
+func (cl *compactLog) cleanWith(deleteRetentionMs int64) int64 {
 	cl.t.Helper()
 	om, err := segment.NewOffsetMap(1<<20, 0.9)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
-	if _, err := cl.log.Clean(context.Background(), segment.CleanConfig{Map: om, DeleteRetentionMs: 24 * 3600 * 1000}); err != nil {
+	if _, err := cl.log.Clean(context.Background(), segment.CleanConfig{Map: om, DeleteRetentionMs: deleteRetentionMs}); err != nil {
 		cl.t.Fatal(err)
 	}
 	return cl.log.CleanerCheckpoint()
@@ -209,9 +215,50 @@ func checkCompacted(t *testing.T, cl *compactLog, recs []remoteRecord, end int64
 // the offset gaps cleaning leaves, and the remote cleaner compacts what is
 // remote until every key appears once.
 func TestCompactedUploadGateAndRemoteClean(t *testing.T) {
+	s := newTestLocalStore(t)
+	testCompactedTier(t, s, storeLister(s))
+}
+
+// TestCompactedTierMinIO is TestCompactedUploadGateAndRemoteClean against
+// a real MinIO, the bucket listed with minio-go.
+func TestCompactedTierMinIO(t *testing.T) {
+	m := miniotest.Start(t)
+	s, bucket := newS3Store(t, m, nil)
+	testCompactedTier(t, s, func(t *testing.T, prefix string) []string {
+		t.Helper()
+		var keys []string
+		for o := range m.Client().ListObjects(testCtx(t), bucket, minio.ListObjectsOptions{Prefix: "strata/test/" + prefix, Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			keys = append(keys, strings.TrimPrefix(o.Key, "strata/test/"))
+		}
+		return keys
+	})
+}
+
+// lister lists the keys under prefix, possibly with another client than
+// the store under test.
+type lister func(t *testing.T, prefix string) []string
+
+func storeLister(s ObjectStore) lister {
+	return func(t *testing.T, prefix string) []string {
+		t.Helper()
+		objs, err := s.List(testCtx(t), prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, len(objs))
+		for i, o := range objs {
+			keys[i] = o.Key
+		}
+		return keys
+	}
+}
+
+func testCompactedTier(t *testing.T, store ObjectStore, list lister) {
 	cl := newCompactLog(t, 50)
 	cl.produce(200)
-	store := newTestLocalStore(t)
 	a, err := NewArchiver(compactArchiverConfig(t, cl, store))
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +309,7 @@ func TestCompactedUploadGateAndRemoteClean(t *testing.T) {
 	}
 	// Dropped segments go after the delete delay (0 here).
 	waitFor(t, 30*time.Second, "dropped segments purged", func() bool { m = a.Manifest(); return len(m.Dropped) == 0 })
-	checkOnlyReferenced(t, store, m)
+	checkOnlyReferenced(t, list, m)
 
 	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
 	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
@@ -271,12 +318,8 @@ func TestCompactedUploadGateAndRemoteClean(t *testing.T) {
 
 // checkOnlyReferenced checks that the store holds exactly the objects of
 // m's live and dropped segments (and the manifest).
-func checkOnlyReferenced(t *testing.T, store ObjectStore, m *Manifest) {
+func checkOnlyReferenced(t *testing.T, list lister, m *Manifest) {
 	t.Helper()
-	objs, err := store.List(testCtx(t), m.Prefix())
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]bool{m.Key(): true}
 	for i := range m.Segments {
 		for _, k := range m.SegmentKeys(&m.Segments[i]) {
@@ -289,10 +332,10 @@ func checkOnlyReferenced(t *testing.T, store ObjectStore, m *Manifest) {
 		}
 	}
 	have := map[string]bool{}
-	for _, o := range objs {
-		have[o.Key] = true
-		if !want[o.Key] {
-			t.Errorf("object %s is referenced by no manifest entry", o.Key)
+	for _, k := range list(t, m.Prefix()) {
+		have[k] = true
+		if !want[k] {
+			t.Errorf("object %s is referenced by no manifest entry", k)
 		}
 	}
 	for k := range want {
@@ -500,4 +543,58 @@ func TestReaderAcrossRemoteSwap(t *testing.T) {
 	if len(after) >= len(all) {
 		t.Errorf("cleaned remote log has %d records, the old one %d", len(after), len(all))
 	}
+}
+
+// TestRemoteCleanDropsTombstones: with delete.retention.ms=0, the remote
+// cleaner drops tombstones whose delete horizon passed, and every older
+// value of their keys with them.
+func TestRemoteCleanDropsTombstones(t *testing.T) {
+	cl := newCompactLog(t, 30)
+	store := newMemStore()
+	cfg := compactArchiverConfig(t, cl, store)
+	cfg.Compaction.DeleteRetentionMs = 0
+	a := newCompactArchiver(t, cfg, cl.gate, false, nil)
+	a.BecomeLeader(1)
+	var want int64
+	for range 3 {
+		cl.produce(150)
+		want = cl.cleanedEnd(cl.cleanWith(0))
+		waitUploaded(t, a, want)
+	}
+	var m *Manifest
+	waitFor(t, 60*time.Second, "the remote cleaner to cover the remote log", func() bool {
+		m = a.Manifest()
+		st := a.RemoteCleanStats()
+		return st.Rounds > 0 && st.CheckpointOffset >= m.EndOffset() && st.TombstonesRemoved > 0
+	})
+	// One more round over everything, after every horizon passed.
+	rounds := a.RemoteCleanStats().Rounds
+	cl.produce(60)
+	waitUploaded(t, a, cl.cleanedEnd(cl.cleanWith(0)))
+	waitFor(t, 60*time.Second, "another remote cleaning", func() bool {
+		m = a.Manifest()
+		st := a.RemoteCleanStats()
+		return st.Rounds > rounds && st.CheckpointOffset >= m.EndOffset()
+	})
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
+	seen := map[string]bool{}
+	for _, rec := range recs {
+		if rec.value == nil {
+			t.Errorf("tombstone of %s at %d survived", rec.key, rec.offset)
+		}
+		seen[rec.key] = true
+	}
+	for k, off := range cl.latest(m.EndOffset()) {
+		cl.mu.Lock()
+		kv := cl.produced[off]
+		cl.mu.Unlock()
+		if kv.value == nil && seen[k] {
+			t.Errorf("key %s deleted at %d still has a value", k, off)
+		}
+		if kv.value != nil && !seen[k] {
+			t.Errorf("key %s lost its latest value at %d", k, off)
+		}
+	}
+	t.Logf("remote cleaner: %+v", a.RemoteCleanStats())
 }
