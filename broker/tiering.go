@@ -83,6 +83,13 @@ type TieringConfig struct {
 	// sweeper deletes it (strata.remote.sweep.grace.ms; 0:
 	// tiering.DefaultSweepGrace).
 	SweepGrace time.Duration
+	// RemoteCleanInterval is the least time between two remote cleanings
+	// of a compacted tiered partition (strata.remote.cleaner.interval.ms;
+	// 0: tiering's default).
+	RemoteCleanInterval time.Duration
+	// RemoteCleanMapBytes is the memory of a remote cleaning's offset map
+	// (strata.remote.cleaner.dedupe.buffer.size; 0: tiering's default).
+	RemoteCleanMapBytes int64
 }
 
 // Defaults of the broker's own tiering settings: how often orphaned
@@ -160,6 +167,12 @@ var tieringSettings = []setting{
 	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRetryMax)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
 		doc: "Longest wait between retries of a failed upload."},
+	{name: "strata.remote.cleaner.interval.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRemoteCleanInterval)), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.RemoteCleanInterval }, unit: time.Millisecond,
+		doc: "Least time between two remote cleanings of one partition of a compacted tiered topic (its leader compacts what is in the bucket when min.cleanable.dirty.ratio or max.compaction.lag.ms asks for it)."},
+	{name: "strata.remote.cleaner.dedupe.buffer.size", typ: typeLong, unset: tieringDefault(tiering.DefaultRemoteCleanMapBytes), valid: between(1024, math.MaxInt32),
+		field: func(c *Config) any { return &c.Tiering.RemoteCleanMapBytes },
+		doc:   "Memory of the offset map of one remote cleaning (24 bytes a key); a remote dirty range with more keys is cleaned in several rounds."},
 	{name: "strata.remote.restore.topics", typ: typeList, unset: "none",
 		field: func(c *Config) any { return &c.Tiering.Restore },
 		doc:   "Topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end."},

@@ -121,3 +121,7 @@ func (a *Archiver) compaction() Compaction {
 	defer a.mu.Unlock()
 	return a.mu.compaction
 }
+
+// Compacted reports whether the archiver applies compaction (the topic's
+// cleanup.policy holds compact).
+func (a *Archiver) Compacted() bool { return a.compaction().Enabled }

@@ -69,8 +69,8 @@ type RemoteCleanConfig struct {
 	// TempDir holds the replacement files while they are written and
 	// uploaded; os.TempDir() when empty.
 	TempDir string
-	// Limiter, if set, paces the cleaner's reads and writes
-	// (log.cleaner.io.max.bytes.per.second).
+	// Limiter, if set, paces the cleaner's reads, writes and uploads of
+	// replacement objects (log.cleaner.io.max.bytes.per.second).
 	Limiter segment.IOLimiter
 	// Disabled turns the remote cleaner off (log.cleaner.enable=false).
 	Disabled bool
@@ -531,7 +531,11 @@ func (a *Archiver) putReplacement(ctx context.Context, m *Manifest, r *replaceme
 		}
 		return nil
 	}
-	if err := put(SuffixLog, io.NewSectionReader(r.file, 0, r.size), r.size); err != nil {
+	var body io.Reader = io.NewSectionReader(r.file, 0, r.size)
+	if lim := a.cfg.RemoteClean.Limiter; lim != nil {
+		body = &pacedReader{ctx: ctx, r: body, lim: lim}
+	}
+	if err := put(SuffixLog, body, r.size); err != nil {
 		return err
 	}
 	if err := put(SuffixIndex, bytes.NewReader(r.index), int64(len(r.index))); err != nil {
@@ -624,4 +628,20 @@ func throttle(ctx context.Context, lim segment.IOLimiter, n int) error {
 		n -= k
 	}
 	return nil
+}
+
+// pacedReader paces reads of r by the limiter: the replacements'
+// uploads count as the cleaner's writes.
+type pacedReader struct {
+	ctx context.Context
+	r   io.Reader
+	lim segment.IOLimiter
+}
+
+func (t *pacedReader) Read(p []byte) (int, error) {
+	p = p[:min(len(p), 64<<10)]
+	if err := throttle(t.ctx, t.lim, len(p)); err != nil {
+		return 0, err
+	}
+	return t.r.Read(p)
 }
