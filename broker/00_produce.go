@@ -53,6 +53,12 @@ import (
 //   and not appended again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
 //   an old epoch INVALID_PRODUCER_EPOCH. Transactional batches are refused
 //   with INVALID_TXN_STATE: transactions are not supported.
+// * A topic whose cleanup.policy holds compact refuses a batch with a
+//   record without a key (the records are decompressed to check):
+//   INVALID_RECORD, "Compacted topic cannot accept message without key
+//   in topic partition <topic>-<n>." (Kafka's LogValidator), with the
+//   record's index in ErrorRecords (v8+). The other partitions of the
+//   request are not affected.
 // * __consumer_offsets is written only by the group coordinator: a produce
 //   to it is INVALID_TOPIC_EXCEPTION, as Kafka answers clients other than
 //   its own admin tools.
@@ -174,6 +180,11 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	if err := validateProduceBatch(req.Version, records, ts.cfg.maxMessageBytes); err != nil {
 		return nil, err
 	}
+	if ts.cfg.compact {
+		if err := checkRecordKeys(records, ts.name, index, sp); err != nil {
+			return nil, err
+		}
+	}
 	minISR := int(ts.cfg.minInsyncReps)
 	if req.Acks == -1 {
 		if n := p.repl.ISRSize(); n < minISR {
@@ -242,6 +253,33 @@ func validateProduceBatch(version int16, records []byte, maxMessageBytes int32) 
 		return newKafkaError(kerr.InvalidTxnState, "transactional batch from producer id %d, but transactions are not supported yet", h.ProducerID)
 	}
 	return nil
+}
+
+// checkRecordKeys refuses a batch for a compacted topic that holds a
+// record without a key, as Kafka's LogValidator.validateKey: the
+// partition fails with INVALID_RECORD, naming the record (v8+
+// ErrorRecords).
+func checkRecordKeys(records []byte, topic string, index int32, sp *kmsg.ProduceResponseTopicPartition) error {
+	it, err := segment.NewRecordIter(records, segment.DefaultMaxDecompressed)
+	if err != nil {
+		return newKafkaError(kerr.CorruptMessage, "%v", err)
+	}
+	for i := int32(0); ; i++ {
+		rec, ok, err := it.Next()
+		if err != nil {
+			return newKafkaError(kerr.CorruptMessage, "%v", err)
+		}
+		if !ok {
+			return nil
+		}
+		if rec.Key == nil {
+			msg := fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, index)
+			re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			re.RelativeOffset, re.ErrorMessage = i, &msg
+			sp.ErrorRecords = append(sp.ErrorRecords, re)
+			return newKafkaError(kerr.InvalidRecord, "%s", msg)
+		}
+	}
 }
 
 // appendError maps a Log.Append failure to a Kafka error.

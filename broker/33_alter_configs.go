@@ -20,8 +20,9 @@ import (
 //   partition logs at once (Log.UpdateConfig); produce picks up
 //   max.message.bytes, message.timestamp.type and min.insync.replicas with
 //   its next request. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
-// * __consumer_offsets must keep retention.ms=-1 and retention.bytes=-1
-//   (it is not compacted): anything else is INVALID_CONFIG.
+// * __consumer_offsets must not be deleted by retention: its
+//   cleanup.policy is compact, or retention.ms=-1 and retention.bytes=-1;
+//   anything else is INVALID_CONFIG.
 // * ValidateOnly checks and changes nothing.
 // * Broker resources: broker settings come from the properties file and
 //   --override; the changes served at run time are

@@ -156,6 +156,9 @@ type Config struct {
 	// PartitionExists, and takes NumPartitions from __consumer_offsets
 	// once that topic exists.
 	Groups group.Config
+	// Cleaner holds the log cleaner's settings (log.cleaner.*;
+	// log_cleaner.go).
+	Cleaner CleanerConfig
 	// Tiering holds the tiered storage settings (remote.storage.*,
 	// remote.cache.*; see tiering.go).
 	Tiering TieringConfig

@@ -55,6 +55,8 @@ func settingDoc(s *setting, topic bool) SettingDoc {
 	switch {
 	case s.valid != nil:
 		d.Valid = s.valid.String()
+	case s.validDouble != nil:
+		d.Valid = fmt.Sprintf("%v to %v", s.validDouble[0], s.validDouble[1])
 	case s.enum != nil:
 		d.Valid = strings.Join(s.enum, ", ")
 	}

@@ -40,18 +40,22 @@ import (
 //     partition count (INVALID_TOPIC_EXCEPTION): the coordinator is its
 //     only writer, and groups map to partitions by the partition count.
 //     Fetching from it is allowed, as in Kafka.
-//   - Retention is unlimited (retention.ms=-1, retention.bytes=-1) and
-//     config changes that would limit it are refused (INVALID_CONFIG):
-//     Kafka compacts this topic, Strata does not compact yet, so deleting
-//     old segments would lose committed offsets that were never
-//     overwritten. The log grows with every commit until compaction
-//     exists; a restart replays it all. cleanup.policy stays delete.
+//   - It is created with cleanup.policy=compact, as in Kafka: the log
+//     cleaner (log_cleaner.go) keeps the latest commit of every key, and
+//     retention by time and size is off. Config changes that would let
+//     retention delete segments (cleanup.policy with delete and a
+//     limited retention.ms or retention.bytes) are refused
+//     (INVALID_CONFIG): they would lose committed offsets that were
+//     never overwritten. A topic created before compaction existed keeps
+//     cleanup.policy=delete with unlimited retention until an operator
+//     sets cleanup.policy=compact.
 //   - Segments roll at 100 MiB (Kafka's offsets.topic.segment.bytes).
 
 // offsetsTopicConfigs are the config overrides __consumer_offsets is
 // created with.
 func offsetsTopicConfigs() map[string]string {
 	return map[string]string{
+		"cleanup.policy":  "compact",
 		"retention.ms":    "-1",
 		"retention.bytes": "-1",
 		"segment.bytes":   "104857600",
@@ -69,7 +73,7 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 		return nil
 	}
 	if cfg.seg.RetentionMs != -1 || cfg.seg.RetentionBytes >= 0 {
-		return newKafkaError(kerr.InvalidConfig, "%s keeps retention.ms=-1 and retention.bytes=-1: it is not compacted, and retention would delete committed offsets", name)
+		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete committed offsets", name)
 	}
 	return nil
 }

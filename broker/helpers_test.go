@@ -80,6 +80,9 @@ func testConfig(t *testing.T, props map[string]string) Config {
 		"listeners":                    "PLAINTEXT://127.0.0.1:0",
 		"log.dirs":                     t.TempDir(),
 		"offsets.topic.num.partitions": "3",
+		// Each cleaner thread clears its share of this when it first
+		// cleans; 128 MiB a server would weigh on the tests.
+		"log.cleaner.dedupe.buffer.size": "4194304",
 	}
 	for k, v := range props {
 		all[k] = v

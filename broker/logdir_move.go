@@ -116,6 +116,9 @@ func (s *Server) moveReplica(p *partition, dest *logDir) error {
 	name := segmentDirName(p)
 	f := &futureReplica{dest: dest, stage: filepath.Join(dest.path, name+"."+hex.EncodeToString(rnd[:])+futureSuffix), done: make(chan struct{})}
 	p.future.Store(f)
+	if s.cleaner != nil {
+		s.cleaner.abort(p) // no cleaning while the files are copied
+	}
 	go func() {
 		defer s.bgWG.Done()
 		defer close(f.done)

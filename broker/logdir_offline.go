@@ -120,6 +120,7 @@ func (s *Server) takeLogDirOffline(d *logDir) {
 			s.repl.Forget(p.repl)
 		}
 		p.tierStop()
+		s.cleanerStop(p)
 		// The disk failed: nothing is flushed or checkpointed (a
 		// poisoned log closes without), and the close error is the
 		// failure already logged.

@@ -113,6 +113,7 @@ func (s *Server) deleteTopicLogs(t *topicState) {
 			s.repl.Forget(p.repl)
 		}
 		s.tierDelete(p, t.id.String(), t.cfg.remoteStorage)
+		s.cleanerStop(p)
 		if err := p.log.Delete(); err != nil {
 			// The topic is gone from the metadata: the next start
 			// removes what is left (by topic ID).
@@ -134,6 +135,7 @@ func (s *Server) deleteRemovedReplica(p *partition) {
 		s.repl.Forget(p.repl)
 	}
 	p.tierStop()
+	s.cleanerStop(p)
 	if err := p.log.Delete(); err != nil {
 		// Not served any more; the next start removes what is left
 		// (removeStrayPartitions).

@@ -54,6 +54,10 @@ type Server struct {
 	// tier is the broker's tiered storage (tiering.go), set by NewServer.
 	tier *brokerTier
 
+	// cleaner compacts the compacted partitions (log_cleaner.go), set
+	// by NewServer.
+	cleaner *logCleaner
+
 	// repl runs replication (package replica; wired in replication.go),
 	// set by NewServer.
 	repl *replica.Manager
@@ -158,6 +162,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := s.openTiering(); err != nil {
 		return fail(err)
 	}
+	if s.cleaner, err = newLogCleaner(s, cfg.Cleaner); err != nil {
+		return fail(err)
+	}
 	if s.repl, err = s.newReplicaManager(); err != nil {
 		return fail(err)
 	}
@@ -169,6 +176,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.bgWG.Add(2)
 	go s.retentionLoop()
 	go s.logDirLoop()
+	s.cleaner.start()
 	return s, nil
 }
 
@@ -340,6 +348,9 @@ func (s *Server) stopBackground() {
 		<-s.ctrlDone
 	}
 	s.bgWG.Wait()
+	if s.cleaner != nil {
+		s.cleaner.shutdown()
+	}
 	if s.repl != nil {
 		s.repl.Stop()
 	}

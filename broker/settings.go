@@ -68,10 +68,12 @@ type setting struct {
 	// valid bounds a number (nil: any value of typ); enum lists the values
 	// a string may take; check, when set, validates further.
 	valid *valueRange
-	enum  []string
-	check func(v string) error
+	// validDouble bounds a double, both ends included.
+	validDouble *[2]float64
+	enum        []string
+	check       func(v string) error
 	// field points into the Config the broker setting sets: a *bool,
-	// *string, *[]string, *int16, *int32, *int, *int64, or a
+	// *string, *[]string, *int16, *int32, *int, *int64, *float64, or a
 	// *time.Duration counted in unit. Nil for a topic config's default
 	// (kept in Config.TopicDefaults) and for a setting that is only
 	// checked.
@@ -114,6 +116,7 @@ const (
 	typeShort
 	typeInt
 	typeLong
+	typeDouble
 )
 
 // kafka is the type as DescribeConfigs reports it.
@@ -129,12 +132,14 @@ func (t settingType) kafka() kmsg.ConfigType {
 		return kmsg.ConfigTypeShort
 	case typeInt:
 		return kmsg.ConfigTypeInt
+	case typeDouble:
+		return kmsg.ConfigTypeDouble
 	}
 	return kmsg.ConfigTypeLong
 }
 
 func (t settingType) String() string {
-	return [...]string{"?", "boolean", "string", "list", "short", "int", "long"}[t]
+	return [...]string{"?", "boolean", "string", "list", "short", "int", "long", "double"}[t]
 }
 
 // bits is the size of a number type, for strconv.ParseInt; 0 for others.
@@ -176,7 +181,7 @@ func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(
 
 // settings is the registry, in the order ConfigFromProperties applies the
 // given values (log.dir before log.dirs, so that log.dirs wins).
-var settings = slices.Concat(brokerSettings, logSettings, clusterSettings, groupSettings, tieringSettings, metricsSettings, saslSettings, sslSettings, aclSettings, throttleSettings)
+var settings = slices.Concat(brokerSettings, logSettings, cleanerSettings, clusterSettings, groupSettings, tieringSettings, metricsSettings, saslSettings, sslSettings, aclSettings, throttleSettings)
 
 // brokerSettingByName and topicSettingByName index the registry by broker
 // setting name and by topic config name.
@@ -288,6 +293,14 @@ func (s *setting) validate(v string) error {
 			}
 			return fmt.Errorf("value %d must be between %d and %d", n, r.min, r.max)
 		}
+	case typeDouble:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("not a double: %q", v)
+		}
+		if r := s.validDouble; r != nil && (f < r[0] || f > r[1]) {
+			return fmt.Errorf("value %v must be between %v and %v", f, r[0], r[1])
+		}
 	}
 	if s.enum != nil && !slices.Contains(s.enum, v) {
 		return fmt.Errorf("value %q must be one of %s", v, strings.Join(s.enum, ", "))
@@ -368,6 +381,13 @@ func storeValue(p any, v string, unit time.Duration) error {
 	case *[]string:
 		*p = splitList(v)
 		return nil
+	case *float64:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return err
+		}
+		*p = f
+		return nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
@@ -399,6 +419,8 @@ func formatValue(p any, unit time.Duration) string {
 		return *p
 	case *[]string:
 		return strings.Join(*p, ",")
+	case *float64:
+		return strconv.FormatFloat(*p, 'g', -1, 64)
 	case *int16:
 		return strconv.Itoa(int(*p))
 	case *int32:

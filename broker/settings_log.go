@@ -2,8 +2,10 @@ package broker
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -18,7 +20,20 @@ var segDefaults = segment.DefaultConfig()
 // tiering.go.
 var logSettings = []setting{
 	{name: "log.cleanup.policy", topic: "cleanup.policy", typ: typeList, def: "delete", dynamic: true, check: checkCleanupPolicy,
-		doc: `How old segments are discarded; only "delete" (retention by time and size) is supported.`},
+		topicSet: setCleanupPolicy,
+		doc:      `How old data is discarded, a list of "delete" (retention by time and size: retention.ms, retention.bytes) and "compact" (the log cleaner keeps the latest record of every key). "compact" alone turns retention by time and size off.`},
+	{name: "log.cleaner.min.cleanable.ratio", topic: "min.cleanable.dirty.ratio", typ: typeDouble, def: "0.5", validDouble: &[2]float64{0, 1}, dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.minCleanableRatio },
+		doc:        "A compacted log is cleaned once its dirty (not yet cleaned) bytes are at least this share of its cleanable bytes, or once max.compaction.lag.ms requires it."},
+	{name: "log.cleaner.min.compaction.lag.ms", topic: "min.compaction.lag.ms", typ: typeLong, def: "0", valid: atLeast(0), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.minCompactionLagMs },
+		doc:        "A record stays uncompacted at least this long after it was written (segments holding newer records are not cleaned)."},
+	{name: "log.cleaner.max.compaction.lag.ms", topic: "max.compaction.lag.ms", typ: typeLong, def: itoa64(math.MaxInt64), valid: atLeast(1), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.maxCompactionLagMs },
+		doc:        "A dirty record is cleaned at the latest this long after it was written, whatever the dirty ratio (the active segment is never cleaned: segment.ms bounds it)."},
+	{name: "log.cleaner.delete.retention.ms", topic: "delete.retention.ms", typ: typeLong, def: "86400000", valid: atLeast(0), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.deleteRetentionMs },
+		doc:        "How long a tombstone (a record with a null value) of a compacted topic is kept after the cleaning that first reached it, so that consumers reading from the start see the delete."},
 	{name: "log.segment.delete.delay.ms", topic: "file.delete.delay.ms", typ: typeLong, def: itoa64(segDefaults.FileDeleteDelayMs), valid: atLeast(0), dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.seg.FileDeleteDelayMs },
 		doc:        "How long a deleted segment's files stay open so in-flight reads finish; for tiered topics also how long the objects of segments dropped from the manifest (remote retention, DeleteRecords) stay in the store."},
@@ -65,19 +80,56 @@ var logSettings = []setting{
 		doc: "With no live in-sync replica, elect an out-of-sync one (losing what it lacks) rather than leave the partition offline."},
 }
 
-// checkCleanupPolicy accepts cleanup.policy=delete: compaction is not
-// implemented.
+// checkCleanupPolicy accepts a list of delete and compact, as Kafka's
+// ValidList.in(compact, delete); an empty list is refused.
 func checkCleanupPolicy(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		switch strings.TrimSpace(p) {
-		case "delete":
-		case "compact":
-			return fmt.Errorf("cleanup.policy=compact is not supported yet (only delete)")
-		default:
-			return fmt.Errorf("value %q: cleanup.policy is a list of delete, compact", v)
+	items := splitList(v)
+	if len(items) == 0 {
+		return fmt.Errorf("value %q: cleanup.policy is a list of delete, compact", v)
+	}
+	for _, p := range items {
+		if p != "delete" && p != "compact" {
+			return fmt.Errorf("invalid value %q for cleanup.policy: each item must be one of delete, compact", p)
 		}
 	}
 	return nil
+}
+
+// setCleanupPolicy stores a checked cleanup.policy.
+func setCleanupPolicy(tc *topicConfig, v string) error {
+	if err := checkCleanupPolicy(v); err != nil {
+		return err
+	}
+	items := splitList(v)
+	tc.compact, tc.deletePolicy = slices.Contains(items, "compact"), slices.Contains(items, "delete")
+	return nil
+}
+
+// cleanerSettings are the broker's log cleaner settings (log_cleaner.go);
+// the per-topic compaction configs are in logSettings. They are read at
+// start.
+var cleanerSettings = []setting{
+	{name: "log.cleaner.enable", typ: typeBoolean, def: "true",
+		field: func(c *Config) any { return &c.Cleaner.Enable },
+		doc:   "Run the log cleaner, which compacts the topics with cleanup.policy compact (__consumer_offsets among them)."},
+	{name: "log.cleaner.threads", typ: typeInt, def: "1", valid: between(0, 64),
+		field: func(c *Config) any { return &c.Cleaner.Threads },
+		doc:   "Cleaner goroutines, each cleaning one partition at a time; 0 cleans nothing."},
+	{name: "log.cleaner.dedupe.buffer.size", typ: typeLong, def: "134217728", valid: atLeast(1024),
+		field: func(c *Config) any { return &c.Cleaner.DedupeBufferSize },
+		doc:   "Memory of the cleaners' offset maps (24 bytes a key), shared by the threads (each gets its share, at most 2 GiB); a dirty section with more keys than a map holds is cleaned in several rounds."},
+	{name: "log.cleaner.io.buffer.load.factor", typ: typeDouble, def: "0.9", validDouble: &[2]float64{0.01, 1},
+		field: func(c *Config) any { return &c.Cleaner.LoadFactor },
+		doc:   "How full an offset map may get before a cleaning stops mapping and cleans what it mapped."},
+	{name: "log.cleaner.io.buffer.size", typ: typeInt, def: "524288", valid: atLeast(0),
+		field: func(c *Config) any { return &c.Cleaner.IOBufferSize },
+		doc:   "Size of the cleaner's read and write chunks; 0 is 512 KiB."},
+	{name: "log.cleaner.io.max.bytes.per.second", typ: typeDouble, def: "1.7976931348623157e+308", validDouble: &[2]float64{1, math.MaxFloat64},
+		field: func(c *Config) any { return &c.Cleaner.IOMaxBytesPerSecond },
+		doc:   "Bound on the bytes all cleaner threads together read and write per second; the largest double is no bound."},
+	{name: "log.cleaner.backoff.ms", typ: typeLong, def: "15000", valid: between(0, maxMs),
+		field: func(c *Config) any { return &c.Cleaner.Backoff }, unit: time.Millisecond,
+		doc: "How long a cleaner thread sleeps when no partition needs cleaning."},
 }
 
 // itoa64 renders an int64 in decimal.

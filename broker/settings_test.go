@@ -84,6 +84,8 @@ func checkSettingField(t *testing.T, s *setting, p any) {
 		ok = s.typ.bits() > 0 && fits(math.MinInt32, math.MaxInt32)
 	case *int, *int64:
 		ok = s.typ.bits() > 0
+	case *float64:
+		ok = s.typ == typeDouble
 	case *time.Duration:
 		ok = s.typ.bits() > 0 && s.unit > 0
 		ok = ok && fits(math.MinInt64/int64(s.unit), math.MaxInt64/int64(s.unit))
@@ -185,7 +187,19 @@ func TestTopicConfigValidation(t *testing.T) {
 		{"message.timestamp.type", "Now", `topic config "message.timestamp.type": value "Now" must be one of CreateTime, LogAppendTime`},
 		{"remote.storage.enable", "yes", `topic config "remote.storage.enable": value "yes" must be one of true, false`},
 		{"cleanup.policy", "delete", ""},
-		{"cleanup.policy", "compact", `topic config "cleanup.policy": cleanup.policy=compact is not supported yet (only delete)`},
+		{"cleanup.policy", "compact", ""},
+		{"cleanup.policy", "compact, delete", ""},
+		{"cleanup.policy", "delete,compact", ""},
+		{"cleanup.policy", "", `topic config "cleanup.policy": value "": cleanup.policy is a list of delete, compact`},
+		{"cleanup.policy", "compact,tidy", `topic config "cleanup.policy": invalid value "tidy" for cleanup.policy: each item must be one of delete, compact`},
+		{"min.cleanable.dirty.ratio", "0", ""},
+		{"min.cleanable.dirty.ratio", "1", ""},
+		{"min.cleanable.dirty.ratio", "1.5", `topic config "min.cleanable.dirty.ratio": value 1.5 must be between 0 and 1`},
+		{"min.cleanable.dirty.ratio", "NaN", `topic config "min.cleanable.dirty.ratio": not a double: "NaN"`},
+		{"min.compaction.lag.ms", "-1", `topic config "min.compaction.lag.ms": value -1 must be at least 0`},
+		{"max.compaction.lag.ms", "0", `topic config "max.compaction.lag.ms": value 0 must be at least 1`},
+		{"delete.retention.ms", "0", ""},
+		{"delete.retention.ms", "-1", `topic config "delete.retention.ms": value -1 must be at least 0`},
 		{"local.retention.ms", "-2", ""},
 		{"local.retention.ms", "-3", `topic config "local.retention.ms": value -3 must be at least -2`},
 		{"bogus", "1", `unknown topic config "bogus"`},
@@ -216,6 +230,8 @@ func TestResolveTopicConfig(t *testing.T) {
 		"retention.bytes": "7", "retention.ms": "8", "flush.messages": "9", "flush.ms": "11", "file.delete.delay.ms": "12",
 		"max.message.bytes": "13", "min.insync.replicas": "2", "message.timestamp.type": "LogAppendTime",
 		"remote.storage.enable": "true", "local.retention.ms": "14", "local.retention.bytes": "15",
+		"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.25", "min.compaction.lag.ms": "16",
+		"max.compaction.lag.ms": "17", "delete.retention.ms": "18",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +240,48 @@ func TestResolveTopicConfig(t *testing.T) {
 	if s.SegmentBytes != 100000 || s.SegmentMs != 5 || s.SegmentIndexBytes != 4096 || s.IndexIntervalBytes != 10 ||
 		s.RetentionBytes != 7 || s.RetentionMs != 8 || s.FlushMessages != 9 || s.FlushMs != 11 || s.FileDeleteDelayMs != 12 ||
 		tc.maxMessageBytes != 13 || tc.minInsyncReps != 2 || !tc.logAppendTime ||
-		!tc.remoteStorage || tc.localRetentionMs != 14 || tc.localRetentionBytes != 15 {
+		!tc.remoteStorage || tc.localRetentionMs != 14 || tc.localRetentionBytes != 15 ||
+		!tc.compact || !tc.deletePolicy || tc.minCleanableRatio != 0.25 || tc.minCompactionLagMs != 16 ||
+		tc.maxCompactionLagMs != 17 || tc.deleteRetentionMs != 18 {
 		t.Fatalf("resolved %+v", tc)
+	}
+}
+
+// TestResolveCleanupPolicy checks that cleanup.policy=compact alone turns
+// retention by time and size off, and that the defaults are Kafka's.
+func TestResolveCleanupPolicy(t *testing.T) {
+	defaults := DefaultConfig().TopicDefaults
+	for i, tc := range []struct {
+		policy                string
+		compact, deletePolicy bool
+		retentionMs           int64
+	}{
+		{"delete", false, true, 3600000},
+		{"compact", true, false, -1},
+		{"compact,delete", true, true, 3600000},
+	} {
+		got, err := resolveTopicConfig(defaults, map[string]string{"cleanup.policy": tc.policy, "retention.ms": "3600000", "retention.bytes": "1000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBytes := int64(1000)
+		if !tc.deletePolicy {
+			wantBytes = -1
+		}
+		if got.compact != tc.compact || got.deletePolicy != tc.deletePolicy || got.seg.RetentionMs != tc.retentionMs || got.seg.RetentionBytes != wantBytes {
+			t.Errorf("#%d %s: got compact %v delete %v retention.ms %d retention.bytes %d", i, tc.policy, got.compact, got.deletePolicy, got.seg.RetentionMs, got.seg.RetentionBytes)
+		}
+	}
+	tc, err := resolveTopicConfig(defaults, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.minCleanableRatio != 0.5 || tc.minCompactionLagMs != 0 || tc.maxCompactionLagMs != math.MaxInt64 || tc.deleteRetentionMs != 86400000 {
+		t.Errorf("defaults: %+v", tc)
+	}
+	c := DefaultConfig().Cleaner
+	if !c.Enable || c.Threads != 1 || c.DedupeBufferSize != 134217728 || c.LoadFactor != 0.9 || c.IOBufferSize != 524288 ||
+		c.IOMaxBytesPerSecond != math.MaxFloat64 || c.Backoff != 15*time.Second {
+		t.Errorf("cleaner defaults: %+v", c)
 	}
 }

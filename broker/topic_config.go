@@ -41,6 +41,11 @@ type topicConfig struct {
 	maxMessageBytes int32
 	logAppendTime   bool
 	minInsyncReps   int32
+	// Compaction (log_cleaner.go): cleanup.policy holds compact, delete
+	// or both; the cleaner's thresholds.
+	compact, deletePolicy                                     bool
+	minCleanableRatio                                         float64
+	minCompactionLagMs, maxCompactionLagMs, deleteRetentionMs int64
 	// Tiered storage (tiering.go).
 	remoteStorage       bool
 	localRetentionMs    int64
@@ -76,6 +81,10 @@ func resolveTopicConfig(defaults, overrides map[string]string) (topicConfig, err
 		if err != nil && first == nil {
 			first = fmt.Errorf("topic config %q: %v", s.topic, err)
 		}
+	}
+	if !tc.deletePolicy {
+		// cleanup.policy=compact: retention by time and size is off.
+		tc.seg.RetentionMs, tc.seg.RetentionBytes = -1, -1
 	}
 	return tc, first
 }

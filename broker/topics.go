@@ -76,6 +76,9 @@ type partition struct {
 	// snapshotEnd is the log end offset of the last producer-state
 	// snapshot; guarded by appendMu.
 	snapshotEnd int64
+	// clean is the partition's log cleaner state, guarded by
+	// logCleaner.mu (log_cleaner.go).
+	clean partClean
 	// rollSnaps are the producer states at the latest segment rolls
 	// (idempotence.go), for the archiver to upload with those segments.
 	rollSnaps rollSnapshots
