@@ -70,7 +70,9 @@ type RemoteCleanConfig struct {
 	// uploaded; os.TempDir() when empty.
 	TempDir string
 	// Limiter, if set, paces the cleaner's reads, writes and uploads of
-	// replacement objects (log.cleaner.io.max.bytes.per.second).
+	// replacement objects (log.cleaner.io.max.bytes.per.second). It is
+	// asked for at most 64 KiB at a time, so a *rate.Limiter with a burst
+	// of at least that fits.
 	Limiter segment.IOLimiter
 	// Disabled turns the remote cleaner off (log.cleaner.enable=false).
 	Disabled bool
@@ -82,6 +84,7 @@ const (
 	DefaultRemoteCleanMapBytes = 16 << 20
 	remoteCleanIndexInterval   = sliceIndexInterval
 	remoteCleanReadBuffer      = 1 << 20
+	throttleChunk              = 64 << 10
 	defaultRemoteSegmentBytes  = 1 << 30
 )
 
@@ -615,13 +618,13 @@ func truncated(err error) error {
 }
 
 // throttle waits for n bytes of the limiter, if any, asking for at most
-// remoteCleanReadBuffer at a time.
+// throttleChunk at a time.
 func throttle(ctx context.Context, lim segment.IOLimiter, n int) error {
 	if lim == nil {
 		return nil
 	}
 	for n > 0 {
-		k := min(n, remoteCleanReadBuffer)
+		k := min(n, throttleChunk)
 		if err := lim.WaitN(ctx, k); err != nil {
 			return fmt.Errorf("tiering: remote clean: throttle: %w", err)
 		}
@@ -639,7 +642,7 @@ type pacedReader struct {
 }
 
 func (t *pacedReader) Read(p []byte) (int, error) {
-	p = p[:min(len(p), 64<<10)]
+	p = p[:min(len(p), throttleChunk)]
 	if err := throttle(t.ctx, t.lim, len(p)); err != nil {
 		return 0, err
 	}
