@@ -50,7 +50,11 @@ func (l *Log) EnforceRetention() (deleted []SegmentInfo, err error) {
 		if info.NextOffset > hw {
 			break
 		}
-		belowStart := info.NextOffset <= logStart
+		// Wholly below the log start when the next segment begins at or
+		// below it (Kafka's deleteLogStartOffsetBreachedSegments): a
+		// segment the cleaner emptied ends where it begins, and still
+		// holds the offsets up to the next segment.
+		belowStart := infos[i+1].BaseOffset <= logStart
 		bySize := cfg.RetentionBytes >= 0 && diff-info.Size >= 0
 		byTime := false
 		if cfg.RetentionMs >= 0 {

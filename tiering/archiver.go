@@ -320,11 +320,33 @@ func (a *Archiver) Manifest() *Manifest {
 // there), so that local retention may delete it (lineage.go). Use it as
 // the segment.WithDeleteVeto of the partition's log (see Gate). It says
 // false while the manifest is unknown.
+//
+// For a compacted topic the segment's offsets reach up to the next local
+// segment's base, not only to its NextOffset: the cleaner removes
+// records at a segment's end (and may empty it), and deleting it moves the
+// local log start to that base. The remote log must reach it too, or the
+// local log would begin beyond the remote end with nothing to tell the
+// gap from deleted data (compactionGap).
 func (a *Archiver) CanDeleteLocal(si segment.SegmentInfo) bool {
 	a.mu.Lock()
-	m := a.mu.manifest
+	m, compacted := a.mu.manifest, a.mu.compaction.Enabled
 	a.mu.Unlock()
-	return m != nil && si.NextOffset <= m.EndOffset() && coveredInLineage(m, si)
+	if m == nil || si.NextOffset > m.EndOffset() || !coveredInLineage(m, si) {
+		return false
+	}
+	return !compacted || nextLocalBase(a.cfg.Log.Segments(), si) <= m.EndOffset()
+}
+
+// nextLocalBase returns the base offset of the local segment after si,
+// where the local log starts once si is deleted; si.NextOffset when si is
+// not found or is the last.
+func nextLocalBase(segs []segment.SegmentInfo, si segment.SegmentInfo) int64 {
+	for i, s := range segs {
+		if s.BaseOffset == si.BaseOffset && i+1 < len(segs) {
+			return max(segs[i+1].BaseOffset, si.NextOffset)
+		}
+	}
+	return si.NextOffset
 }
 
 // run is the archiver's goroutine.
