@@ -598,3 +598,42 @@ func TestRemoteCleanDropsTombstones(t *testing.T) {
 	}
 	t.Logf("remote cleaner: %+v", a.RemoteCleanStats())
 }
+
+// TestCompactedDeleteVetoReachesNextBase: a local segment the cleaner
+// emptied (or cut short) may be deleted only once the remote log reaches
+// the next local segment's base, where the local log then starts.
+func TestCompactedDeleteVetoReachesNextBase(t *testing.T) {
+	cl := newCompactLog(t, 4)
+	cl.produce(200)
+	ckpt := cl.clean()
+	segs := cl.log.Segments()
+	if segs[0].Size != 0 || len(segs) < 3 {
+		t.Fatalf("first segment %+v of %d, want one the cleaner emptied", segs[0], len(segs))
+	}
+	cfg := compactArchiverConfig(t, cl, newMemStore())
+	cfg.RemoteClean.Disabled = true
+	a, err := NewArchiver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	// Before the manifest reaches past the emptied segment: vetoed.
+	a.mu.manifest = NewManifest(testTopic, testTopicID, testPartition)
+	if a.CanDeleteLocal(segs[0]) {
+		t.Fatalf("emptied segment %+v deletable with nothing remote", segs[0])
+	}
+	cl.gate.Attach(a)
+	a.Start()
+	a.BecomeLeader(1)
+	waitUploaded(t, a, cl.cleanedEnd(ckpt))
+	m := a.Manifest()
+	for _, s := range cl.log.Segments() {
+		next := nextLocalBase(cl.log.Segments(), s)
+		if got, want := a.CanDeleteLocal(s), s.Sealed && next <= m.EndOffset(); got != want {
+			t.Errorf("segment [%d, %d) next base %d, remote end %d: deletable %v, want %v", s.BaseOffset, s.NextOffset, next, m.EndOffset(), got, want)
+		}
+	}
+	if m.LogStartOffset != 0 {
+		t.Errorf("remote log starts at %d, want 0", m.LogStartOffset)
+	}
+}

@@ -399,4 +399,47 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	})
 	t.Logf("replacements swept %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	checkManifestComplete(t, m, have)
+
+	// 3. `strata tier restore` into a fresh data directory yields the
+	// compacted topic: its configs, and the compacted remote log read
+	// from offset 0.
+	cl.Close()
+	b.Stop(t)
+	m, _ = stableView(t, mc, bucket, topicID)
+	fresh := t.TempDir()
+	store := []string{"--override", "remote.storage.s3.endpoint=" + srv.Endpoint(), "--override", "remote.storage.s3.bucket=" + bucket}
+	out := runCmd(t, 60*time.Second, "", strataBin, append([]string{"tier", "restore", "--topic", compactTopic, "--override", "log.dirs=" + fresh}, store...)...)
+	if !strings.Contains(out, "restored "+compactTopic) {
+		t.Fatalf("strata tier restore:\n%s", out)
+	}
+	b2 := StartBroker(t, "log.dirs="+fresh, "remote.storage.s3.endpoint="+srv.Endpoint(), "remote.storage.s3.bucket="+bucket,
+		"strata.remote.poll.interval.ms=100")
+	recs = readCompacted(t, b2.Addr, m.EndOffset())
+	rep = checkCompactGuarantee(p.acked, recs, m.EndOffset(), m.EndOffset())
+	t.Logf("restored: remote log [%d, %d), replay: %+v", m.LogStartOffset, m.EndOffset(), rep)
+	if rep.lost+rep.inconsistent+rep.reordered+rep.older+rep.dups != 0 {
+		t.Fatalf("restored compacted topic breaks the guarantee: %+v", rep)
+	}
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(b2.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, compactTopic
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(tierCtx(t), cl2)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe configs of the restored topic: %v %+v", err, resp)
+	}
+	policy := ""
+	for _, c := range resp.Resources[0].Configs {
+		if c.Name == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	if policy != "compact" {
+		t.Fatalf("restored topic has cleanup.policy %q, want compact", policy)
+	}
 }
