@@ -114,7 +114,9 @@ fuzz: fuzz-smoke
 # CHAOS_REASSIGN_ROUNDS more rounds of moves, the controller killed in each.
 # Before all that it runs the cleaner's property test (segment) over
 # CHAOS_CLEAN_SEEDS seeds, each with failures injected while cleaning and
-# swapping (5 seeds in make test).
+# swapping (5 seeds in make test), and TestCompactionKilledWhileCleaning
+# (broker/e2e/compaction_test.go) with CHAOS_COMPACT_KILLS kill -9 of a
+# broker while it cleans a compacted topic (3 in make test).
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
@@ -122,8 +124,10 @@ S3_OUTAGE     ?= 10m
 CHAOS_ABUSE_CONNS ?= 10000
 CHAOS_REASSIGN_ROUNDS ?= 20
 CHAOS_CLEAN_SEEDS ?= 200
+CHAOS_COMPACT_KILLS ?= 30
 chaos: build
 	STRATA_CHAOS_CLEAN_SEEDS=$(CHAOS_CLEAN_SEEDS) $(GO) test ./segment -run '^TestCleanProperty$$' -count=1 -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_COMPACT_KILLS=$(CHAOS_COMPACT_KILLS) $(GO) test ./broker/e2e -run '^TestCompactionKilledWhileCleaning$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_ABUSE_CONNS=$(CHAOS_ABUSE_CONNS) $(GO) test ./broker/e2e -run '^TestBrokerUnderAbuse$$' -count=1 -v -timeout 30m
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)

@@ -160,7 +160,8 @@ func TestCreateTopicsValidation(t *testing.T) {
 		{"bad-config", 1, 1, map[string]string{"no.such.config": "1"}, kerr.InvalidConfig},
 		{"bad-value", 1, 1, map[string]string{"retention.ms": "soon"}, kerr.InvalidConfig},
 		{"bad-range", 1, 1, map[string]string{"segment.bytes": "3"}, kerr.InvalidConfig},
-		{"compact", 1, 1, map[string]string{"cleanup.policy": "compact"}, kerr.InvalidConfig},
+		{"compact", 1, 1, map[string]string{"cleanup.policy": "compact"}, nil},
+		{"tidy", 1, 1, map[string]string{"cleanup.policy": "tidy"}, kerr.InvalidConfig},
 		{"bad-ts-type", 1, 1, map[string]string{"message.timestamp.type": "Whenever"}, kerr.InvalidConfig},
 	} {
 		req := kmsg.NewPtrCreateTopicsRequest()

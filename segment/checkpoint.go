@@ -94,6 +94,13 @@ func ReadHighWatermark(dir string) (off int64, ok bool, err error) {
 	return readOffsetCheckpoint(dir, highWatermarkFile)
 }
 
+// ReadCleanerCheckpoint reads the cleaner checkpoint of dir: the first
+// offset the log cleaner has not cleaned yet (Log.CleanerCheckpoint).
+// Otherwise as ReadLogStartOffset.
+func ReadCleanerCheckpoint(dir string) (off int64, ok bool, err error) {
+	return readOffsetCheckpoint(dir, cleanerOffsetFile)
+}
+
 // readOffsetCheckpoint reads a single-offset checkpoint. ok is false when the
 // file does not exist.
 func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {

@@ -25,28 +25,28 @@ import (
 // with SIGKILL while a remote cleaning uploads its replacements, and the
 // manifest must point only at complete objects.
 
-const compactTopic = "tcompact"
+const tcTopic = "tcompact"
 
-// compactAck is what a producer was told of one record of compactTopic.
-type compactAck struct {
+// tcAck is what a producer was told of one record of tcTopic.
+type tcAck struct {
 	key   string
 	value []byte // nil: a tombstone
 }
 
-// compactProducer produces rounds of values of keys k0000.. and records
+// tcProducer produces rounds of values of keys k0000.. and records
 // every acknowledged offset.
-type compactProducer struct {
+type tcProducer struct {
 	t     *testing.T
 	cl    *kgo.Client
 	keys  int
 	size  int
 	round int
-	acked map[int64]compactAck
+	acked map[int64]tcAck
 }
 
 // produceRound produces one value (or, every seventh key in tombstone
 // rounds, a tombstone) of every key, synchronously in batches of 100.
-func (p *compactProducer) produceRound(tombstones bool) {
+func (p *tcProducer) produceRound(tombstones bool) {
 	p.t.Helper()
 	for i := 0; i < p.keys; i += 100 {
 		var rs []*kgo.Record
@@ -56,32 +56,32 @@ func (p *compactProducer) produceRound(tombstones bool) {
 			if !tombstones || k%7 != 0 {
 				v = []byte(fmt.Sprintf("%s-r%03d-%s", key, p.round, strings.Repeat("v", p.size)))
 			}
-			rs = append(rs, &kgo.Record{Topic: compactTopic, Partition: 0, Key: []byte(key), Value: v})
+			rs = append(rs, &kgo.Record{Topic: tcTopic, Partition: 0, Key: []byte(key), Value: v})
 		}
 		res := p.cl.ProduceSync(tierCtx(p.t), rs...)
 		if err := res.FirstErr(); err != nil {
 			p.t.Fatalf("produce round %d: %v", p.round, err)
 		}
 		for _, r := range res {
-			p.acked[r.Record.Offset] = compactAck{string(r.Record.Key), r.Record.Value}
+			p.acked[r.Record.Offset] = tcAck{string(r.Record.Key), r.Record.Value}
 		}
 	}
 	p.round++
 }
 
-// compactRead is one record read back.
-type compactRead struct {
+// tcRead is one record read back.
+type tcRead struct {
 	offset int64
 	key    string
 	value  []byte
 }
 
-// readCompacted reads partition 0 of compactTopic from offset 0 with
+// tcReadCompacted reads partition 0 of tcTopic from offset 0 with
 // franz-go up to end (exclusive).
-func readCompacted(t *testing.T, addr string, end int64) []compactRead {
+func tcReadCompacted(t *testing.T, addr string, end int64) []tcRead {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{compactTopic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tcTopic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxPartitionBytes(32<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func readCompacted(t *testing.T, addr string, end int64) []compactRead {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var out []compactRead
+	var out []tcRead
 	next := int64(0)
 	for next < end {
 		fs := cl.PollFetches(ctx)
@@ -99,7 +99,7 @@ func readCompacted(t *testing.T, addr string, end int64) []compactRead {
 		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("franz-go fetch: %v", err) })
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < end {
-				out = append(out, compactRead{r.Offset, string(r.Key), r.Value})
+				out = append(out, tcRead{r.Offset, string(r.Key), r.Value})
 			}
 			next = r.Offset + 1
 		})
@@ -107,19 +107,19 @@ func readCompacted(t *testing.T, addr string, end int64) []compactRead {
 	return out
 }
 
-// compactReport counts what a replay got wrong against Kafka's compaction
+// tcReport counts what a replay got wrong against Kafka's compaction
 // guarantee for a log read from offset 0: lost (a key's latest
 // acknowledged record missing at its offset), inconsistent (a record that
 // is not what was acknowledged at its offset), reordered (an offset not
 // above the one before), older (a key's value read after a newer value
 // of the key, or, where dups counts, a key read twice in a range that was
 // cleaned whole).
-type compactReport struct {
+type tcReport struct {
 	read, lost, inconsistent, reordered, older, dups int
 }
 
-func checkCompactGuarantee(acked map[int64]compactAck, recs []compactRead, end int64, cleanedBelow int64) compactReport {
-	rep := compactReport{read: len(recs)}
+func tcCheck(acked map[int64]tcAck, recs []tcRead, end int64, cleanedBelow int64) tcReport {
+	rep := tcReport{read: len(recs)}
 	latest := map[string]int64{}
 	for off, a := range acked {
 		if cur, ok := latest[a.key]; off < end && (!ok || off > cur) {
@@ -158,13 +158,13 @@ func checkCompactGuarantee(acked map[int64]compactAck, recs []compactRead, end i
 	return rep
 }
 
-// createCompactTopic creates compactTopic, compacted and tiered, with tiny
+// tcCreateTopic creates tcTopic, compacted and tiered, with tiny
 // segments and tiny local retention, and returns its topic id.
-func createCompactTopic(t *testing.T, cl *kgo.Client) string {
+func tcCreateTopic(t *testing.T, cl *kgo.Client) string {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = compactTopic, 1, 1
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tcTopic, 1, 1
 	for k, v := range map[string]string{
 		"cleanup.policy": "compact", "remote.storage.enable": "true", "segment.bytes": "16384",
 		"local.retention.bytes": "1", "file.delete.delay.ms": "0", "min.cleanable.dirty.ratio": "0.01",
@@ -204,9 +204,9 @@ func bucketObjects(t *testing.T, mc *minio.Client, bucket string, m *tiering.Man
 func stableView(t *testing.T, mc *minio.Client, bucket, topicID string) (*tiering.Manifest, map[string]int64) {
 	t.Helper()
 	for range 50 {
-		m := readManifestOf(t, mc, bucket, compactTopic, topicID, 0)
+		m := readManifestOf(t, mc, bucket, tcTopic, topicID, 0)
 		have := bucketObjects(t, mc, bucket, m)
-		if m2 := readManifestOf(t, mc, bucket, compactTopic, topicID, 0); m2.UpdatedAt.Equal(m.UpdatedAt) {
+		if m2 := readManifestOf(t, mc, bucket, tcTopic, topicID, 0); m2.UpdatedAt.Equal(m.UpdatedAt) {
 			return m, have
 		}
 	}
@@ -297,10 +297,10 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	}
 	cl := newClient()
 	defer func() { cl.Close() }()
-	topicID := createCompactTopic(t, cl)
-	p := &compactProducer{t: t, cl: cl, keys: 400, size: 120, acked: map[int64]compactAck{}}
+	topicID := tcCreateTopic(t, cl)
+	p := &tcProducer{t: t, cl: cl, keys: 400, size: 120, acked: map[int64]tcAck{}}
 	rounds := func() float64 {
-		return scrapeMetric(t, metricsAddr, fmt.Sprintf(`strata_tier_remote_clean_rounds_total{partition="0",topic="%s"}`, compactTopic))
+		return scrapeMetric(t, metricsAddr, fmt.Sprintf(`strata_tier_remote_clean_rounds_total{partition="0",topic="%s"}`, tcTopic))
 	}
 
 	// 1. Rounds of every key; the last one deletes every seventh key.
@@ -312,21 +312,21 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	var m *tiering.Manifest
 	began := time.Now()
 	waitFor(t, 120*time.Second, "cleaned segments tiered, deleted locally, and the remote log cleaned whole", func() bool {
-		m = readManifestOf(t, mc, bucket, compactTopic, topicID, 0)
-		segs := partitionSegments(t, b, compactTopic, 0)
+		m = readManifestOf(t, mc, bucket, tcTopic, topicID, 0)
+		segs := partitionSegments(t, b, tcTopic, 0)
 		if m == nil || len(m.Segments) < 2 || len(segs) == 0 || segs[0] == 0 || rounds() < 1 {
 			return false
 		}
-		rep := checkCompactGuarantee(p.acked, readCompacted(t, b.Addr, m.EndOffset()), m.EndOffset(), m.EndOffset())
+		rep := tcCheck(p.acked, tcReadCompacted(t, b.Addr, m.EndOffset()), m.EndOffset(), m.EndOffset())
 		return rep.dups == 0
 	})
 	t.Logf("remote log [%d, %d) in %d segments after %v; local log from %d; %v remote cleanings",
-		m.LogStartOffset, m.EndOffset(), len(m.Segments), time.Since(began).Round(time.Millisecond), partitionSegments(t, b, compactTopic, 0)[0], rounds())
+		m.LogStartOffset, m.EndOffset(), len(m.Segments), time.Since(began).Round(time.Millisecond), partitionSegments(t, b, tcTopic, 0)[0], rounds())
 	if m.LogStartOffset != 0 {
 		t.Errorf("remote log starts at %d: compaction moved the log start", m.LogStartOffset)
 	}
-	recs := readCompacted(t, b.Addr, end)
-	rep := checkCompactGuarantee(p.acked, recs, end, m.EndOffset())
+	recs := tcReadCompacted(t, b.Addr, end)
+	rep := tcCheck(p.acked, recs, end, m.EndOffset())
 	t.Logf("replay from 0 of %d acknowledged records: %+v", end, rep)
 	if rep.lost+rep.inconsistent+rep.reordered+rep.older+rep.dups != 0 || rep.read >= int(end) {
 		t.Fatalf("compaction guarantee broken or nothing compacted: %+v", rep)
@@ -344,7 +344,7 @@ func TestTieringCompactedMinIO(t *testing.T) {
 		p.produceRound(false)
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) && inflight == nil {
-			m = readManifestOf(t, mc, bucket, compactTopic, topicID, 0)
+			m = readManifestOf(t, mc, bucket, tcTopic, topicID, 0)
 			if m != nil {
 				inflight = replacementsInFlight(m, bucketObjects(t, mc, bucket, m))
 			}
@@ -371,14 +371,14 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	p.produceRound(false)
 	end = int64(len(p.acked))
 	waitFor(t, 120*time.Second, "the remote log cleaned whole after the restart", func() bool {
-		m = readManifestOf(t, mc, bucket, compactTopic, topicID, 0)
+		m = readManifestOf(t, mc, bucket, tcTopic, topicID, 0)
 		if m == nil || rounds() < 1 {
 			return false
 		}
-		return checkCompactGuarantee(p.acked, readCompacted(t, b.Addr, m.EndOffset()), m.EndOffset(), m.EndOffset()).dups == 0
+		return tcCheck(p.acked, tcReadCompacted(t, b.Addr, m.EndOffset()), m.EndOffset(), m.EndOffset()).dups == 0
 	})
-	recs = readCompacted(t, b.Addr, end)
-	rep = checkCompactGuarantee(p.acked, recs, end, m.EndOffset())
+	recs = tcReadCompacted(t, b.Addr, end)
+	rep = tcCheck(p.acked, recs, end, m.EndOffset())
 	t.Logf("after the restart: remote log [%d, %d), replay of %d acknowledged records: %+v", m.LogStartOffset, m.EndOffset(), end, rep)
 	if rep.lost+rep.inconsistent+rep.reordered+rep.older+rep.dups != 0 {
 		t.Fatalf("compaction guarantee broken after the kill: %+v", rep)
@@ -408,14 +408,14 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	m, _ = stableView(t, mc, bucket, topicID)
 	fresh := t.TempDir()
 	store := []string{"--override", "remote.storage.s3.endpoint=" + srv.Endpoint(), "--override", "remote.storage.s3.bucket=" + bucket}
-	out := runCmd(t, 60*time.Second, "", strataBin, append([]string{"tier", "restore", "--topic", compactTopic, "--override", "log.dirs=" + fresh}, store...)...)
-	if !strings.Contains(out, "restored "+compactTopic) {
+	out := runCmd(t, 60*time.Second, "", strataBin, append([]string{"tier", "restore", "--topic", tcTopic, "--override", "log.dirs=" + fresh}, store...)...)
+	if !strings.Contains(out, "restored "+tcTopic) {
 		t.Fatalf("strata tier restore:\n%s", out)
 	}
 	b2 := StartBroker(t, "log.dirs="+fresh, "remote.storage.s3.endpoint="+srv.Endpoint(), "remote.storage.s3.bucket="+bucket,
 		"strata.remote.poll.interval.ms=100")
-	recs = readCompacted(t, b2.Addr, m.EndOffset())
-	rep = checkCompactGuarantee(p.acked, recs, m.EndOffset(), m.EndOffset())
+	recs = tcReadCompacted(t, b2.Addr, m.EndOffset())
+	rep = tcCheck(p.acked, recs, m.EndOffset(), m.EndOffset())
 	t.Logf("restored: remote log [%d, %d), replay: %+v", m.LogStartOffset, m.EndOffset(), rep)
 	if rep.lost+rep.inconsistent+rep.reordered+rep.older+rep.dups != 0 {
 		t.Fatalf("restored compacted topic breaks the guarantee: %+v", rep)
@@ -427,7 +427,7 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	defer cl2.Close()
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, compactTopic
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, tcTopic
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(tierCtx(t), cl2)
 	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {

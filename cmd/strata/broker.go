@@ -134,9 +134,9 @@ Consumer groups:
   topic __consumer_offsets, which holds committed offsets and group state.
   It is created with offsets.topic.num.partitions partitions and
   min(offsets.topic.replication.factor, live brokers) replicas: by a single
-  node at its first start, in a cluster by the first FindCoordinator. Its
-  retention is unlimited (retention.ms=-1, retention.bytes=-1: it is not
-  compacted yet, so it grows with every commit and a restart replays it).
+  node at its first start, in a cluster by the first FindCoordinator. It is
+  compacted (cleanup.policy=compact: the log cleaner keeps the latest
+  commit of each key; log.cleaner.*), with no retention by time or size.
   Clients may read it but not produce to it, delete it, add partitions or
   limit its retention. Transactions are not supported.
 
