@@ -139,8 +139,8 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	l.mu.logStart = offset
 	var doomed []*segment
-	for _, s := range l.mu.segs[:len(l.mu.segs)-1] {
-		if s.next > offset {
+	for i, s := range l.mu.segs[:len(l.mu.segs)-1] {
+		if l.mu.segs[i+1].base > offset { // as in recovery: an emptied segment holds offsets up to the next base
 			break
 		}
 		doomed = append(doomed, s)

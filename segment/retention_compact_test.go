@@ -19,7 +19,7 @@ func TestRetentionKeepsEmptiedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	for i := range 60 {
 		b, err := BuildBatch(BatchSpec{Records: []Record{{Key: []byte(fmt.Sprintf("k%d", i%3)), Value: []byte(fmt.Sprintf("value %d of some length", i))}}})
 		if err != nil {
@@ -46,5 +46,22 @@ func TestRetentionKeepsEmptiedSegment(t *testing.T) {
 	}
 	if len(deleted) != 0 || l.LogStartOffset() != 0 {
 		t.Fatalf("retention under a veto deleted %d segments, log start %d", len(deleted), l.LogStartOffset())
+	}
+	// Nor at reopen, nor when the log start is moved to its base.
+	dir := l.Dir()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = Open(dir, cfg, WithDeleteVeto(func(SegmentInfo) bool { return false })); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Segments(); l.LogStartOffset() != 0 || len(got) != len(segs) {
+		t.Fatalf("reopened: log start %d, %d segments, want 0 and %d", l.LogStartOffset(), len(got), len(segs))
+	}
+	if err := l.SetLogStartOffset(segs[0].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Segments(); got[0].BaseOffset != segs[0].BaseOffset {
+		t.Fatalf("log start at the emptied segment's base deleted it: first segment now %d", got[0].BaseOffset)
 	}
 }

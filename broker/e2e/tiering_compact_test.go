@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratastream/strata/broker/e2e/history"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/tiering"
 	"github.com/stratastream/strata/tiering/miniotest"
@@ -25,7 +26,9 @@ import (
 // with SIGKILL while a remote cleaning uploads its replacements, and the
 // manifest must point only at complete objects.
 
-const tcTopic = "tcompact"
+// tcTopic is the compacted tiered topic; tcPlain gets the same records
+// with cleanup.policy=delete, tiered too, for the history checker.
+const tcTopic, tcPlain = "tcompact", "tcplain"
 
 // tcAck is what a producer was told of one record of tcTopic.
 type tcAck struct {
@@ -42,6 +45,15 @@ type tcProducer struct {
 	size  int
 	round int
 	acked map[int64]tcAck
+	hist  *history.History
+}
+
+// tcHistoryValue names a record of tcPlain for the history checker.
+func tcHistoryValue(key string, value []byte, round int) string {
+	if value == nil {
+		return fmt.Sprintf("%s-r%03d-tombstone", key, round)
+	}
+	return string(value)
 }
 
 // produceRound produces one value (or, every seventh key in tombstone
@@ -56,13 +68,20 @@ func (p *tcProducer) produceRound(tombstones bool) {
 			if !tombstones || k%7 != 0 {
 				v = []byte(fmt.Sprintf("%s-r%03d-%s", key, p.round, strings.Repeat("v", p.size)))
 			}
-			rs = append(rs, &kgo.Record{Topic: tcTopic, Partition: 0, Key: []byte(key), Value: v})
+			round := []kgo.RecordHeader{{Key: "round", Value: []byte(strconv.Itoa(p.round))}}
+			rs = append(rs, &kgo.Record{Topic: tcTopic, Partition: 0, Key: []byte(key), Value: v},
+				&kgo.Record{Topic: tcPlain, Partition: 0, Key: []byte(key), Value: v, Headers: round})
+			p.hist.Sent("producer", history.TP{Topic: tcPlain}, tcHistoryValue(key, v, p.round))
 		}
 		res := p.cl.ProduceSync(tierCtx(p.t), rs...)
 		if err := res.FirstErr(); err != nil {
 			p.t.Fatalf("produce round %d: %v", p.round, err)
 		}
 		for _, r := range res {
+			if r.Record.Topic == tcPlain {
+				p.hist.Answered(history.TP{Topic: tcPlain}, tcHistoryValue(string(r.Record.Key), r.Record.Value, p.round), history.Acked, r.Record.Offset, "")
+				continue
+			}
 			p.acked[r.Record.Offset] = tcAck{string(r.Record.Key), r.Record.Value}
 		}
 	}
@@ -74,14 +93,22 @@ type tcRead struct {
 	offset int64
 	key    string
 	value  []byte
+	round  int // from the "round" header, -1 without one
 }
 
 // tcReadCompacted reads partition 0 of tcTopic from offset 0 with
 // franz-go up to end (exclusive).
 func tcReadCompacted(t *testing.T, addr string, end int64) []tcRead {
 	t.Helper()
+	return tcReadTopic(t, addr, tcTopic, end)
+}
+
+// tcReadTopic reads partition 0 of topic from offset 0 with franz-go up
+// to end (exclusive).
+func tcReadTopic(t *testing.T, addr, topic string, end int64) []tcRead {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tcTopic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxPartitionBytes(32<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +126,15 @@ func tcReadCompacted(t *testing.T, addr string, end int64) []tcRead {
 		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("franz-go fetch: %v", err) })
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < end {
-				out = append(out, tcRead{r.Offset, string(r.Key), r.Value})
+				round := -1
+				for _, h := range r.Headers {
+					if h.Key == "round" {
+						if n, err := strconv.Atoi(string(h.Value)); err == nil {
+							round = n
+						}
+					}
+				}
+				out = append(out, tcRead{r.Offset, string(r.Key), r.Value, round})
 			}
 			next = r.Offset + 1
 		})
@@ -158,15 +193,15 @@ func tcCheck(acked map[int64]tcAck, recs []tcRead, end int64, cleanedBelow int64
 	return rep
 }
 
-// tcCreateTopic creates tcTopic, compacted and tiered, with tiny
-// segments and tiny local retention, and returns its topic id.
-func tcCreateTopic(t *testing.T, cl *kgo.Client) string {
+// tcCreateTopic creates topic with cleanup.policy policy, tiered, with
+// tiny segments and tiny local retention, and returns its topic id.
+func tcCreateTopic(t *testing.T, cl *kgo.Client, topic, policy string) string {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tcTopic, 1, 1
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
 	for k, v := range map[string]string{
-		"cleanup.policy": "compact", "remote.storage.enable": "true", "segment.bytes": "16384",
+		"cleanup.policy": policy, "remote.storage.enable": "true", "segment.bytes": "16384",
 		"local.retention.bytes": "1", "file.delete.delay.ms": "0", "min.cleanable.dirty.ratio": "0.01",
 	} {
 		c := kmsg.NewCreateTopicsRequestTopicConfig()
@@ -297,8 +332,9 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	}
 	cl := newClient()
 	defer func() { cl.Close() }()
-	topicID := tcCreateTopic(t, cl)
-	p := &tcProducer{t: t, cl: cl, keys: 400, size: 120, acked: map[int64]tcAck{}}
+	topicID := tcCreateTopic(t, cl, tcTopic, "compact")
+	tcCreateTopic(t, cl, tcPlain, "delete")
+	p := &tcProducer{t: t, cl: cl, keys: 400, size: 120, acked: map[int64]tcAck{}, hist: history.New()}
 	rounds := func() float64 {
 		return scrapeMetric(t, metricsAddr, fmt.Sprintf(`strata_tier_remote_clean_rounds_total{partition="0",topic="%s"}`, tcTopic))
 	}
@@ -399,6 +435,18 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	})
 	t.Logf("replacements swept %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	checkManifestComplete(t, m, have)
+
+	// The same records in a tiered topic that deletes: the history
+	// checker holds every acknowledgement against it after the kill.
+	final := map[history.TP][]history.Record{}
+	for _, r := range tcReadTopic(t, b.Addr, tcPlain, int64(len(p.acked))) {
+		final[history.TP{Topic: tcPlain}] = append(final[history.TP{Topic: tcPlain}], history.Record{Offset: r.offset, Value: tcHistoryValue(r.key, r.value, r.round)})
+	}
+	hrep := p.hist.Check(final)
+	t.Logf("history of %s: %v", tcPlain, hrep)
+	if !hrep.OK() || hrep.Lost+hrep.Inconsistent+hrep.Duplicated != 0 {
+		t.Fatalf("history of %s: %v\n%s", tcPlain, hrep, strings.Join(hrep.Problems, "\n"))
+	}
 
 	// 3. `strata tier restore` into a fresh data directory yields the
 	// compacted topic: its configs, and the compacted remote log read
