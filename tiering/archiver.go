@@ -169,8 +169,10 @@ type Archiver struct {
 	// name), on cfg.Mono: the start of its delete delay. Loop goroutine
 	// only.
 	dropSeen map[string]time.Duration
-	// rc is the remote cleaner's state. Loop goroutine only.
-	rc remoteCleanState
+	// rc is the remote cleaner's state. Loop goroutine only. rcWG counts
+	// the running round's work goroutine, which Close waits for.
+	rc   remoteCleanState
+	rcWG sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -251,6 +253,7 @@ func (a *Archiver) Close() error {
 		a.startOnce.Do(func() { close(a.done) }) // never started
 	})
 	<-a.done
+	a.rcWG.Wait() // a remote cleaning's work, canceled with ctx
 	return nil
 }
 

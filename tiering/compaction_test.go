@@ -637,3 +637,51 @@ func TestCompactedDeleteVetoReachesNextBase(t *testing.T) {
 		t.Errorf("remote log starts at %d, want 0", m.LogStartOffset)
 	}
 }
+
+// TestUploadsGoOnDuringRemoteClean: a remote cleaning's reads and
+// uploads do not hold up uploads of new segments; its swap then lands
+// in the newer manifest, keeping the segments uploaded meanwhile.
+func TestUploadsGoOnDuringRemoteClean(t *testing.T) {
+	cl := newCompactLog(t, 40)
+	cl.produce(250)
+	ckpt := cl.clean()
+	store := newMemStore()
+	cfg := compactArchiverConfig(t, cl, store)
+	cfg.RemoteClean.Interval = time.Hour
+	a := newCompactArchiver(t, cfg, cl.gate, true, nil)
+	a.BecomeLeader(1)
+	waitUploaded(t, a, cl.cleanedEnd(ckpt))
+	_ = a.Close()
+
+	var b *Archiver
+	entered, release := make(chan int64, 1), make(chan struct{})
+	var once sync.Once
+	hook := func() error {
+		once.Do(func() {
+			entered <- b.Manifest().EndOffset()
+			<-release
+		})
+		return nil
+	}
+	cfg.RemoteClean.Interval = 10 * time.Millisecond
+	b = newCompactArchiver(t, cfg, cl.gate, false, hook)
+	b.BecomeLeader(1)
+	var endAtRound int64
+	select {
+	case endAtRound = <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no remote cleaning started")
+	}
+	cl.produce(250)
+	want := cl.cleanedEnd(cl.clean())
+	waitUploaded(t, b, want) // while the cleaning waits before its commit
+	close(release)
+	waitFor(t, 60*time.Second, "the swap committed", func() bool { return b.RemoteCleanStats().Rounds > 0 })
+	m := b.Manifest()
+	if m.EndOffset() < want || want <= endAtRound {
+		t.Fatalf("remote end %d, uploaded %d meanwhile, %d when the cleaning uploaded", m.EndOffset(), want, endAtRound)
+	}
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
+	checkCompacted(t, cl, recs, m.EndOffset(), false)
+}

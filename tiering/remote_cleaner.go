@@ -39,7 +39,12 @@ import (
 //     temporary file, with an offset and a time index rebuilt for it.
 //  4. The replacements are uploaded under new object ids, then one manifest
 //     commit swaps them in: the same conditional put and leader-epoch
-//     fencing as uploads, within half the sweep grace of the first PUT. The
+//     fencing as uploads, within half the sweep grace of the first PUT.
+//     Steps 1 to 3 and the uploads run on a goroutine of their own, so the
+//     archiver's uploads of new segments go on meanwhile; the commit is
+//     the archiver loop's, into its current view, and only if the sources
+//     are still its first segments and it still leads in the round's
+//     epoch (else the replacements are left to the sweeper). The
 //     replaced segments go to the dropped list, deleted after the delete
 //     delay (purgeDropped), so a reader that resolved the older manifest
 //     finishes reading them.
@@ -128,17 +133,58 @@ type remoteCleanState struct {
 	checkpoint int64         // first remote offset not cleaned remotely
 	lastTry    time.Duration // on cfg.Mono; 0 before the first
 	tried      bool
-	offsetMap  *segment.OffsetMap
+	running    bool                    // a round's work goroutine has not reported yet
+	done       chan remoteCleanOutcome // capacity 1: the work goroutine's report
+	offsetMap  *segment.OffsetMap      // the running round's while running
 	// afterUpload, if set, is called (tests) once the replacement objects
 	// are uploaded, before the manifest commit.
 	afterUpload func() error
 }
 
-// cleanRemote runs a round of the remote cleaner when one is due. Failures
-// other than fencing are logged and recorded and wait for the next
-// interval: uploads must not stop because the remote log cannot be
-// compacted.
+// remoteCleanWork is one round's work (passes 1 to 3 and the uploads of
+// step 4), run on a goroutine of its own over the manifest m.
+type remoteCleanWork struct {
+	a           *Archiver
+	m           *Manifest
+	epoch       int32
+	comp        Compaction
+	plan        remoteCleanPlan
+	om          *segment.OffsetMap
+	checkpoint  int64
+	afterUpload func() error
+}
+
+// remoteCleanOutcome is what a round's work reports to the loop: the
+// uploaded replacements of the first k segments of m, or an error.
+type remoteCleanOutcome struct {
+	m         *Manifest
+	epoch     int32
+	k         int
+	outs      []RemoteSegment
+	mappedEnd int64
+	started   time.Duration // on cfg.Mono: the first PUT
+	began     time.Time
+	res       remoteCleanResult
+	err       error
+}
+
+// cleanRemote runs the remote cleaner's part of a step: it commits the
+// swap of a finished round, or starts a round when one is due. A round's
+// reads, rewriting and uploads run on a goroutine of their own
+// (remoteCleanWork), so uploads of new segments never wait for it; only
+// the commit is the loop's, as every manifest write is. Failures other
+// than fencing are logged and recorded and wait for the next interval:
+// uploads must not stop because the remote log cannot be compacted.
 func (a *Archiver) cleanRemote(ctx context.Context) error {
+	if a.rc.running {
+		select {
+		case out := <-a.rc.done:
+			a.rc.running = false
+			return a.finishRemoteClean(ctx, out)
+		default:
+			return nil
+		}
+	}
 	comp := a.compaction()
 	if !comp.Enabled || a.cfg.RemoteClean.Disabled {
 		return nil
@@ -155,9 +201,40 @@ func (a *Archiver) cleanRemote(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	a.rc.tried, a.rc.lastTry = true, now
-	began := time.Now()
-	st, err := a.remoteCleanRound(ctx, m, epoch, comp, plan)
+	if a.rc.offsetMap == nil {
+		om, err := segment.NewOffsetMap(a.cfg.RemoteClean.MapBytes, 0.9)
+		if err != nil {
+			return err
+		}
+		a.rc.offsetMap = om
+	}
+	if a.rc.done == nil {
+		a.rc.done = make(chan remoteCleanOutcome, 1)
+	}
+	a.rc.tried, a.rc.lastTry, a.rc.running = true, now, true
+	work := remoteCleanWork{a: a, m: m, epoch: epoch, comp: comp, plan: plan, om: a.rc.offsetMap,
+		checkpoint: a.rc.checkpoint, afterUpload: a.rc.afterUpload}
+	a.rcWG.Add(1)
+	go func() {
+		defer a.rcWG.Done()
+		a.rc.done <- work.run(a.ctx)
+		a.Notify()
+	}()
+	return nil
+}
+
+// finishRemoteClean commits a finished round's replacements into the
+// current manifest view, if its sources are still the first segments
+// there and this archiver still leads in the round's epoch (else the
+// replacements are left unreferenced, for the sweeper), and records the
+// outcome.
+func (a *Archiver) finishRemoteClean(ctx context.Context, out remoteCleanOutcome) error {
+	st := out.res
+	err := out.err
+	if err == nil && len(out.outs) > 0 {
+		err = a.swapReplacements(ctx, out)
+		st.swapped = err == nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cs := &a.mu.cleanStats
@@ -174,17 +251,50 @@ func (a *Archiver) cleanRemote(ctx context.Context) error {
 		return nil
 	}
 	cs.LastError = nil
-	cs.CheckpointOffset = a.rc.checkpoint
 	if st.swapped {
+		a.rc.checkpoint = out.mappedEnd
 		cs.Rounds++
-		cs.SegmentsReplaced += int64(st.replaced)
-		cs.SegmentsWritten += int64(st.written)
+		cs.SegmentsReplaced += int64(out.k)
+		cs.SegmentsWritten += int64(len(out.outs))
 		cs.BytesWritten += st.bytesWritten
 		cs.RecordsRemoved += st.recordsRead - st.recordsKept
 		cs.TombstonesRemoved += st.tombstones
-		cs.LastRound, cs.LastDuration = a.cfg.Now(), time.Since(began)
-		a.log.Info("tiering: remote cleaning committed", "replaced", st.replaced, "written", st.written,
-			"bytesRead", st.bytesRead, "bytesWritten", st.bytesWritten, "checkpoint", a.rc.checkpoint, "took", cs.LastDuration)
+		cs.LastRound, cs.LastDuration = a.cfg.Now(), time.Since(out.began)
+		a.log.Info("tiering: remote cleaning committed", "replaced", out.k, "written", len(out.outs),
+			"bytesRead", st.bytesRead, "bytesWritten", st.bytesWritten, "checkpoint", out.mappedEnd, "took", cs.LastDuration)
+	}
+	cs.CheckpointOffset = a.rc.checkpoint
+	return nil
+}
+
+// swapReplacements commits the manifest with out's replacements in place
+// of the first out.k segments, which go to the dropped list.
+func (a *Archiver) swapReplacements(ctx context.Context, out remoteCleanOutcome) error {
+	left := a.cfg.Grace/2 - (a.cfg.Mono() - out.started)
+	if left <= 0 {
+		return fmt.Errorf("tiering: remote cleaning of %s/%d: over half the sweep grace since its uploads began; the replacements are left to the sweeper", a.cfg.Topic, a.cfg.Partition)
+	}
+	cur, epoch, ok := a.view()
+	if !ok || epoch != out.epoch {
+		return fmt.Errorf("tiering: remote cleaning of %s/%d: leadership changed meanwhile; the replacements are left to the sweeper", a.cfg.Topic, a.cfg.Partition)
+	}
+	same := cur.LogStartOffset == out.m.LogStartOffset && len(cur.Segments) >= out.k
+	for i := 0; same && i < out.k; i++ {
+		same = cur.Segments[i].ObjectName() == out.m.Segments[i].ObjectName() && cur.Segments[i].NextOffset == out.m.Segments[i].NextOffset
+	}
+	if !same {
+		return fmt.Errorf("tiering: remote cleaning of %s/%d: the segments it rewrote changed meanwhile; the replacements are left to the sweeper", a.cfg.Topic, a.cfg.Partition)
+	}
+	next := cur.Clone()
+	segs := make([]RemoteSegment, 0, len(out.outs)+len(cur.Segments)-out.k)
+	segs = append(segs, out.outs...)
+	next.Segments = append(segs, next.Segments[out.k:]...)
+	a.drop(next, cur.Segments[:out.k])
+	cctx, cancel := context.WithTimeout(ctx, left)
+	err := a.commit(cctx, next)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("tiering: commit manifest of %s/%d after remote cleaning: %w", a.cfg.Topic, a.cfg.Partition, err)
 	}
 	return nil
 }
@@ -224,10 +334,9 @@ func planRemoteClean(m *Manifest, ckpt int64, c Compaction, nowMs int64) (remote
 	return p, c.maxLagBounded() && first.MaxTimestamp >= 0 && first.MaxTimestamp <= nowMs-c.MaxCompactionLagMs
 }
 
-// remoteCleanResult reports one round.
+// remoteCleanResult counts one round.
 type remoteCleanResult struct {
 	swapped                  bool
-	replaced, written        int
 	bytesRead, bytesWritten  int64
 	recordsRead, recordsKept int64
 	tombstones               int64
@@ -247,22 +356,24 @@ type replacement struct {
 	snapshot  *RemoteSegment
 }
 
-// remoteCleanRound does one round over plan (see the top of the file).
-func (a *Archiver) remoteCleanRound(ctx context.Context, m *Manifest, epoch int32, c Compaction, plan remoteCleanPlan) (res remoteCleanResult, err error) {
-	if a.rc.offsetMap == nil {
-		if a.rc.offsetMap, err = segment.NewOffsetMap(a.cfg.RemoteClean.MapBytes, 0.9); err != nil {
-			return res, err
-		}
-	}
-	om := a.rc.offsetMap
+// run does the round's work (see the top of the file) and reports it.
+func (w remoteCleanWork) run(ctx context.Context) remoteCleanOutcome {
+	out := remoteCleanOutcome{m: w.m, epoch: w.epoch, began: time.Now()}
+	out.k, out.outs, out.mappedEnd, out.started, out.err = w.a.remoteCleanRound(ctx, w, &out.res)
+	return out
+}
+
+// remoteCleanRound reads, rewrites and uploads; the loop commits.
+func (a *Archiver) remoteCleanRound(ctx context.Context, w remoteCleanWork, res *remoteCleanResult) (k int, uploaded []RemoteSegment, mappedEnd int64, started time.Duration, err error) {
+	m, epoch, c, plan, om := w.m, w.epoch, w.comp, w.plan, w.om
 	om.Clear()
-	firstDirty := max(a.rc.checkpoint, m.Segments[plan.first].BaseOffset)
+	firstDirty := max(w.checkpoint, m.Segments[plan.first].BaseOffset)
 	prefix := m.Prefix()
 
 	// Pass 1: the offset map of the dirty section, and every producer's
 	// last batch in the segments read.
 	lastOf := map[int64]int64{}
-	mappedEnd := m.Segments[plan.end-1].NextOffset
+	mappedEnd = m.Segments[plan.end-1].NextOffset
 	full := false
 	for i := 0; i < plan.end && !full; i++ {
 		seg := &m.Segments[i]
@@ -287,12 +398,11 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, m *Manifest, epoch int3
 			return true, nil
 		})
 		if err != nil {
-			return res, err
+			return 0, nil, 0, 0, err
 		}
 	}
 	// The segments rewritten: from the first to the one holding the
 	// mapped end.
-	k := 0
 	for k < len(m.Segments) && m.Segments[k].BaseOffset < mappedEnd {
 		k++
 	}
@@ -301,7 +411,7 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, m *Manifest, epoch int3
 		DeleteRetentionMs: c.DeleteRetentionMs, ProducerLastOffsets: lastOf,
 	})
 	if err != nil {
-		return res, err
+		return 0, nil, 0, 0, err
 	}
 
 	// Pass 2: rewrite the groups into temporary files.
@@ -315,9 +425,9 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, m *Manifest, epoch int3
 	}()
 	pendingBase := int64(-1) // the base of leading groups that kept nothing
 	for _, g := range groupRemote(m.Segments[:k], c.SegmentBytes) {
-		r, err := a.rewriteGroup(ctx, prefix, m.Segments[g[0]:g[1]], cleaner, &res)
+		r, err := a.rewriteGroup(ctx, prefix, m.Segments[g[0]:g[1]], cleaner, res)
 		if err != nil {
-			return res, err
+			return 0, nil, 0, 0, err
 		}
 		last := &m.Segments[g[1]-1]
 		if r == nil { // kept nothing: fold the offsets into a neighbour
@@ -342,49 +452,28 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, m *Manifest, epoch int3
 	res.recordsRead, res.recordsKept, res.tombstones = st.RecordsRead, st.RecordsKept, st.TombstonesRemoved
 	if len(outs) == 0 {
 		a.log.Info("tiering: remote cleaning skipped: no record would remain", "segments", k)
-		return res, nil
+		return 0, nil, 0, 0, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return 0, nil, 0, 0, err
 	}
 
-	// Upload, then swap within half the grace of the first PUT.
-	started := a.cfg.Mono()
+	// Upload; the loop swaps them in within half the grace of the first
+	// PUT (swapReplacements).
+	started = a.cfg.Mono()
 	for _, r := range outs {
 		if err := a.putReplacement(ctx, m, r, epoch); err != nil {
-			return res, err
+			return 0, nil, 0, 0, err
 		}
 		res.bytesWritten += r.size
+		uploaded = append(uploaded, r.rs)
 	}
-	if a.rc.afterUpload != nil {
-		if err := a.rc.afterUpload(); err != nil {
-			return res, err
+	if w.afterUpload != nil {
+		if err := w.afterUpload(); err != nil {
+			return 0, nil, 0, 0, err
 		}
 	}
-	left := a.cfg.Grace/2 - (a.cfg.Mono() - started)
-	if left <= 0 {
-		return res, fmt.Errorf("tiering: remote cleaning of %s/%d: uploads took over half the sweep grace; the replacements are left to the sweeper", a.cfg.Topic, a.cfg.Partition)
-	}
-	cur, _, ok := a.view()
-	if !ok || cur != m {
-		return res, fmt.Errorf("tiering: remote cleaning of %s/%d: the manifest changed meanwhile", a.cfg.Topic, a.cfg.Partition)
-	}
-	next := m.Clone()
-	segs := make([]RemoteSegment, 0, len(outs)+len(m.Segments)-k)
-	for _, r := range outs {
-		segs = append(segs, r.rs)
-	}
-	next.Segments = append(segs, next.Segments[k:]...)
-	a.drop(next, m.Segments[:k])
-	cctx, cancel := context.WithTimeout(ctx, left)
-	err = a.commit(cctx, next)
-	cancel()
-	if err != nil {
-		return res, fmt.Errorf("tiering: commit manifest of %s/%d after remote cleaning: %w", a.cfg.Topic, a.cfg.Partition, err)
-	}
-	a.rc.checkpoint = mappedEnd
-	res.swapped, res.replaced, res.written = true, k, len(outs)
-	return res, nil
+	return k, uploaded, mappedEnd, started, nil
 }
 
 // snapshotOf returns s when it has a producer snapshot (at its
