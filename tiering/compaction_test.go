@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -684,4 +685,233 @@ func TestUploadsGoOnDuringRemoteClean(t *testing.T) {
 	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
 	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
 	checkCompacted(t, cl, recs, m.EndOffset(), false)
+}
+
+// checkRemoteIndexes checks every live segment's offset index against
+// its .log object: each entry names the position of a batch starting at
+// BaseOffset plus its relative offset; and every time index entry lies in
+// the segment.
+func checkRemoteIndexes(t *testing.T, store ObjectStore, m *Manifest) {
+	t.Helper()
+	get := func(key string) []byte {
+		rc, err := store.Get(testCtx(t), key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := range m.Segments {
+		s := &m.Segments[i]
+		logb := get(m.SegmentKey(s, SuffixLog))
+		starts := map[int64]int64{} // position -> base offset
+		pos := int64(0)
+		if err := segment.SplitBatches(logb, func(h segment.Header, b []byte) error {
+			starts[pos] = h.BaseOffset
+			if h.BaseOffset < s.BaseOffset || h.NextOffset() > s.NextOffset {
+				t.Errorf("segment [%d, %d): batch [%d, %d) outside it", s.BaseOffset, s.NextOffset, h.BaseOffset, h.NextOffset())
+			}
+			pos += int64(len(b))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ix := segment.OffsetIndex(get(m.SegmentKey(s, SuffixIndex))).Valid()
+		for j := range ix.Len() {
+			e := ix.Entry(j)
+			if got, ok := starts[int64(e.Position)]; !ok || got != s.BaseOffset+int64(e.RelOffset) {
+				t.Errorf("segment [%d, %d): index entry %d names offset %d at %d, the batch there starts at %d (%v)",
+					s.BaseOffset, s.NextOffset, j, s.BaseOffset+int64(e.RelOffset), e.Position, got, ok)
+			}
+		}
+		ti := segment.TimeIndex(get(m.SegmentKey(s, SuffixTimeIndex))).Valid()
+		for j := range ti.Len() {
+			if e := ti.Entry(j); s.BaseOffset+int64(e.RelOffset) >= s.NextOffset || e.Timestamp > s.MaxTimestamp {
+				t.Errorf("segment [%d, %d): time index entry %d %+v outside it", s.BaseOffset, s.NextOffset, j, e)
+			}
+		}
+	}
+}
+
+// TestRemoteCleanFoldsEmptyGroups: remote segments whose every record a
+// later upload supersedes keep no record; their offsets are folded into
+// the next replacement, whose indexes are relative to its lowered base.
+func TestRemoteCleanFoldsEmptyGroups(t *testing.T) {
+	cl := newCompactLog(t, 40)
+	store := newMemStore()
+	cfg := compactArchiverConfig(t, cl, store)
+	cfg.RemoteClean.Interval = time.Hour
+	cfg.Compaction.SegmentBytes = 1 // one source segment a group
+	// Index entries in every replacement, however small.
+	defer func(v int64) { remoteCleanIndexInterval = v }(remoteCleanIndexInterval)
+	remoteCleanIndexInterval = 64
+	a := newCompactArchiver(t, cfg, cl.gate, true, nil)
+	a.BecomeLeader(1)
+	for range 3 {
+		cl.produce(120)
+		waitUploaded(t, a, cl.cleanedEnd(cl.clean()))
+	}
+	_ = a.Close()
+	old := a.Manifest()
+	checkRemoteIndexes(t, store, old)
+
+	cfg.RemoteClean.Interval = 10 * time.Millisecond
+	b := newCompactArchiver(t, cfg, cl.gate, false, nil)
+	b.BecomeLeader(1)
+	waitFor(t, 60*time.Second, "a remote cleaning", func() bool { return b.RemoteCleanStats().Rounds > 0 })
+	_ = b.Close()
+	m := b.Manifest()
+	if m.Segments[0].BaseOffset != old.Segments[0].BaseOffset || m.EndOffset() != old.EndOffset() {
+		t.Fatalf("remote log [%d, %d) became [%d, %d)", old.Segments[0].BaseOffset, old.EndOffset(), m.Segments[0].BaseOffset, m.EndOffset())
+	}
+	checkRemoteIndexes(t, store, m)
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	for _, maxBytes := range []int{1, 300, 5000} {
+		var recs []remoteRecord
+		for off := int64(0); off < m.EndOffset(); {
+			rs, err := r.Read(context.Background(), PartitionKey{Topic: testTopic, Partition: testPartition}, m, off, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := rs.Copy()
+			rs.Release()
+			_ = segment.SplitBatches(b, func(h segment.Header, batch []byte) error {
+				rr, err := segment.Records(batch)
+				for _, rec := range rr {
+					if rec.Offset >= off {
+						recs = append(recs, remoteRecord{rec.Offset, string(rec.Key), rec.Value})
+					}
+				}
+				return err
+			})
+			if rs.NextOffset <= off {
+				t.Fatalf("read at %d does not advance", off)
+			}
+			off = rs.NextOffset
+		}
+		checkCompacted(t, cl, recs, m.EndOffset(), true)
+	}
+	first := m.Segments[0]
+	t.Logf("first replacement [%d, %d), %d bytes; %d segments replaced by %d", first.BaseOffset, first.NextOffset, first.Size, len(old.Segments), len(m.Segments))
+}
+
+// TestRemoteCleanRebasesAfterEmptyGroups builds a remote log by hand
+// (segments uploaded as written, not cleaned locally): the first
+// segments hold only keys a later segment supersedes, so their groups
+// keep nothing and the next replacement starts at their base, its index
+// relative to that base.
+func TestRemoteCleanRebasesAfterEmptyGroups(t *testing.T) {
+	defer func(v int64) { remoteCleanIndexInterval = v }(remoteCleanIndexInterval)
+	remoteCleanIndexInterval = 64
+	cfg := segment.DefaultConfig()
+	cfg.SegmentBytes = 1024
+	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+	l, err := segment.Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := map[int64]keyedValue{}
+	appendKeys := func(keys ...string) {
+		var recs []segment.Record
+		for _, k := range keys {
+			recs = append(recs, segment.Record{Timestamp: time.Now().UnixMilli(), Key: []byte(k), Value: []byte(k + "-" + strings.Repeat("v", 30))})
+		}
+		b, err := segment.BuildBatch(segment.BatchSpec{Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.Append(b, segment.AppendOptions{LeaderEpoch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			produced[res.BaseOffset+int64(i)] = keyedValue{k, recs[i].Value}
+		}
+	}
+	for i := range 30 {
+		appendKeys(fmt.Sprintf("a%d", i%5), fmt.Sprintf("a%d", (i+1)%5))
+	}
+	for i := range 40 {
+		appendKeys(fmt.Sprintf("b%02d", i))
+	}
+	for i := range 5 {
+		appendKeys(fmt.Sprintf("a%d", i))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store := newMemStore()
+	m := NewManifest(testTopic, testTopicID, testPartition)
+	m.LeaderEpoch = 1
+	for _, si := range l.Segments() {
+		if si.Size == 0 {
+			continue
+		}
+		rs := RemoteSegment{BaseOffset: si.BaseOffset, NextOffset: si.NextOffset, Size: si.Size, MaxTimestamp: si.MaxTimestamp, Epoch: 1, ID: newObjectID(), LeaderEpochs: si.LeaderEpochs}
+		store.put(m.SegmentKey(&rs, SuffixLog), mustRead(t, si.LogPath))
+		store.put(m.SegmentKey(&rs, SuffixIndex), mustRead(t, si.IndexPath))
+		store.put(m.SegmentKey(&rs, SuffixTimeIndex), mustRead(t, si.TimeIndexPath))
+		m.Segments = append(m.Segments, rs)
+	}
+	if _, err := CommitManifest(testCtx(t), store, m, ""); err != nil {
+		t.Fatal(err)
+	}
+	cl := &compactLog{t: t, produced: produced}
+	acfg := ArchiverConfig{Store: store, Log: l, Topic: testTopic, TopicID: testTopicID, Partition: testPartition,
+		Compaction:  Compaction{Enabled: true, DeleteRetentionMs: 3600_000, SegmentBytes: 1},
+		RemoteClean: RemoteCleanConfig{TempDir: t.TempDir(), MapBytes: 1 << 16}}
+	a, err := NewArchiver(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om, err := segment.NewOffsetMap(1<<16, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res remoteCleanResult
+	k, outs, mappedEnd, _, err := a.remoteCleanRound(testCtx(t), remoteCleanWork{a: a, m: m, epoch: 1, comp: acfg.Compaction,
+		plan: remoteCleanPlan{first: 0, end: len(m.Segments)}, om: om}, &res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k != len(m.Segments) || mappedEnd != m.EndOffset() || outs[0].BaseOffset != 0 {
+		t.Fatalf("rewrote %d of %d segments to %d, first from %d", k, len(m.Segments), mappedEnd, outs[0].BaseOffset)
+	}
+	next := m.Clone()
+	next.Segments = outs
+	if err := next.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	checkRemoteIndexes(t, store, next)
+	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
+	for _, maxBytes := range []int{1, 200} {
+		var recs []remoteRecord
+		for off := int64(0); off < next.EndOffset(); {
+			rs, err := r.Read(testCtx(t), PartitionKey{Topic: testTopic, Partition: testPartition}, next, off, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := rs.Copy()
+			rs.Release()
+			_ = segment.SplitBatches(b, func(h segment.Header, batch []byte) error {
+				rr, err := segment.Records(batch)
+				for _, rec := range rr {
+					if rec.Offset >= off {
+						recs = append(recs, remoteRecord{rec.Offset, string(rec.Key), rec.Value})
+					}
+				}
+				return err
+			})
+			if rs.NextOffset <= off {
+				t.Fatalf("read at %d does not advance", off)
+			}
+			off = rs.NextOffset
+		}
+		checkCompacted(t, cl, recs, next.EndOffset(), true)
+	}
+	t.Logf("%d segments rewritten to %d; first [%d, %d) %d bytes", k, len(outs), outs[0].BaseOffset, outs[0].NextOffset, outs[0].Size)
 }

@@ -87,7 +87,6 @@ type RemoteCleanConfig struct {
 const (
 	DefaultRemoteCleanInterval = time.Minute
 	DefaultRemoteCleanMapBytes = 16 << 20
-	remoteCleanIndexInterval   = sliceIndexInterval
 	remoteCleanReadBuffer      = 1 << 20
 	throttleChunk              = 64 << 10
 	defaultRemoteSegmentBytes  = 1 << 30
@@ -105,6 +104,10 @@ func (c RemoteCleanConfig) normalized() RemoteCleanConfig {
 	}
 	return c
 }
+
+// remoteCleanIndexInterval is the index.interval.bytes of the
+// replacements' offset indexes (Kafka's default; tests lower it).
+var remoteCleanIndexInterval int64 = sliceIndexInterval
 
 // RemoteCleanStats counts the remote cleaner's rounds since start.
 type RemoteCleanStats struct {
@@ -425,7 +428,11 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, w remoteCleanWork, res 
 	}()
 	pendingBase := int64(-1) // the base of leading groups that kept nothing
 	for _, g := range groupRemote(m.Segments[:k], c.SegmentBytes) {
-		r, err := a.rewriteGroup(ctx, prefix, m.Segments[g[0]:g[1]], cleaner, res)
+		base := m.Segments[g[0]].BaseOffset
+		if pendingBase >= 0 {
+			base = pendingBase // the offsets of the empty groups before it
+		}
+		r, err := a.rewriteGroup(ctx, prefix, m.Segments[g[0]:g[1]], base, cleaner, res)
 		if err != nil {
 			return 0, nil, 0, 0, err
 		}
@@ -441,9 +448,7 @@ func (a *Archiver) remoteCleanRound(ctx context.Context, w remoteCleanWork, res 
 			}
 			continue
 		}
-		if pendingBase >= 0 {
-			r.rs.BaseOffset, pendingBase = pendingBase, -1
-		}
+		pendingBase = -1
 		r.rs.LeaderEpochs = mergeEpochs(m.Segments[:g[1]], r.rs.BaseOffset, last.NextOffset)
 		r.snapshot = snapshotOf(last)
 		outs = append(outs, r)
@@ -523,15 +528,21 @@ func groupRemote(segs []RemoteSegment, segmentBytes int64) [][2]int {
 }
 
 // rewriteGroup streams the group's batches through the cleaner into a new
-// temporary file and returns the replacement, or nil when nothing was
-// kept.
-func (a *Archiver) rewriteGroup(ctx context.Context, prefix string, group []RemoteSegment, cleaner *segment.BatchCleaner, res *remoteCleanResult) (*replacement, error) {
+// temporary file and returns the replacement, covering the offsets from
+// base (the group's first base offset, or lower when groups before it
+// kept nothing) to the group's end, its indexes relative to base; nil
+// when nothing was kept.
+func (a *Archiver) rewriteGroup(ctx context.Context, prefix string, group []RemoteSegment, base int64, cleaner *segment.BatchCleaner, res *remoteCleanResult) (*replacement, error) {
+	next := group[len(group)-1].NextOffset
+	if next-base > math.MaxInt32 {
+		return nil, fmt.Errorf("tiering: remote clean: offsets [%d, %d) do not fit relative 32-bit offsets", base, next)
+	}
 	f, err := os.CreateTemp(a.cfg.RemoteClean.TempDir, "strata-remote-clean-*.log")
 	if err != nil {
 		return nil, fmt.Errorf("tiering: remote clean: %w", err)
 	}
 	r := &replacement{file: f, maxTs: -1, lastTs: -1}
-	r.rs = RemoteSegment{BaseOffset: group[0].BaseOffset, NextOffset: group[len(group)-1].NextOffset}
+	r.rs = RemoteSegment{BaseOffset: base, NextOffset: next}
 	r.maxTsOff = r.rs.BaseOffset
 	w := bufio.NewWriterSize(f, remoteCleanReadBuffer)
 	var out []byte
