@@ -311,6 +311,7 @@ func testCompactedTier(t *testing.T, store ObjectStore, list lister) {
 	// Dropped segments go after the delete delay (0 here).
 	waitFor(t, 30*time.Second, "dropped segments purged", func() bool { m = a.Manifest(); return len(m.Dropped) == 0 })
 	checkOnlyReferenced(t, list, m)
+	checkRemoteIndexes(t, store, m)
 
 	r := newTestReader(t, store, ReaderConfig{ChunkBytes: 1024})
 	recs, _ := readRemote(t, r, m, 0, m.EndOffset())
@@ -522,6 +523,7 @@ func TestReaderAcrossRemoteSwap(t *testing.T) {
 	_ = a.Close()
 
 	old = a.Manifest()
+	checkRemoteIndexes(t, store, old) // uploads across gaps and slices of regrouped segments
 	cfg.RemoteClean.Interval = 10 * time.Millisecond
 	b := newCompactArchiver(t, cfg, cl.gate, false, hook)
 	b.BecomeLeader(1)
