@@ -4,16 +4,16 @@ go 1.26.0
 
 require (
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/xdg-go/scram v1.1.2
 	golang.org/x/term v0.46.0
+	golang.org/x/time v0.11.0
 	google.golang.org/grpc v1.85.0
 	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
 require (
 	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
-	github.com/xdg-go/scram v1.1.2 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
-	golang.org/x/time v0.11.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 

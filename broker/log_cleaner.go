@@ -45,7 +45,9 @@ import (
 //     never meets a cleaned segment it would need to keep.
 //   - Produce and fetch never wait for the cleaner (Log.Clean runs outside
 //     the append lock); log.cleaner.io.max.bytes.per.second throttles
-//     all threads together.
+//     all threads together. On Linux each thread runs on an OS thread of
+//     its own at nice 10 (log_cleaner_linux.go), so that on a busy
+//     machine requests get the CPU first.
 //   - A failure marks the partition uncleanable until it is reopened
 //     (strata_log_cleaner_uncleanable_partitions), as Kafka does: a disk
 //     failure also takes its log directory offline; ErrPoisoned (a swap
@@ -205,6 +207,9 @@ func (c *logCleaner) abort(p *partition) {
 // run is one cleaner thread.
 func (c *logCleaner) run(thread int) {
 	defer c.wg.Done()
+	if err := lowerCleanerPriority(); err != nil {
+		c.s.log.Warn("log cleaner: cannot lower the thread's priority; it competes with produce and fetch as an equal", "thread", thread, "err", err)
+	}
 	var m *segment.OffsetMap
 	for c.ctx.Err() == nil {
 		job, ctx := c.grab()
@@ -216,8 +221,8 @@ func (c *logCleaner) run(thread int) {
 			var err error
 			if m, err = segment.NewOffsetMap(c.mapSize, c.cfg.LoadFactor); err != nil {
 				// Checked by newLogCleaner; only memory could fail here.
-				c.s.log.Error("log cleaner: cannot allocate the offset map", "thread", thread, "bytes", c.mapSize, "err", err)
-				c.finish(job, segment.CleanResult{}, err)
+				c.s.log.Error("log cleaner: cannot allocate the offset map; the thread stops", "thread", thread, "bytes", c.mapSize, "err", err)
+				c.release(job.p)
 				return
 			}
 		}
@@ -367,6 +372,15 @@ func (c *logCleaner) finish(job *cleanCandidate, res segment.CleanResult, err er
 		c.markUncleanable(p, err)
 		c.s.storageFailure(p, err)
 	}
+	c.release(p)
+	if h := c.onCleaned.Load(); h != nil {
+		(*h)(cleanEvent{p: p, res: res, err: err})
+	}
+}
+
+// release ends p's cleaning in progress: abort's waiters go on, and p
+// may be picked again.
+func (c *logCleaner) release(p *partition) {
 	c.mu.Lock()
 	r := c.mu.running[p]
 	delete(c.mu.running, p)
@@ -374,9 +388,6 @@ func (c *logCleaner) finish(job *cleanCandidate, res segment.CleanResult, err er
 	if r != nil {
 		r.cancel()
 		close(r.done)
-	}
-	if h := c.onCleaned.Load(); h != nil {
-		(*h)(cleanEvent{p: p, res: res, err: err})
 	}
 }
 

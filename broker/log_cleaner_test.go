@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -491,5 +493,96 @@ func TestCleanupPolicyChangedAtRunTime(t *testing.T) {
 	checkCompacted(t, produced, read, p.log.CleanerCheckpoint(), false)
 	if len(read) >= len(produced) {
 		t.Fatalf("read %d of %d: nothing compacted", len(read), len(produced))
+	}
+}
+
+// TestLogCleanerAbortedByLogDirMove moves a partition to another log
+// directory while a throttled cleaning of it runs: the cleaning is
+// cancelled before the move copies a file, none starts while the move
+// runs, and cleaning resumes in the new directory.
+func TestLogCleanerAbortedByLogDirMove(t *testing.T) {
+	d1, d2 := t.TempDir(), t.TempDir()
+	s := startServer(t, map[string]string{
+		"log.dirs":                            d1 + "," + d2,
+		"log.cleaner.backoff.ms":              "50",
+		"log.cleaner.io.buffer.size":          "1024",
+		"log.cleaner.io.max.bytes.per.second": "1024",
+	})
+	events := onCleaned(t, s)
+	cl := newClient(t, s)
+	createTopic(t, cl, "moving", 1, compactedConfigs(nil))
+	produceKeyed(t, cl, "moving", 10, 10, nil)
+	p := s.topic("moving").local(0)
+	running := func() bool {
+		s.cleaner.mu.Lock()
+		defer s.cleaner.mu.Unlock()
+		return s.cleaner.mu.running[p] != nil
+	}
+	waitFor(t, "a cleaning of moving to run", running)
+	dest := d1
+	if p.logDir().path == d1 {
+		dest = d2
+	}
+	var cleanedDuringMove atomic.Int32
+	s.testMoveHook = func(point, _ string) {
+		if running() {
+			cleanedDuringMove.Add(1)
+		}
+	}
+	if code := alterLogDir(t, cl, dest, "moving", 0)[0]; code != 0 {
+		t.Fatalf("AlterReplicaLogDirs: %v", kerr.ErrorForCode(code))
+	}
+	if e := <-events; e.p != p || !errors.Is(e.err, context.Canceled) {
+		t.Fatalf("cleaning ended with %v, want it cancelled by the move", e.err)
+	}
+	waitFor(t, "the move to finish", func() bool { return p.logDir().path == dest && p.futureReplica() == nil })
+	if n := cleanedDuringMove.Load(); n > 0 {
+		t.Fatalf("a cleaning ran at %d steps of the move", n)
+	}
+	waitFor(t, "a cleaning in the new directory", running)
+}
+
+// TestLogCleanerMarksCorruptPartitionUncleanable damages a sealed
+// segment of a compacted topic: the cleaning fails, the partition is
+// counted uncleanable and not tried again, and its log directory stays
+// online (a corrupt batch is not a failing disk).
+func TestLogCleanerMarksCorruptPartitionUncleanable(t *testing.T) {
+	s := startServer(t, map[string]string{"log.cleaner.backoff.ms": "3600000"})
+	events := onCleaned(t, s)
+	cl := newClient(t, s)
+	createTopic(t, cl, "damaged", 1, compactedConfigs(nil))
+	waitFor(t, "the cleaner's first pick", func() bool { return s.cleaner.picks.Load() >= 1 })
+	waitIdle(t, s, events)
+	produceKeyed(t, cl, "damaged", 10, 5, nil)
+	p := s.topic("damaged").local(0)
+	f, err := os.OpenFile(filepath.Join(p.path(), segment.SegmentFileName(0, segment.LogSuffix)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("garbage!"), 70); err != nil { // inside the first batch's records
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.cleaner.kick()
+	var e cleanEvent
+	select {
+	case e = <-events:
+	case <-time.After(time.Minute):
+		t.Fatal("no cleaning within a minute")
+	}
+	if !segment.IsCorrupt(e.err) {
+		t.Fatalf("cleaning ended with %v, want corruption", e.err)
+	}
+	if g := gaugeValue(t, s, "strata_log_cleaner_uncleanable_partitions"); g != 1 {
+		t.Fatalf("uncleanable partitions %v, want 1", g)
+	}
+	kickAndWait(t, s)
+	if len(events) > 0 {
+		t.Fatalf("an uncleanable partition was cleaned again: %v", (<-events).err)
+	}
+	if n := s.dirs.offlineCount(); n != 0 {
+		t.Fatalf("%d log directories offline", n)
 	}
 }

@@ -173,6 +173,10 @@ func checkAcrossSettings(c *Config) *ConfigError {
 	if err := checkListeners(c); err != nil {
 		return err
 	}
+	if _, err := resolveTopicConfig(c.TopicDefaults, nil); err != nil {
+		k := "log.cleaner.min.compaction.lag.ms"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: err.Error()}
+	}
 	if c.FailedAuthenticationDelay >= c.ConnectionsMaxIdle {
 		k := "connection.failed.authentication.delay.ms"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be less than connections.max.idle.ms (%d)", c.ConnectionsMaxIdle.Milliseconds())}

@@ -285,3 +285,17 @@ func TestResolveCleanupPolicy(t *testing.T) {
 		t.Errorf("cleaner defaults: %+v", c)
 	}
 }
+
+// TestCompactionLagConflict checks Kafka's cross-check of the compaction
+// lags, per topic and for the broker defaults.
+func TestCompactionLagConflict(t *testing.T) {
+	_, err := resolveTopicConfig(DefaultConfig().TopicDefaults, map[string]string{"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+	if want := "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"; errString(err) != want {
+		t.Errorf("topic: got %v, want %q", err, want)
+	}
+	_, err = ConfigFromProperties(map[string]string{"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "5"})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "log.cleaner.min.compaction.lag.ms" {
+		t.Errorf("broker: got %v", err)
+	}
+}

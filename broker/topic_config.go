@@ -82,6 +82,10 @@ func resolveTopicConfig(defaults, overrides map[string]string) (topicConfig, err
 			first = fmt.Errorf("topic config %q: %v", s.topic, err)
 		}
 	}
+	if first == nil && tc.minCompactionLagMs > tc.maxCompactionLagMs {
+		// Kafka's LogConfig.validateValues.
+		first = fmt.Errorf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", tc.minCompactionLagMs, tc.maxCompactionLagMs)
+	}
 	if !tc.deletePolicy {
 		// cleanup.policy=compact: retention by time and size is off.
 		tc.seg.RetentionMs, tc.seg.RetentionBytes = -1, -1

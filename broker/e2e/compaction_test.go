@@ -366,7 +366,7 @@ func activeBase(t testing.TB, b *Broker, topic string) int64 {
 // active segment.
 func waitCleanedUpTo(t testing.TB, b *Broker, topic string) {
 	t.Helper()
-	poll.Until(t, 2*time.Minute, "the cleaner checkpoint of "+topic+" to reach the active segment", func() bool {
+	poll.Until(t, 5*time.Minute, "the cleaner checkpoint of "+topic+" to reach the active segment", func() bool {
 		b.RequireAlive(t)
 		return cleanerCheckpoint(t, b, topic) >= activeBase(t, b, topic)
 	})

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package broker
+
+// lowerCleanerPriority: per-thread priorities are set on Linux only.
+func lowerCleanerPriority() error { return nil }
