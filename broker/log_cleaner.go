@@ -25,7 +25,8 @@ import (
 //   - Candidates are the partitions this broker hosts, leader or follower
 //     (each replica compacts its own log, as in Kafka), of topics whose
 //     cleanup.policy holds compact (__consumer_offsets is created so).
-//     Tiered topics are left to tiered storage.
+//     Tiered compacted topics too: their archivers upload segments once
+//     cleaned and compact the remote part (tiering/compaction.go).
 //   - The pick is Kafka's grabFilthiestCompactedLog (pickFilthiest): a
 //     partition is cleanable when its dirty ratio (dirty bytes over clean
 //     plus dirty, Log.Cleanable) is above min.cleanable.dirty.ratio, or it
@@ -452,7 +453,7 @@ func (s *Server) compactedPartitions() []cleanCandidate {
 	defer s.mu.RUnlock()
 	var out []cleanCandidate
 	for _, t := range s.mu.topics {
-		if !t.cfg.compact || t.cfg.remoteStorage {
+		if !t.cfg.compact {
 			continue
 		}
 		for _, p := range t.parts {

@@ -411,6 +411,16 @@ var (
 		"Upload steps the object store throttled (S3's 503 SlowDown) since this broker started archiving the partition, per partition this broker archives.", []string{"topic", "partition"}, nil)
 	descUploadBackoff = prometheus.NewDesc("strata_tier_upload_backoff_seconds",
 		"Wait before the next upload attempt chosen after the partition's last failed step (0 when not failing), per partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanRounds = prometheus.NewDesc("strata_tier_remote_clean_rounds_total",
+		"Remote cleanings committed (compacted replacements swapped into the manifest) since this broker started archiving the partition, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanRead = prometheus.NewDesc("strata_tier_remote_clean_read_bytes_total",
+		"Bytes of remote segments the remote cleaner read, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanWritten = prometheus.NewDesc("strata_tier_remote_clean_written_bytes_total",
+		"Bytes of compacted replacement objects the remote cleaner committed, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanRemoved = prometheus.NewDesc("strata_tier_remote_clean_removed_records_total",
+		"Records the remote cleaner removed (superseded values and expired tombstones), per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanFailing = prometheus.NewDesc("strata_tier_remote_clean_failing",
+		"1 while the partition's last remote cleaning failed, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
 	descStoreErrors = prometheus.NewDesc("strata_tier_store_errors_total",
 		"Failed requests to the S3 object store, by operation (put, get, head, list, delete) and code (S3's error code such as SlowDown or InternalError, http_<status>, or timeout, reset, refused, closed, truncated, other), the S3 client's retried attempts included.", []string{"op", "code"}, nil)
 	descCacheJoins = prometheus.NewDesc("strata_tier_cache_inflight_joins_total",
@@ -447,6 +457,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descOffline, descLeaderPartitions,
 		descPendingSegs, descPendingBytes, descPendingAge, descUploadFailing,
 		descLastUpload, descUploadedSegs, descUploadedBytes, descUploadThrottled, descUploadBackoff, descStoreErrors,
+		descRemoteCleanRounds, descRemoteCleanRead, descRemoteCleanWritten, descRemoteCleanRemoved, descRemoteCleanFailing,
 		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
 		descLogDirOffline, descOfflineLogDirs, descLogDirPartitions, descOfflineReplicas,
 		descGroups, descGroupLag, descGroupLoadSeconds, descGroupLoadBytes} {
@@ -548,6 +559,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUploadedBytes, prometheus.CounterValue, float64(l.UploadedBytes), a.topic, idx)
 		ch <- prometheus.MustNewConstMetric(descUploadThrottled, prometheus.CounterValue, float64(l.Throttled), a.topic, idx)
 		gauge(descUploadBackoff, l.Backoff.Seconds(), a.topic, idx)
+		if arch.Compacted() {
+			rc := arch.RemoteCleanStats()
+			ch <- prometheus.MustNewConstMetric(descRemoteCleanRounds, prometheus.CounterValue, float64(rc.Rounds), a.topic, idx)
+			ch <- prometheus.MustNewConstMetric(descRemoteCleanRead, prometheus.CounterValue, float64(rc.BytesRead), a.topic, idx)
+			ch <- prometheus.MustNewConstMetric(descRemoteCleanWritten, prometheus.CounterValue, float64(rc.BytesWritten), a.topic, idx)
+			ch <- prometheus.MustNewConstMetric(descRemoteCleanRemoved, prometheus.CounterValue, float64(rc.RecordsRemoved), a.topic, idx)
+			failing := 0.0
+			if rc.LastError != nil {
+				failing = 1
+			}
+			gauge(descRemoteCleanFailing, failing, a.topic, idx)
+		}
 	}
 
 	// Object store errors.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/segment"
@@ -83,6 +86,13 @@ type TieringConfig struct {
 	// sweeper deletes it (strata.remote.sweep.grace.ms; 0:
 	// tiering.DefaultSweepGrace).
 	SweepGrace time.Duration
+	// RemoteCleanInterval is the least time between two remote cleanings
+	// of a compacted tiered partition (strata.remote.cleaner.interval.ms;
+	// 0: tiering's default).
+	RemoteCleanInterval time.Duration
+	// RemoteCleanMapBytes is the memory of a remote cleaning's offset map
+	// (strata.remote.cleaner.dedupe.buffer.size; 0: tiering's default).
+	RemoteCleanMapBytes int64
 }
 
 // Defaults of the broker's own tiering settings: how often orphaned
@@ -92,6 +102,7 @@ const (
 	defaultSweepInterval = 10 * time.Minute
 	defaultStoreDir      = "objects"
 	defaultCacheDir      = "remote-cache"
+	defaultCleanDir      = "remote-clean"
 )
 
 // tieringDefault describes a tiering setting left to package tiering's
@@ -160,6 +171,12 @@ var tieringSettings = []setting{
 	{name: "strata.remote.retry.max.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRetryMax)), valid: between(1, maxMs),
 		field: func(c *Config) any { return &c.Tiering.RetryMax }, unit: time.Millisecond,
 		doc: "Longest wait between retries of a failed upload."},
+	{name: "strata.remote.cleaner.interval.ms", typ: typeLong, unset: tieringDefault(msString(tiering.DefaultRemoteCleanInterval)), valid: between(1, maxMs),
+		field: func(c *Config) any { return &c.Tiering.RemoteCleanInterval }, unit: time.Millisecond,
+		doc: "Least time between two remote cleanings of one partition of a compacted tiered topic (its leader compacts what is in the bucket when min.cleanable.dirty.ratio or max.compaction.lag.ms asks for it)."},
+	{name: "strata.remote.cleaner.dedupe.buffer.size", typ: typeLong, unset: tieringDefault(tiering.DefaultRemoteCleanMapBytes), valid: between(1024, math.MaxInt32),
+		field: func(c *Config) any { return &c.Tiering.RemoteCleanMapBytes },
+		doc:   "Memory of the offset map of one remote cleaning (24 bytes a key); a remote dirty range with more keys is cleaned in several rounds."},
 	{name: "strata.remote.restore.topics", typ: typeList, unset: "none",
 		field: func(c *Config) any { return &c.Tiering.Restore },
 		doc:   "Topics to recreate at start from the object store if they do not exist (comma-separated, or * for all): same id, partitions and configs; consumers read from offset 0, producers continue after the remote end."},
@@ -184,9 +201,15 @@ type brokerTier struct {
 	store  tiering.ObjectStore
 	reader *tiering.RemoteReader
 	what   string // the store, for logs
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// cleanDir holds the remote cleaner's replacement files while they
+	// are written and uploaded (<first of log.dirs>/remote-clean, emptied
+	// at start); cleanLimiter paces the remote cleaners together
+	// (log.cleaner.io.max.bytes.per.second), nil when unthrottled.
+	cleanDir     string
+	cleanLimiter *rate.Limiter
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // partTier is one partition's tiering: its gate (always there, so that
@@ -221,7 +244,20 @@ func (s *Server) openTiering() error {
 		cancel()
 		return fmt.Errorf("broker: tiered storage: %w", err)
 	}
-	bt := &brokerTier{store: store, ctx: ctx, cancel: cancel, what: "dir " + tc.Store.Dir}
+	bt := &brokerTier{store: store, ctx: ctx, cancel: cancel, what: "dir " + tc.Store.Dir,
+		cleanDir: filepath.Join(s.cfg.MetaDir(), defaultCleanDir)}
+	// What a remote cleaning cut by a crash left is garbage.
+	if err := os.RemoveAll(bt.cleanDir); err != nil {
+		cancel()
+		return fmt.Errorf("broker: tiered storage: %w", err)
+	}
+	if err := os.MkdirAll(bt.cleanDir, 0o755); err != nil {
+		cancel()
+		return fmt.Errorf("broker: tiered storage: %w", err)
+	}
+	if r := s.cfg.Cleaner.IOMaxBytesPerSecond; r > 0 && r < math.MaxFloat64 {
+		bt.cleanLimiter = rate.NewLimiter(rate.Limit(r), 64<<10)
+	}
 	if tc.Store.UsesS3() {
 		bt.what = fmt.Sprintf("s3 bucket %q at %q", tc.Store.S3.Bucket, tc.Store.S3.Endpoint)
 	}
@@ -277,6 +313,33 @@ func (s *Server) stopTiering() {
 func tierRetention(cfg topicConfig) tiering.Retention {
 	return tiering.Retention{Ms: cfg.seg.RetentionMs, Bytes: cfg.seg.RetentionBytes, LocalMs: cfg.localRetentionMs, LocalBytes: cfg.localRetentionBytes,
 		DeleteDelayMs: cfg.seg.FileDeleteDelayMs}
+}
+
+// tierCompaction is a topic's compaction in tiering's terms: the upload
+// gate and the remote cleaner of a compacted tiered topic.
+func tierCompaction(cfg topicConfig) tiering.Compaction {
+	if !cfg.compact {
+		return tiering.Compaction{}
+	}
+	return tiering.Compaction{
+		Enabled: true, MinCleanableDirtyRatio: cfg.minCleanableRatio,
+		MinCompactionLagMs: cfg.minCompactionLagMs, MaxCompactionLagMs: cfg.maxCompactionLagMs,
+		DeleteRetentionMs: cfg.deleteRetentionMs, SegmentBytes: cfg.seg.SegmentBytes,
+	}
+}
+
+// remoteCleanConfig is the remote cleaner's configuration: the broker's
+// strata.remote.cleaner.* settings, log.cleaner.enable and the shared
+// throttle of log.cleaner.io.max.bytes.per.second.
+func (s *Server) remoteCleanConfig() tiering.RemoteCleanConfig {
+	rc := tiering.RemoteCleanConfig{
+		Interval: s.cfg.Tiering.RemoteCleanInterval, MapBytes: int(s.cfg.Tiering.RemoteCleanMapBytes),
+		TempDir: s.tier.cleanDir, Disabled: !s.cfg.Cleaner.Enable,
+	}
+	if s.tier.cleanLimiter != nil {
+		rc.Limiter = s.tier.cleanLimiter
+	}
+	return rc
 }
 
 // newPartTier returns the tiering of a partition about to be opened.
@@ -367,6 +430,8 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 		Store: s.tier.store, Log: p.log, Topic: p.topic, TopicID: topicID, Partition: p.index,
 		NumPartitions: numPartitions, Configs: overrides,
 		Retention:       tierRetention(cfg).Remote(),
+		Compaction:      tierCompaction(cfg),
+		RemoteClean:     s.remoteCleanConfig(),
 		PollInterval:    s.cfg.Tiering.PollInterval,
 		RefreshInterval: s.cfg.Tiering.RefreshInterval,
 		Grace:           s.cfg.Tiering.SweepGrace,
@@ -467,6 +532,9 @@ func (s *Server) tierConfigChanged(p *partition, ts *topicState) {
 	if on {
 		if a := p.tier.archiver(); a != nil {
 			a.SetRetention(tierRetention(ts.cfg).Remote())
+			if err := a.SetCompaction(tierCompaction(ts.cfg)); err != nil {
+				s.log.Warn("tiered storage: compaction settings not applied", "topic", p.topic, "partition", p.index, "err", err)
+			}
 			a.UpdateTopic(ts.overrides, int32(len(ts.parts)))
 		} else {
 			s.tierStart(p, ts.id.String(), ts.cfg, ts.overrides, int32(len(ts.parts)))

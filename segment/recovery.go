@@ -222,8 +222,10 @@ func (l *Log) recover() error {
 		}
 	}
 	var doomed []*segment
-	for _, s := range l.mu.segs[:len(l.mu.segs)-1] {
-		if s.next > l.mu.logStart {
+	for i, s := range l.mu.segs[:len(l.mu.segs)-1] {
+		// Wholly below the log start when the next segment begins at or
+		// below it (an emptied cleaned segment ends where it begins).
+		if l.mu.segs[i+1].base > l.mu.logStart {
 			break
 		}
 		doomed = append(doomed, s)

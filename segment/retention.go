@@ -50,7 +50,11 @@ func (l *Log) EnforceRetention() (deleted []SegmentInfo, err error) {
 		if info.NextOffset > hw {
 			break
 		}
-		belowStart := info.NextOffset <= logStart
+		// Wholly below the log start when the next segment begins at or
+		// below it (Kafka's deleteLogStartOffsetBreachedSegments): a
+		// segment the cleaner emptied ends where it begins, and still
+		// holds the offsets up to the next segment.
+		belowStart := infos[i+1].BaseOffset <= logStart
 		bySize := cfg.RetentionBytes >= 0 && diff-info.Size >= 0
 		byTime := false
 		if cfg.RetentionMs >= 0 {
@@ -135,8 +139,8 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	l.mu.logStart = offset
 	var doomed []*segment
-	for _, s := range l.mu.segs[:len(l.mu.segs)-1] {
-		if s.next > offset {
+	for i, s := range l.mu.segs[:len(l.mu.segs)-1] {
+		if l.mu.segs[i+1].base > offset { // as in recovery: an emptied segment holds offsets up to the next base
 			break
 		}
 		doomed = append(doomed, s)

@@ -55,6 +55,12 @@ type ArchiverConfig struct {
 	// Retention is the total retention (retention.ms, retention.bytes)
 	// applied to the remote log. SetRetention changes it.
 	Retention RemoteRetention
+	// Compaction is the topic's compaction (compaction.go): the upload
+	// gate and the remote cleaner. SetCompaction changes it.
+	Compaction Compaction
+	// RemoteClean configures the remote cleaner of a compacted topic
+	// (remote_cleaner.go).
+	RemoteClean RemoteCleanConfig
 
 	// Grace is the sweeper's grace period. The archiver never commits
 	// objects whose upload started longer than Grace/2 ago (on Mono), and
@@ -124,6 +130,7 @@ func (c ArchiverConfig) normalized() ArchiverConfig {
 	}
 	c.Mono = c.Mono.orSystem()
 	c.Configs = maps.Clone(c.Configs)
+	c.RemoteClean = c.RemoteClean.normalized()
 	return c
 }
 
@@ -162,6 +169,10 @@ type Archiver struct {
 	// name), on cfg.Mono: the start of its delete delay. Loop goroutine
 	// only.
 	dropSeen map[string]time.Duration
+	// rc is the remote cleaner's state. Loop goroutine only. rcWG counts
+	// the running round's work goroutine, which Close waits for.
+	rc   remoteCleanState
+	rcWG sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -177,6 +188,8 @@ type Archiver struct {
 		fenced bool // a newer epoch wrote the manifest; no uploads until a newer BecomeLeader
 
 		retention     RemoteRetention
+		compaction    Compaction
+		cleanStats    RemoteCleanStats
 		configs       map[string]string
 		numPartitions int32
 		wantLogStart  int64 // a requested remote log start (DeleteRecords), applied by the loop
@@ -207,6 +220,9 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 	case !ValidTopicID(cfg.TopicID):
 		return nil, fmt.Errorf("tiering: archiver: %s/%d: bad topic id %q", cfg.Topic, cfg.Partition, cfg.TopicID)
 	}
+	if err := cfg.Compaction.Validate(); err != nil {
+		return nil, err
+	}
 	a := &Archiver{
 		cfg:      cfg,
 		log:      cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
@@ -217,6 +233,7 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.mu.retention = cfg.Retention
+	a.mu.compaction = cfg.Compaction
 	a.mu.configs = cfg.Configs
 	a.mu.numPartitions = cfg.NumPartitions
 	return a, nil
@@ -236,6 +253,7 @@ func (a *Archiver) Close() error {
 		a.startOnce.Do(func() { close(a.done) }) // never started
 	})
 	<-a.done
+	a.rcWG.Wait() // a remote cleaning's work, canceled with ctx
 	return nil
 }
 
@@ -305,11 +323,33 @@ func (a *Archiver) Manifest() *Manifest {
 // there), so that local retention may delete it (lineage.go). Use it as
 // the segment.WithDeleteVeto of the partition's log (see Gate). It says
 // false while the manifest is unknown.
+//
+// For a compacted topic the segment's offsets reach up to the next local
+// segment's base, not only to its NextOffset: the cleaner removes
+// records at a segment's end (and may empty it), and deleting it moves the
+// local log start to that base. The remote log must reach it too, or the
+// local log would begin beyond the remote end with nothing to tell the
+// gap from deleted data (compactionGap).
 func (a *Archiver) CanDeleteLocal(si segment.SegmentInfo) bool {
 	a.mu.Lock()
-	m := a.mu.manifest
+	m, compacted := a.mu.manifest, a.mu.compaction.Enabled
 	a.mu.Unlock()
-	return m != nil && si.NextOffset <= m.EndOffset() && coveredInLineage(m, si)
+	if m == nil || si.NextOffset > m.EndOffset() || !coveredInLineage(m, si) {
+		return false
+	}
+	return !compacted || nextLocalBase(a.cfg.Log.Segments(), si) <= m.EndOffset()
+}
+
+// nextLocalBase returns the base offset of the local segment after si,
+// where the local log starts once si is deleted; si.NextOffset when si is
+// not found or is the last.
+func nextLocalBase(segs []segment.SegmentInfo, si segment.SegmentInfo) int64 {
+	for i, s := range segs {
+		if s.BaseOffset == si.BaseOffset && i+1 < len(segs) {
+			return max(segs[i+1].BaseOffset, si.NextOffset)
+		}
+	}
+	return si.NextOffset
 }
 
 // run is the archiver's goroutine.
@@ -394,8 +434,10 @@ func (a *Archiver) backoffLocked(err error) time.Duration {
 
 // step does one round of work: load or refresh the manifest; as leader,
 // reconcile the remote log with the leader's lineage, upload every
-// committed sealed segment not yet remote, apply remote retention and
-// delete the objects of segments dropped longer than the delete delay.
+// committed sealed segment not yet remote (cleaned first, for a compacted
+// topic), compact the remote log of a compacted topic (remote_cleaner.go),
+// apply remote retention and delete the objects of segments dropped longer
+// than the delete delay.
 func (a *Archiver) step(ctx context.Context) error {
 	a.mu.Lock()
 	leader, fenced, stale, m := a.mu.leader, a.mu.fenced, a.mu.stale, a.mu.manifest
@@ -427,6 +469,9 @@ func (a *Archiver) step(ctx context.Context) error {
 		if !did {
 			break
 		}
+	}
+	if err := a.cleanRemote(ctx); err != nil {
+		return err
 	}
 	if err := a.applyRetention(ctx); err != nil {
 		return err

@@ -3,6 +3,7 @@ package tiering
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/stratastream/strata/segment"
@@ -36,9 +37,15 @@ type segmentSlice struct {
 }
 
 // sliceSegment finds the batch of the local segment info (open as f) that
-// starts at offset from and builds the indexes of the rest of the segment.
-// ErrDiverged when no batch starts at from.
-func sliceSegment(f *os.File, info segment.SegmentInfo, from int64) (segmentSlice, error) {
+// starts at offset from and builds the indexes of the rest of the segment,
+// relative to from. ErrDiverged when no batch starts at from. With gaps
+// (a compacted log) the slice begins at the first batch starting at or
+// after from instead, so from may lie in a gap, below info.BaseOffset too;
+// a batch that spans from is still ErrDiverged.
+func sliceSegment(f *os.File, info segment.SegmentInfo, from int64, gaps bool) (segmentSlice, error) {
+	if info.NextOffset-from > math.MaxInt32 {
+		return segmentSlice{}, fmt.Errorf("tiering: slice %s from %d: offsets up to %d do not fit relative 32-bit offsets", info.LogPath, from, info.NextOffset)
+	}
 	start, err := indexFloor(info, from)
 	if err != nil {
 		return segmentSlice{}, err
@@ -71,7 +78,7 @@ func sliceSegment(f *os.File, info segment.SegmentInfo, from int64) (segmentSlic
 		if err != nil {
 			return segmentSlice{}, err
 		}
-		if h.BaseOffset == from {
+		if h.BaseOffset == from || (gaps && h.BaseOffset > from) {
 			break
 		}
 		if h.NextOffset() > from {

@@ -29,21 +29,38 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	info, found := nextToUpload(a.cfg.Log.Segments(), a.cfg.Log.HighWatermark(), m.EndOffset())
+	segs := a.cfg.Log.Segments()
+	info, found := nextToUpload(segs, a.cfg.Log.HighWatermark(), m.EndOffset())
 	if !found {
 		return false, nil
+	}
+	comp := a.compaction()
+	ckpt := cleanerCheckpoint(a.cfg.Log)
+	if !comp.uploadable(info, ckpt, a.cfg.Now().UnixMilli()) {
+		return false, nil // not cleaned yet, and younger than max.compaction.lag.ms
 	}
 	end := m.EndOffset()
 	next := m.Clone()
 	dropped := false
 	from := info.BaseOffset
 	switch {
+	case len(m.Segments) == 0 && compactionGap(comp, segs, max(m.LogStartOffset, segs[0].BaseOffset), info.BaseOffset, ckpt):
+		// The first upload of a compacted log whose oldest segments the
+		// cleaner emptied: the remote log starts where the local one
+		// does, not at the first record kept (compaction never moves
+		// the log start).
+		from = max(m.LogStartOffset, segs[0].BaseOffset)
+		next.LogStartOffset = from
 	case len(m.Segments) == 0:
 		// The remote log starts here, or inside this segment when the log
 		// start was moved there.
 		next.LogStartOffset = max(m.LogStartOffset, info.BaseOffset)
 	case info.BaseOffset < end:
-		from = end // another replica's segment boundaries: upload the rest
+		from = end // another replica's segment boundaries, or a cleaning that regrouped segments: upload the rest
+	case compactionGap(comp, segs, end, info.BaseOffset, ckpt):
+		// The offsets [end, base) lost their records to the cleaner: the
+		// remote entry covers them, beginning at the remote end.
+		from = end
 	case info.BaseOffset > end:
 		// Local data in [end, base) is gone: it was deleted while tiering
 		// was off, or by DeleteRecords. The remote segments below it are
@@ -87,6 +104,15 @@ func (a *Archiver) uploadNext(ctx context.Context) (bool, error) {
 		a.logStartMoved(next.LogStartOffset)
 	}
 	return true, nil
+}
+
+// compactionGap reports whether the local offsets [end, base) between the
+// remote end and the next local segment to upload hold no records because
+// the cleaner removed them, rather than because they were deleted: the
+// topic compacts, the local log still begins at or below end, and the gap
+// lies below the cleaner checkpoint (recovery accepts gaps only there).
+func compactionGap(c Compaction, segs []segment.SegmentInfo, end, base, ckpt int64) bool {
+	return c.Enabled && base > end && len(segs) > 0 && segs[0].BaseOffset <= end && base <= ckpt
 }
 
 // nextToUpload picks the oldest sealed, committed, non-empty segment that
@@ -133,7 +159,7 @@ func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.
 			return RemoteSegment{}, fmt.Errorf("tiering: upload: %w", err)
 		}
 	} else {
-		sl, err := sliceSegment(f, info, from)
+		sl, err := sliceSegment(f, info, from, a.compaction().Enabled)
 		if err != nil {
 			return RemoteSegment{}, err
 		}

@@ -96,4 +96,15 @@
 // the delete delay (file.delete.delay.ms), so a reader that resolved the
 // older manifest finishes its read, and then commits a manifest without
 // them. No live entry ever points at a missing object.
+//
+// # Compacted topics
+//
+// A compacted topic tiers too (compaction.go): a local segment uploads
+// once the local cleaner cleaned it or its data is older than
+// max.compaction.lag.ms; remote entries cover the offset gaps cleaning
+// leaves, so the manifest stays contiguous; and on the leader a remote
+// cleaner (remote_cleaner.go) compacts the remote log with the segment
+// package's offset map and batch filter, writes replacement objects under
+// new ids and swaps them in with one manifest commit, the replaced
+// segments going to the dropped list like those of remote retention.
 package tiering
