@@ -207,9 +207,11 @@ func (c *logCleaner) abort(p *partition) {
 // run is one cleaner thread.
 func (c *logCleaner) run(thread int) {
 	defer c.wg.Done()
-	if err := lowerCleanerPriority(); err != nil {
+	restore, err := lowerCleanerPriority()
+	if err != nil {
 		c.s.log.Warn("log cleaner: cannot lower the thread's priority; it competes with produce and fetch as an equal", "thread", thread, "err", err)
 	}
+	defer restore()
 	var m *segment.OffsetMap
 	for c.ctx.Err() == nil {
 		job, ctx := c.grab()

@@ -3,4 +3,4 @@
 package broker
 
 // lowerCleanerPriority: per-thread priorities are set on Linux only.
-func lowerCleanerPriority() error { return nil }
+func lowerCleanerPriority() (restore func(), err error) { return func() {}, nil }
