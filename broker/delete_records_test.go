@@ -321,3 +321,25 @@ func TestDeleteRecordsTiered(t *testing.T) {
 		t.Fatalf("ListOffsets earliest %d (error %d), want %d", off, code, local+5)
 	}
 }
+
+// TestDeleteRecordsCleanupPolicy: a topic whose cleanup.policy lacks
+// delete refuses DeleteRecords (Kafka's POLICY_VIOLATION), by override or
+// by the broker's default.
+func TestDeleteRecordsCleanupPolicy(t *testing.T) {
+	s := &Server{cfg: Config{TopicDefaults: map[string]string{"cleanup.policy": "delete"}}}
+	for _, c := range []struct {
+		overrides map[string]string
+		def       string
+		want      bool
+	}{
+		{nil, "delete", true},
+		{map[string]string{"cleanup.policy": "compact"}, "delete", false},
+		{map[string]string{"cleanup.policy": "compact, delete"}, "delete", true},
+		{nil, "compact", false},
+	} {
+		s.cfg.TopicDefaults["cleanup.policy"] = c.def
+		if got := cleanupDeletes(s, &topicState{overrides: c.overrides}); got != c.want {
+			t.Errorf("overrides %v, default %q: %v, want %v", c.overrides, c.def, got, c.want)
+		}
+	}
+}
