@@ -178,6 +178,14 @@ func TestDeleteRecordsReplicated(t *testing.T) {
 	if got := lp.log.LogStartOffset(); got != 212 {
 		t.Fatalf("old leader (now follower) log start %d, want 212", got)
 	}
+	// Nothing acknowledged at or above the low watermark was lost: a
+	// consumer from the start reads exactly 212..214, in order.
+	got := consumePartition(t, follower, topic, 0, 3)
+	for i, v := range got {
+		if want := fmt.Sprintf("v%-63d", 212+i); v != want {
+			t.Fatalf("record %d after DeleteRecords: %q, want %q", 212+i, strings.TrimSpace(v), strings.TrimSpace(want))
+		}
+	}
 }
 
 // TestDeleteRecordsTimesOut: a live replica that never reports its log
