@@ -268,11 +268,13 @@ func TestDeleteRecordsTiered(t *testing.T) {
 	produceTiered(t, cl, topic, 0, n)
 	p := waitTiered(t, s, topic)
 	var m *tiering.Manifest
-	waitFor(t, "four remote segments", func() bool { m = p.remoteManifest(); return m != nil && len(m.Segments) >= 4 })
+	// Uploads go on after the produce: wait until the third remote
+	// segment is wholly below the local log (which only moves up).
+	waitFor(t, "four remote segments, the third below the local log", func() bool {
+		m = p.remoteManifest()
+		return m != nil && len(m.Segments) >= 4 && p.log.LogStartOffset() >= m.Segments[2].NextOffset
+	})
 	target := m.Segments[2].BaseOffset + 3
-	if target >= p.log.LogStartOffset() {
-		t.Fatalf("target %d not below the local log start %d", target, p.log.LogStartOffset())
-	}
 	below := []tiering.RemoteSegment{m.Segments[0], m.Segments[1]}
 	kept := m.Segments[2]
 	topicID := s.topic(topic).id.String()
@@ -327,6 +329,17 @@ func TestDeleteRecordsTiered(t *testing.T) {
 	}
 	if off, code := tierListEarliest(t, cl, topic); code != 0 || off != local+5 {
 		t.Fatalf("ListOffsets earliest %d (error %d), want %d", off, code, local+5)
+	}
+	// The archiver goes on uploading above the new start.
+	end := p.remoteManifest()
+	produceTiered(t, cl, topic, n, n+500)
+	waitFor(t, "uploads above the new start", func() bool {
+		m := p.remoteManifest()
+		return m != nil && m.LogStartOffset >= local+5 && (end == nil || m.EndOffset() > end.EndOffset()) && m.EndOffset() > int64(n)
+	})
+	consumeFrom := dialRaw(t, s)
+	if fp := consumeFrom.fetch(1, topic, 0, local+5, 1<<20); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("fetch at the new start %d: error %v, %d bytes", local+5, kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches))
 	}
 }
 
