@@ -254,6 +254,13 @@ func TestDeleteRecordsTimesOut(t *testing.T) {
 	if p := deleteRecordsRaw(t, s, 2, topic, 0, 12, 30000); p.ErrorCode != 0 || p.LowWatermark != 12 {
 		t.Fatalf("with the replica's broker gone: %v low watermark %d, want 12", kerr.ErrorForCode(p.ErrorCode), p.LowWatermark)
 	}
+	// Nothing acknowledged at or above the low watermark was lost.
+	got := consumePartition(t, s, topic, 0, 8)
+	for i, v := range got {
+		if want := fmt.Sprintf("v%-63d", 12+i); v != want {
+			t.Fatalf("record %d after DeleteRecords: %q, want %q", 12+i, strings.TrimSpace(v), strings.TrimSpace(want))
+		}
+	}
 }
 
 // TestDeleteRecordsTiered moves the log start of a tiered partition below
