@@ -337,6 +337,18 @@ func matrixRows() []matrixRow {
 				req.TimeoutMillis = 10000
 				return e.request(req).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode
 			}, denied: codeTopicAuth},
+		{api: "DeleteRecords", allow: []grant{topicGrant(acl.OpDelete)}, deny: []grant{topicGrant(acl.OpDescribe)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrDeleteRecordsRequest()
+				req.TimeoutMillis = 10000
+				rt := kmsg.NewDeleteRecordsRequestTopic()
+				rt.Topic = e.topic
+				rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+				rp.Partition, rp.Offset = 0, 1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				return e.request(req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode
+			}, denied: codeTopicAuth},
 		{api: "CreatePartitions", allow: []grant{topicGrant(acl.OpAlter)}, deny: []grant{topicGrant(acl.OpAlterConfigs)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrCreatePartitionsRequest()

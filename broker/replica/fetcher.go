@@ -299,14 +299,16 @@ func (f *fetcher) outgoing() (msg *replpb.FollowerMessage, retry time.Time) {
 		case !fp.started:
 			lastEpoch, _, _ := fp.p.log.Epochs().Latest()
 			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
-				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), LastFetchedEpoch: lastEpoch, Kind: replpb.PartitionFetch_START})
+				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), LastFetchedEpoch: lastEpoch, Kind: replpb.PartitionFetch_START,
+				LogStartOffset: fp.p.log.LogStartOffset()})
 			fp.started, fp.dirty = true, false
 		case fp.dirty && f.holdLocked(fp, now, &retry):
 			// Over the follower quota: the report waits, and with it
 			// the leader's next messages.
 		case fp.dirty:
 			msg.Partitions = append(msg.Partitions, &replpb.PartitionFetch{Topic: key.topic, Partition: key.index,
-				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), Kind: replpb.PartitionFetch_PROGRESS})
+				LeaderEpoch: fp.epoch, LogEndOffset: fp.p.log.LogEndOffset(), Kind: replpb.PartitionFetch_PROGRESS,
+				LogStartOffset: fp.p.log.LogStartOffset()})
 			fp.dirty = false
 		}
 	}
@@ -402,6 +404,19 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 		p.log.SetHighWatermark(min(hw, p.log.LogEndOffset()))
 	}
 	p.app.Unlock()
+	// The leader's log start (DeleteRecords, retention, tiering): the
+	// follower's moves up to it, at most to its own high watermark as in
+	// Kafka (UnifiedLog.maybeIncrementLogStartOffset), and is reported.
+	startMoved := false
+	if ls := min(pd.GetLogStartOffset(), p.log.HighWatermark()); ls > p.log.LogStartOffset() {
+		if err := p.log.SetLogStartOffset(ls); err != nil {
+			if !errors.Is(err, segment.ErrClosed) {
+				m.log.Warn("replication: moving the log start to the leader's failed", "topic", key.topic, "partition", key.index, "offset", ls, "err", err)
+			}
+		} else {
+			startMoved = true
+		}
+	}
 	f.mu.Lock()
 	if hw >= 0 {
 		fp.leaderHW = hw
@@ -409,8 +424,11 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 	if appended {
 		fp.dirty, fp.failures = true, 0
 	}
+	if startMoved && f.parts[key] == fp {
+		fp.dirty = true
+	}
 	f.mu.Unlock()
-	if appended {
+	if appended || startMoved {
 		f.poke()
 	}
 }

@@ -127,6 +127,8 @@ func (p *Partition) followerThrottled() bool {
 type followerProgress struct {
 	// leo is the follower's log end offset, -1 until it reports.
 	leo int64
+	// logStart is the follower's log start offset, -1 until it reports.
+	logStart int64
 	// lastCaughtUp is the last time the follower was caught up.
 	lastCaughtUp time.Time
 	// sentEnd and sentAt are the leader's log end offset when it last
@@ -188,7 +190,7 @@ func (p *Partition) syncLeadership(pi coord.PartitionInfo, now time.Time) (becam
 			if id != p.self && p.followers[id] == nil {
 				// A follower in the ISR gets the full lag time to
 				// show up, as in Kafka.
-				p.followers[id] = &followerProgress{leo: -1, lastCaughtUp: now, sentEnd: -1}
+				p.followers[id] = &followerProgress{leo: -1, logStart: -1, lastCaughtUp: now, sentEnd: -1}
 			}
 		}
 		for id := range p.followers {
@@ -302,12 +304,16 @@ func (p *Partition) noteSent(id int32, leo int64, now time.Time) {
 // registered broker in the metadata: one whose session expired may still
 // be fetching for a moment, but the controller would take it out again at
 // once, so it is not added until it has registered again.
-func (p *Partition) followerReport(id int32, epoch int32, leo int64, now time.Time, registered bool) (expand []int32) {
+func (p *Partition) followerReport(id int32, epoch int32, leo, logStart int64, now time.Time, registered bool) (expand []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.followers[id]
 	if !p.leading || p.epoch != epoch || f == nil {
 		return nil
+	}
+	if logStart != f.logStart {
+		f.logStart = logStart
+		p.notifyLocked() // the low watermark may have moved
 	}
 	end := p.log.LogEndOffset()
 	leo = min(leo, end)

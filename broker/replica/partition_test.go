@@ -119,23 +119,23 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 	}
 	// Broker 3 is not in the ISR: its report does not move the high
 	// watermark, and it is not added while behind it.
-	if isr := p.followerReport(3, 1, 4, now, true); isr != nil {
+	if isr := p.followerReport(3, 1, 4, -1, now, true); isr != nil {
 		t.Fatalf("broker 3 at 4 proposed for the ISR %v while the high watermark is 0? want nil", isr)
 	}
-	if isr := p.followerReport(2, 1, 6, now, true); isr != nil {
+	if isr := p.followerReport(2, 1, 6, -1, now, true); isr != nil {
 		t.Fatalf("in-sync broker 2 proposed %v", isr)
 	}
 	if hw := p.log.HighWatermark(); hw != 6 {
 		t.Fatalf("high watermark %d after broker 2 reached 6, want 6", hw)
 	}
 	// A report from another epoch is ignored.
-	p.followerReport(2, 0, 10, now, true)
+	p.followerReport(2, 0, 10, -1, now, true)
 	if hw := p.log.HighWatermark(); hw != 6 {
 		t.Fatalf("high watermark %d after a stale-epoch report, want 6", hw)
 	}
 	// Broker 3 catches up past the high watermark and the epoch start
 	// (10, the log end when this broker became leader): proposed.
-	isr := p.followerReport(3, 1, 10, now, true)
+	isr := p.followerReport(3, 1, 10, -1, now, true)
 	if !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("broker 3 at the log end: proposed %v, want [1 2 3]", isr)
 	}
@@ -152,7 +152,7 @@ func TestLeaderHighWatermarkAndISR(t *testing.T) {
 
 	// Broker 2 stops; after the lag time it is proposed out.
 	later := now.Add(31 * time.Second)
-	p.followerReport(3, 1, 10, later, true)
+	p.followerReport(3, 1, 10, -1, later, true)
 	if isr := p.laggingISR(30*time.Second, later); !slices.Equal(isr, []int32{1, 3}) {
 		t.Fatalf("lagging broker 2: proposed %v, want [1 3]", isr)
 	}
@@ -199,7 +199,7 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 	p.syncLeadership(pi, start)
 	// Heartbeats every 500ms for an hour of idleness.
 	for at := start; at.Before(start.Add(time.Hour)); at = at.Add(10 * time.Minute) {
-		p.followerReport(2, 1, 5, at, true)
+		p.followerReport(2, 1, 5, -1, at, true)
 		if isr := p.laggingISR(lag, at.Add(500*time.Millisecond)); isr != nil {
 			t.Fatalf("a reporting follower at the log end, idle for %v, proposed out: %v", at.Sub(start), isr)
 		}
@@ -209,7 +209,7 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 		t.Fatalf("a follower at the log end, silent for an hour, proposed out: %v", isr)
 	}
 	now := start.Add(3 * time.Hour)
-	p.followerReport(2, 1, 5, now.Add(-time.Minute), true)
+	p.followerReport(2, 1, 5, -1, now.Add(-time.Minute), true)
 	b, err := segment.BuildBatch(segment.BatchSpec{BaseOffset: 5, PartitionLeaderEpoch: 1, Records: []segment.Record{{Timestamp: 1, Value: []byte("v")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestSilentFollowerLeavesISR(t *testing.T) {
 	pi := coord.PartitionInfo{Replicas: []int32{1, 2}, Version: 1,
 		State: coord.PartitionState{Leader: self, LeaderEpoch: 1, ISR: []int32{1, 2}}}
 	p.syncLeadership(pi, now)
-	p.followerReport(2, 1, 4, now, true)
+	p.followerReport(2, 1, 4, -1, now, true)
 	later := now.Add(lag + time.Second)
 	if isr := p.laggingISR(lag, later); !slices.Equal(isr, []int32{1}) {
 		t.Fatalf("a follower behind the log end, silent for longer than the lag: proposed %v, want [1]", isr)
@@ -251,10 +251,10 @@ func TestSilentFollowerLeavesISR(t *testing.T) {
 	p.mu.Unlock()
 	// Still fetching but its session expired: not added back (the
 	// controller would remove it again at once).
-	if isr := p.followerReport(2, 1, 5, later, false); isr != nil {
+	if isr := p.followerReport(2, 1, 5, -1, later, false); isr != nil {
 		t.Fatalf("an unregistered follower at the log end proposed %v, want nil", isr)
 	}
-	if isr := p.followerReport(2, 1, 5, later, true); !slices.Equal(isr, []int32{1, 2}) {
+	if isr := p.followerReport(2, 1, 5, -1, later, true); !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("its next report at the log end: proposed %v, want [1 2]", isr)
 	}
 }

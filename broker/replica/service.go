@@ -213,7 +213,7 @@ func (ls *leaderStream) handle(fm *replpb.FollowerMessage, out *replpb.LeaderMes
 				continue
 			}
 			ls.parts[key] = &streamPart{p: p, epoch: pf.GetLeaderEpoch(), next: pf.GetLogEndOffset(), sentHW: -1, sentLS: -1}
-			ls.report(p, pf.GetLeaderEpoch(), pf.GetLogEndOffset(), now)
+			ls.report(p, pf.GetLeaderEpoch(), pf.GetLogEndOffset(), pf.GetLogStartOffset(), now)
 		case replpb.PartitionFetch_PROGRESS:
 			sp := ls.parts[key]
 			if sp == nil || sp.epoch != pf.GetLeaderEpoch() {
@@ -225,16 +225,16 @@ func (ls *leaderStream) handle(fm *replpb.FollowerMessage, out *replpb.LeaderMes
 				k++
 			}
 			sp.marks = sp.marks[k:]
-			ls.report(sp.p, sp.epoch, leo, now)
+			ls.report(sp.p, sp.epoch, leo, pf.GetLogStartOffset(), now)
 		}
 	}
 }
 
-// report passes a follower's log end offset to the partition and starts
-// an ISR expansion if it earned one.
-func (ls *leaderStream) report(p *Partition, epoch int32, leo int64, now time.Time) {
+// report passes a follower's log end and log start offsets to the
+// partition and starts an ISR expansion if it earned one.
+func (ls *leaderStream) report(p *Partition, epoch int32, leo, logStart int64, now time.Time) {
 	m := ls.m
-	if isr := p.followerReport(ls.follower, epoch, leo, now, m.host.Snapshot().Live(ls.follower)); isr != nil {
+	if isr := p.followerReport(ls.follower, epoch, leo, logStart, now, m.host.Snapshot().Live(ls.follower)); isr != nil {
 		m.changeISR(p, isr, fmt.Sprintf("broker %d caught up", ls.follower))
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,5 +58,60 @@ func TestDocsCommandUsage(t *testing.T) {
 	errb.Reset()
 	if st := dispatch([]string{"docs", "nope"}, &out, &errb); st != 2 {
 		t.Fatalf("docs nope: status %d, want 2", st)
+	}
+}
+
+// TestAPITableUpToDate regenerates docs/compatibility.md's API table from
+// the conformance table and fails if the committed section differs; it
+// also checks 'strata docs apis --update' on a copy.
+func TestAPITableUpToDate(t *testing.T) {
+	var out, errb bytes.Buffer
+	if st := dispatch([]string{"docs", "apis"}, &out, &errb); st != 0 {
+		t.Fatalf("strata docs apis: status %d, stderr %q", st, errb.String())
+	}
+	path := filepath.Join("..", "..", "docs", "compatibility.md")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := broker.ReplaceAPITable(string(got), out.String())
+	if err != nil {
+		t.Fatalf("docs/compatibility.md: %v", err)
+	}
+	if want != string(got) {
+		t.Fatalf("docs/compatibility.md's API table is stale; regenerate it from the repository root with:\n  %s", broker.APITableCommand)
+	}
+	for _, a := range broker.Kafka39APIs {
+		if !strings.Contains(string(got), fmt.Sprintf("| %d | %s |", a.Key, a.Name)) {
+			t.Errorf("docs/compatibility.md lacks key %d (%s)", a.Key, a.Name)
+		}
+	}
+
+	// --update rewrites only the marked section.
+	tmp := filepath.Join(t.TempDir(), "c.md")
+	stale := "head\n" + broker.APITableBegin + "\nold table\n" + broker.APITableEnd + "\ntail\n"
+	if err := os.WriteFile(tmp, []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if st := dispatch([]string{"docs", "apis", "--update", tmp}, &out, &errb); st != 0 {
+		t.Fatalf("docs apis --update: status %d, stderr %q", st, errb.String())
+	}
+	b, _ := os.ReadFile(tmp)
+	var table bytes.Buffer
+	_ = broker.WriteAPITable(&table)
+	if string(b) != "head\n"+broker.APITableBegin+"\n"+table.String()+broker.APITableEnd+"\ntail\n" {
+		t.Fatalf("docs apis --update wrote:\n%s", b)
+	}
+	// A file without the markers is refused and left alone.
+	if err := os.WriteFile(tmp, []byte("no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if st := dispatch([]string{"docs", "apis", "--update", tmp}, &out, &errb); st != 1 || !strings.Contains(errb.String(), "markers") {
+		t.Fatalf("docs apis --update without markers: status %d, stderr %q", st, errb.String())
+	}
+	if b, _ := os.ReadFile(tmp); string(b) != "no markers\n" {
+		t.Fatalf("file without markers changed: %q", b)
 	}
 }

@@ -27,13 +27,14 @@ func init() {
 }
 
 var topicActions = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"create":        runTopicCreate,
-	"list":          runTopicList,
-	"describe":      runTopicDescribe,
-	"delete":        runTopicDelete,
-	"alter":         runTopicAlter,
-	"elect-leaders": runTopicElectLeaders,
-	"reassign":      runTopicReassign,
+	"create":         runTopicCreate,
+	"list":           runTopicList,
+	"describe":       runTopicDescribe,
+	"delete":         runTopicDelete,
+	"delete-records": runTopicDeleteRecords,
+	"alter":          runTopicAlter,
+	"elect-leaders":  runTopicElectLeaders,
+	"reassign":       runTopicReassign,
 }
 
 const topicHelp = `Usage: strata topic <action> [flags]
@@ -46,6 +47,7 @@ Actions:
   describe       print topics with their partitions, leaders, replicas, ISR
   alter          change topic configs or add partitions
   delete         delete a topic and its data
+  delete-records delete the records below an offset (kafka-delete-records.sh)
   elect-leaders  elect partition leaders (preferred or unclean)
   reassign       move partitions to other brokers (Kafka's reassignment JSON)
 

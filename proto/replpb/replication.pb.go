@@ -167,8 +167,15 @@ type PartitionFetch struct {
 	// its log is empty).
 	LastFetchedEpoch int32               `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
 	Kind             PartitionFetch_Kind `protobuf:"varint,6,opt,name=kind,proto3,enum=strata.replication.v1.PartitionFetch_Kind" json:"kind,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// log_start_offset is the follower's log start offset (START and
+	// PROGRESS): the leader's low watermark, which DeleteRecords waits for,
+	// is the smallest over the live replicas. A follower moves its log
+	// start up to the leader's (PartitionData.log_start_offset, at most its
+	// own high watermark) and reports it. An older follower leaves it 0, so
+	// a DeleteRecords waits its timeout for it.
+	LogStartOffset int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionFetch) Reset() {
@@ -241,6 +248,13 @@ func (x *PartitionFetch) GetKind() PartitionFetch_Kind {
 		return x.Kind
 	}
 	return PartitionFetch_PROGRESS
+}
+
+func (x *PartitionFetch) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
 }
 
 // LeaderMessage is what a leader pushes on a stream.
@@ -662,14 +676,15 @@ const file_replication_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12E\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2%.strata.replication.v1.PartitionFetchR\n" +
-	"partitions\"\xa6\x02\n" +
+	"partitions\"\xd0\x02\n" +
 	"\x0ePartitionFetch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12$\n" +
 	"\x0elog_end_offset\x18\x04 \x01(\x03R\flogEndOffset\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12>\n" +
-	"\x04kind\x18\x06 \x01(\x0e2*.strata.replication.v1.PartitionFetch.KindR\x04kind\")\n" +
+	"\x04kind\x18\x06 \x01(\x0e2*.strata.replication.v1.PartitionFetch.KindR\x04kind\x12(\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\")\n" +
 	"\x04Kind\x12\f\n" +
 	"\bPROGRESS\x10\x00\x12\t\n" +
 	"\x05START\x10\x01\x12\b\n" +

@@ -1,0 +1,163 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Kafka39API is one row of the API conformance table: a client-facing
+// API key of Kafka 3.9 in ZooKeeper mode, the versions Kafka 3.9 serves
+// (the "validVersions" of its clients/src/main/resources/common/message/
+// <Name>Request.json at tag 3.9.0, whose "listeners" include zkBroker),
+// and the versions Strata serves. The broker-to-broker and
+// controller-only keys of that list (LeaderAndIsr, StopReplica,
+// UpdateMetadata, ControlledShutdown, WriteTxnMarkers, AlterPartition,
+// Envelope, AllocateProducerIds) are left out: no client sends them.
+//
+// TestAPIConformance holds the broker's ApiVersions answer against it and
+// sends every served version; docs/compatibility.md's API table is
+// generated from it (WriteAPITable).
+type Kafka39API struct {
+	Key  int16
+	Name string
+	// KafkaMin and KafkaMax are Kafka 3.9's version range.
+	KafkaMin, KafkaMax int16
+	// StrataMin and StrataMax are what Strata advertises; both -1 when
+	// the key is not served.
+	StrataMin, StrataMax int16
+	// Issue is the open issue that owns the difference from Kafka's
+	// range, 0 when there is none.
+	Issue int
+	// Note says what the missing (or extra) versions carry.
+	Note string
+}
+
+// Served reports whether Strata serves the key at all.
+func (a Kafka39API) Served() bool { return a.StrataMax >= 0 }
+
+// Status is the row's status as the docs give it.
+func (a Kafka39API) Status() string {
+	switch {
+	case !a.Served():
+		return "not served"
+	case a.StrataMin == a.KafkaMin && a.StrataMax == a.KafkaMax:
+		return "full range"
+	case a.StrataMin <= a.KafkaMin && a.StrataMax >= a.KafkaMax:
+		return "wider"
+	default:
+		return "narrower"
+	}
+}
+
+// Kafka39APIs is the conformance table, sorted by key.
+var Kafka39APIs = []Kafka39API{
+	{0, "Produce", 0, 11, 3, 9, 23, "v0–v2 carry message formats 0 and 1; v10 (KIP-951 leader discovery); v11 TRANSACTION_ABORTABLE (KIP-890, issue 19)"},
+	{1, "Fetch", 0, 17, 4, 12, 23, "v0–v3 need down-conversion; v13+ topic IDs; v15 ReplicaState (KIP-903); v16 KIP-951; v17 directory ids (KIP-853)"},
+	{2, "ListOffsets", 0, 9, 1, 7, 23, "v0 (old clients, lag monitors); v8 local log start (-4), v9 last tiered offset (-5, KIP-1005)"},
+	{3, "Metadata", 0, 12, 0, 12, 0, ""},
+	{8, "OffsetCommit", 0, 9, 1, 8, 23, "v0 (ZooKeeper-stored offsets in Kafka, kept in the log here); v9 is for KIP-848 groups (issue 20)"},
+	{9, "OffsetFetch", 0, 9, 1, 8, 23, "v0; v9 is for KIP-848 groups (issue 20)"},
+	{10, "FindCoordinator", 0, 6, 0, 4, 19, "v5 TRANSACTION_ABORTABLE (KIP-890, issue 19); v6 share groups (KIP-932, issue 20)"},
+	{11, "JoinGroup", 0, 9, 0, 7, 23, "v8–v9 the Reason field (KIP-800)"},
+	{12, "Heartbeat", 0, 4, 0, 4, 0, ""},
+	{13, "LeaveGroup", 0, 5, 0, 4, 23, "v5 the Reason field (KIP-800)"},
+	{14, "SyncGroup", 0, 5, 0, 5, 0, ""},
+	{15, "DescribeGroups", 0, 5, 0, 5, 0, ""},
+	{16, "ListGroups", 0, 5, 0, 4, 20, "v5 TypesFilter (KIP-848)"},
+	{17, "SaslHandshake", 0, 1, 0, 1, 0, ""},
+	{18, "ApiVersions", 0, 4, 0, 3, 23, "v4 (KAFKA-17011: SupportedFeatures.MinVersion 0)"},
+	{19, "CreateTopics", 0, 7, 2, 7, 23, "v0–v1"},
+	{20, "DeleteTopics", 0, 6, 1, 6, 23, "v0"},
+	{21, "DeleteRecords", 0, 2, 0, 2, 0, ""},
+	{22, "InitProducerId", 0, 5, 0, 4, 19, "v5 TRANSACTION_ABORTABLE (KIP-890)"},
+	{23, "OffsetForLeaderEpoch", 0, 4, 2, 4, 23, "v0–v1"},
+	{24, "AddPartitionsToTxn", 0, 5, -1, -1, 19, "transactions"},
+	{25, "AddOffsetsToTxn", 0, 4, -1, -1, 19, "transactions"},
+	{26, "EndTxn", 0, 4, -1, -1, 19, "transactions"},
+	{28, "TxnOffsetCommit", 0, 4, -1, -1, 19, "transactions"},
+	{29, "DescribeAcls", 0, 3, 0, 3, 0, ""},
+	{30, "CreateAcls", 0, 3, 0, 3, 0, ""},
+	{31, "DeleteAcls", 0, 3, 0, 3, 0, ""},
+	{32, "DescribeConfigs", 0, 4, 0, 4, 0, ""},
+	{33, "AlterConfigs", 0, 2, 0, 2, 0, ""},
+	{34, "AlterReplicaLogDirs", 0, 2, 0, 2, 0, ""},
+	{35, "DescribeLogDirs", 0, 4, 0, 4, 0, ""},
+	{36, "SaslAuthenticate", 0, 2, 0, 2, 0, ""},
+	{37, "CreatePartitions", 0, 3, 0, 3, 0, ""},
+	{38, "CreateDelegationToken", 0, 3, -1, -1, 23, "delegation tokens"},
+	{39, "RenewDelegationToken", 0, 2, -1, -1, 23, "delegation tokens"},
+	{40, "ExpireDelegationToken", 0, 2, -1, -1, 23, "delegation tokens"},
+	{41, "DescribeDelegationToken", 0, 3, -1, -1, 23, "delegation tokens"},
+	{42, "DeleteGroups", 0, 2, 0, 2, 0, ""},
+	{43, "ElectLeaders", 0, 2, 0, 2, 0, ""},
+	{44, "IncrementalAlterConfigs", 0, 1, 0, 1, 0, ""},
+	{45, "AlterPartitionReassignments", 0, 0, 0, 1, 0, "v1 is Kafka 4.0's (KIP-860, AllowReplicationFactorChange)"},
+	{46, "ListPartitionReassignments", 0, 0, 0, 0, 0, ""},
+	{47, "OffsetDelete", 0, 0, 0, 0, 0, ""},
+	{48, "DescribeClientQuotas", 0, 1, -1, -1, 22, "client quotas"},
+	{49, "AlterClientQuotas", 0, 1, -1, -1, 22, "client quotas"},
+	{50, "DescribeUserScramCredentials", 0, 0, 0, 0, 0, ""},
+	{51, "AlterUserScramCredentials", 0, 0, 0, 0, 0, ""},
+	{57, "UpdateFeatures", 0, 1, -1, -1, 23, "feature flags (KIP-584)"},
+	{60, "DescribeCluster", 0, 1, 0, 1, 0, ""},
+	{61, "DescribeProducers", 0, 0, -1, -1, 19, "producer state (KIP-664)"},
+	{65, "DescribeTransactions", 0, 0, -1, -1, 19, "transactions (KIP-664)"},
+	{66, "ListTransactions", 0, 1, -1, -1, 19, "transactions (KIP-664)"},
+	{68, "ConsumerGroupHeartbeat", 0, 0, -1, -1, 20, "KIP-848 consumer groups"},
+	{69, "ConsumerGroupDescribe", 0, 0, -1, -1, 20, "KIP-848 consumer groups"},
+}
+
+// APITableCommand regenerates docs/compatibility.md's API table.
+const APITableCommand = "go run ./cmd/strata docs apis --update docs/compatibility.md"
+
+// The markers around the generated table in docs/compatibility.md.
+const (
+	APITableBegin = "<!-- BEGIN generated by `strata docs apis`: do not edit -->"
+	APITableEnd   = "<!-- END generated by `strata docs apis` -->"
+)
+
+// WriteAPITable writes the conformance table as Markdown.
+func WriteAPITable(w io.Writer) error {
+	var b strings.Builder
+	n := map[string]int{}
+	for _, a := range Kafka39APIs {
+		n[a.Status()]++
+	}
+	fmt.Fprintf(&b, "Of the %d client API keys Kafka 3.9 serves in ZooKeeper mode, Strata serves %d at\n", len(Kafka39APIs), n["full range"])
+	fmt.Fprintf(&b, "Kafka's full range, %d at a wider one, %d at a narrower one and %d not at all.\n", n["wider"], n["narrower"], n["not served"])
+	b.WriteString("ApiVersions advertises exactly the Strata column.\n\n")
+	b.WriteString("| key | API | Kafka 3.9 | Strata | status | issue | what the difference is |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, a := range Kafka39APIs {
+		strata := "—"
+		if a.Served() {
+			strata = versionRange(a.StrataMin, a.StrataMax)
+		}
+		issue := ""
+		if a.Issue != 0 {
+			issue = fmt.Sprintf("#%d", a.Issue)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", a.Key, a.Name, versionRange(a.KafkaMin, a.KafkaMax), strata, a.Status(), issue, a.Note)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func versionRange(lo, hi int16) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d–%d", lo, hi)
+}
+
+// ReplaceAPITable returns doc with the text between the API table markers
+// replaced by table. The markers must each appear once, in order.
+func ReplaceAPITable(doc, table string) (string, error) {
+	i := strings.Index(doc, APITableBegin)
+	j := strings.Index(doc, APITableEnd)
+	if i < 0 || j < i || strings.Count(doc, APITableBegin) != 1 || strings.Count(doc, APITableEnd) != 1 {
+		return "", fmt.Errorf("the API table markers (%q ... %q) must appear once each, in order", APITableBegin, APITableEnd)
+	}
+	return doc[:i+len(APITableBegin)] + "\n" + table + doc[j:], nil
+}
