@@ -106,6 +106,8 @@ func TestAlterReplicaLogDirsUnderLoad(t *testing.T) {
 	wg.Add(1)
 	go func() { // values 0, 1, 2, ... in order
 		defer wg.Done()
+		pace := time.NewTicker(10 * time.Millisecond)
+		defer pace.Stop()
 		for i := 0; i < 2_000_000 && !stop.Load(); i++ {
 			r := &kgo.Record{Partition: 0, Value: []byte(fmt.Sprintf("%09d-%0100d", i, i))}
 			prod.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
@@ -120,7 +122,7 @@ func TestAlterReplicaLogDirsUnderLoad(t *testing.T) {
 					t.Errorf("flush: %v", err)
 					return
 				}
-				time.Sleep(10 * time.Millisecond)
+				<-pace.C
 			}
 		}
 		_ = prod.Flush(context.Background())

@@ -18,6 +18,7 @@ import (
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // offsetsCluster starts three brokers on ZooKeeper whose __consumer_offsets
@@ -565,20 +566,21 @@ func TestExpiredOffsetsCompactedAway(t *testing.T) {
 	// the cleaner keeps them (setting their delete horizon), then, at a
 	// later cleaning, removes them.
 	start := time.Now()
-	for i := 0; ; i++ {
-		simpleCommit(t, cl, live, topic, 3, int64(i))
+	commits, left := 0, 0
+	if !poll.For(time.Minute, func() bool {
+		simpleCommit(t, cl, live, topic, 3, int64(commits))
+		commits++
 		recs, _ := offsetsKeys(t, l)
-		if recs[gone] == 0 {
-			t.Logf("the expired group's records compacted away after %d more commits, %v; cleaner checkpoint %d, log end %d",
-				i+1, time.Since(start), l.CleanerCheckpoint(), l.LogEndOffset())
-			break
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("the expired group still has %d records in the log after a minute", recs[gone])
+		if left = recs[gone]; left == 0 {
+			return true
 		}
 		s.cleaner.kick()
-		time.Sleep(5 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("the expired group still has %d records in the log after a minute", left)
 	}
+	t.Logf("the expired group's records compacted away after %d more commits, %v; cleaner checkpoint %d, log end %d",
+		commits, time.Since(start), l.CleanerCheckpoint(), l.LogEndOffset())
 	want := committedOnly(t, cl, live, topic)
 
 	if err := s.Shutdown(testCtx(t)); err != nil {

@@ -378,6 +378,9 @@ func TestTieringCompactedMinIO(t *testing.T) {
 	for attempt := 0; attempt < 4 && inflight == nil; attempt++ {
 		before := rounds()
 		p.produceRound(false)
+		// Looked at every 20 ms: the window between a replacement's
+		// upload and its commit is short.
+		tick := time.NewTicker(20 * time.Millisecond)
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) && inflight == nil {
 			m = readManifestOf(t, mc, bucket, tcTopic, topicID, 0)
@@ -387,8 +390,9 @@ func TestTieringCompactedMinIO(t *testing.T) {
 			if inflight == nil && rounds() > before {
 				break // missed that one; produce and try again
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C
 		}
+		tick.Stop()
 	}
 	if inflight == nil {
 		t.Fatal("never saw a remote cleaning's replacements before their commit")
