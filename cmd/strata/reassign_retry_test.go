@@ -27,6 +27,12 @@ import (
 // once ZooKeeper is resumed they finish. Every record acknowledged
 // before is read back at the end.
 func TestReassignRetriesZooKeeperStall(t *testing.T) {
+	if raceDetector {
+		// In-process brokers reconnect to the paused ZooKeeper, which
+		// trips go-zookeeper's known race (see the Makefile's unit
+		// target); make unit runs this test without -race.
+		t.Skip("in-process ZooKeeper reconnects race in go-zookeeper (upstream); run without -race")
+	}
 	start := time.Now()
 	zk := zktest.Start(t)
 	connect := zk.ConnectString("/strata-cli-stall")
