@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -123,15 +124,10 @@ func benchProduceCompacted(b *testing.B, cleaner bool) {
 	if !cleaner {
 		// As long as the other mode may wait for its first cleaning
 		// (the backoff), so that both start as settled.
-		time.Sleep(cfg.Cleaner.Backoff)
-	} else {
-		deadline := time.Now().Add(time.Minute)
-		for !s.cleaner.isRunning(p) {
-			if time.Now().After(deadline) {
-				b.Fatal("no cleaning started within a minute")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		settle := time.NewTimer(cfg.Cleaner.Backoff)
+		<-settle.C
+	} else if !poll.For(time.Minute, func() bool { return s.cleaner.isRunning(p) }) {
+		b.Fatal("no cleaning started within a minute")
 	}
 	before, runsBefore := s.cleaner.metricsSnapshot()
 	lat := make([][]time.Duration, producers)
@@ -165,9 +161,8 @@ func benchProduceCompacted(b *testing.B, cleaner bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for end := time.Now().Add(2 * time.Minute); s.cleaner.isRunning(p) && time.Now().Before(end); {
-		time.Sleep(time.Millisecond) // the cleaning that overlapped the end
-	}
+	// The cleaning that overlapped the end.
+	poll.For(2*time.Minute, func() bool { return !s.cleaner.isRunning(p) })
 	after, runsAfter := s.cleaner.metricsSnapshot()
 	all := slices.Concat(lat...)
 	slices.Sort(all)

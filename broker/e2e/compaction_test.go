@@ -540,7 +540,10 @@ func TestCompactionKilledWhileCleaning(t *testing.T) {
 			poll.Until(t, time.Minute, "a .cleaned file in "+dir, func() bool { return hasFileWithSuffix(dir, segment.CleanedSuffix) })
 			delay = time.Duration(rng.IntN(500)) * time.Millisecond
 		}
-		time.Sleep(delay)
+		// The kill lands at a random point: the fault's timing, not a wait
+		// for a condition (any point must leave the log whole).
+		killAt := time.NewTimer(delay)
+		<-killAt.C
 		dir := partitionDir(b, topic, 0)
 		b.Kill(t)
 		mid := hasFileWithSuffix(dir, segment.CleanedSuffix) || hasFileWithSuffix(dir, segment.SwapSuffix)

@@ -91,7 +91,10 @@ func TestLogDirMoveKill(t *testing.T) {
 		to := other[from]
 		move(to)
 		delay := time.Duration(rng.IntN(40)) * time.Millisecond
-		time.Sleep(delay)
+		// The kill lands at a random point: the fault's timing, not a wait
+		// for a condition (any point must leave the log whole).
+		killAt := time.NewTimer(delay)
+		<-killAt.C
 		b.Kill(t)
 		var onDisk []string
 		for _, d := range []string{d1, d2} {
