@@ -7,20 +7,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ApiVersions: v0-3
+// ApiVersions: v0-4
 //
 // Behavior:
 // * Lists every API in the registry (the NN_name.go files compiled in) with
 //   the versions served; nothing else is advertised.
-// * A version above 3 is answered with UNSUPPORTED_VERSION in v0 form,
+// * A version above 4 is answered with UNSUPPORTED_VERSION in v0 form,
 //   listing only ApiVersions' own range, so the client retries at a version
 //   we serve (KIP-511).
 // * v3: the client software name and version must match
 //   [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, else INVALID_REQUEST.
 // * The response header is always v0 (no tagged fields), even for v3.
-// * No features are advertised (KIP-584).
+// * No features are advertised (KIP-584), so v4 (KAFKA-17011: features
+//   with MinVersion 0 shown only from v4) answers as v3 does.
 
-func init() { register(18, 0, 3, handleApiVersions) }
+func init() { register(18, 0, 4, handleApiVersions) }
 
 var validSoftware = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// CreateTopics: v2-7
+// CreateTopics: v0-7
 //
 // Behavior:
 // * Names must be 1-249 characters of [a-zA-Z0-9._-], not "." or "..",
@@ -48,12 +48,15 @@ import (
 //   TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
-// * v4: -1 for default partitions and replication factor
+// * v0: no ValidateOnly; v1: ValidateOnly and ErrorMessage; v2:
+//   ThrottleMillis
+// * v4: -1 for default partitions and replication factor (clients check
+//   the version; the broker accepts -1 in every version, as Kafka does)
 // * v5: flexible versions; NumPartitions, ReplicationFactor and Configs in
 //   the response
 // * v7: TopicID in the response
 
-func init() { register(19, 2, 7, handleCreateTopics) }
+func init() { register(19, 0, 7, handleCreateTopics) }
 
 func handleCreateTopics(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.CreateTopicsRequest)

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DeleteTopics: v1-6
+// DeleteTopics: v0-6
 //
 // Behavior:
 // * Deletes the topic in the coordinator first (through a pending-deletion
@@ -17,7 +17,7 @@ import (
 //   metadata watches fire, or at their next start. Logs are matched by
 //   topic ID (partition.metadata), so a topic created again under the same
 //   name keeps its new logs.
-// * By name (v1-5) or, from v6, by name or by topic ID. An unknown name is
+// * By name (v0-5) or, from v6, by name or by topic ID. An unknown name is
 //   UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID, an entry
 //   with both or neither INVALID_REQUEST.
 // * __consumer_offsets cannot be deleted: INVALID_TOPIC_EXCEPTION.
@@ -27,11 +27,12 @@ import (
 //   name.
 //
 // Version notes:
+// * v1: ThrottleMillis
 // * v4: flexible versions
 // * v5: ErrorMessage
 // * v6: topics by ID
 
-func init() { register(20, 1, 6, handleDeleteTopics) }
+func init() { register(20, 0, 6, handleDeleteTopics) }
 
 func handleDeleteTopics(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.DeleteTopicsRequest)

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetForLeaderEpoch: v2-4
+// OffsetForLeaderEpoch: v0-4
 //
 // Behavior:
 // * Answers from the partition's leader-epoch cache (KIP-101, KIP-279):
@@ -25,11 +25,13 @@ import (
 //   consumers), else its partitions are TOPIC_AUTHORIZATION_FAILED.
 //
 // Version notes:
-// * v2: CurrentLeaderEpoch, ThrottleMillis
+// * v0: the end offset alone; v1: LeaderEpoch in the response
+// * v2: CurrentLeaderEpoch (v0-1 cannot send it: no fencing check),
+//   ThrottleMillis
 // * v3: ReplicaID
 // * v4: flexible versions
 
-func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
+func init() { register(23, 0, 4, handleOffsetForLeaderEpoch) }
 
 func handleOffsetForLeaderEpoch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetForLeaderEpochRequest)

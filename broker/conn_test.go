@@ -100,7 +100,7 @@ func TestApiVersionsUnsupportedVersion(t *testing.T) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	decodeResponse(t, resp, body)
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 3 {
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 4 {
 		t.Fatalf("got %+v", resp)
 	}
 	// The connection stays usable.

@@ -65,6 +65,9 @@ type joinResult struct {
 	protocol     string
 	leader       string
 	members      []kmsg.JoinGroupResponseMember // the leader's only
+	// skipAssignment tells a static leader replaced in a Stable group
+	// (v9+, KIP-814) not to run the assignor.
+	skipAssignment bool
 }
 
 func joinError(code int16, memberID string) joinResult {

@@ -1,6 +1,6 @@
 package group
 
-// JoinGroup: versions 0-7.
+// JoinGroup: versions 0-9.
 //
 // Behavior:
 //   - An empty group id: INVALID_GROUP_ID. A session timeout outside
@@ -18,7 +18,12 @@ package group
 //     its instance id maps to; the old member id is fenced
 //     (FENCED_INSTANCE_ID). In a Stable group whose protocol would not
 //     change, there is no rebalance: the new id is written to the log and
-//     the member gets the current generation (KIP-345).
+//     the member gets the current generation (KIP-345). Before v9 the
+//     answer names the previous leader id, so that a replaced leader does
+//     not run an assignment the Stable group would never distribute; from
+//     v9 a replaced leader is told it leads, gets the members and
+//     SkipAssignment (KIP-814), so it keeps watching metadata without
+//     running the assignor.
 //   - A join blocks until the join phase completes: every member rejoined,
 //     or the rebalance timeout passed (members that did not rejoin are
 //     dropped), or for the first rebalance of an Empty group the initial
@@ -28,6 +33,7 @@ package group
 //     leader's join, or changed protocols, start a rebalance.
 //   - If ctx is done first, the join is abandoned: a member that joined in
 //     this rebalance is dropped, an existing one counts as not rejoined.
+//   - v8+: the client's Reason is logged with the join (KIP-800).
 
 import (
 	"context"
@@ -48,6 +54,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	resp.MemberID = r.memberID
 	resp.LeaderID = r.leader
 	resp.Members = r.members
+	resp.SkipAssignment = r.skipAssignment
 	if r.code == 0 {
 		resp.ProtocolType = kmsg.StringPtr(r.protocolType)
 		resp.Protocol = kmsg.StringPtr(r.protocol)
@@ -66,6 +73,9 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	if req.Version == 0 || rebalance <= 0 {
 		rebalance = session
+	}
+	if req.Reason != nil {
+		c.cfg.Logger.Debug("group: join", "group", req.Group, "member", req.MemberID, "reason", *req.Reason)
 	}
 	g, code := c.memberGroup(req.Group, req.MemberID == "")
 	if code != 0 {
@@ -212,6 +222,10 @@ func (g *group) replaceStaticLocked(oldID, newID string, cl Client, req *kmsg.Jo
 			assignments[o.id] = o.assignment
 		}
 		r := joinResult{memberID: newID, generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: prevLeader}
+		if req.Version >= 9 {
+			r = g.joinResultLocked(newID)
+			r.skipAssignment = newID == g.leader
+		}
 		err := g.storeLocked(assignments, func(err error) {
 			g.mu.Lock()
 			defer g.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -713,5 +714,43 @@ func TestSyncAppendFails(t *testing.T) {
 	}
 	if st := e.describe("g").State; st != "PreparingRebalance" {
 		t.Errorf("state: got %s, want PreparingRebalance", st)
+	}
+}
+
+// TestStaticLeaderSkipAssignment: a static leader that restarts into a
+// Stable group learns, from v9, that it leads, with the members and
+// SkipAssignment set (KIP-814); before v9 it is handed the previous leader
+// id so that it does not assign. A follower is never told to skip.
+func TestStaticLeaderSkipAssignment(t *testing.T) {
+	for _, version := range []int16{7, 9} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			e := newEnv(t, nil)
+			spec := memberSpec{version: version, group: "g", protocols: []string{"range"}, instance: "inst-"}
+			ids, gen := e.stableGroup(spec, 2) // inst-0 leads
+
+			s0 := spec
+			s0.instance = "inst-0"
+			r := e.c.JoinGroup(e.ctx("c"), s0.request(""))
+			if r.ErrorCode != 0 || r.Generation != gen || r.MemberID == ids[0] {
+				t.Fatalf("leader rejoin: got %s generation %d member %q, want NONE %d and a new id", errName(r.ErrorCode), r.Generation, r.MemberID, gen)
+			}
+			if version >= 9 {
+				if !r.SkipAssignment || r.LeaderID != r.MemberID || len(r.Members) != 2 {
+					t.Errorf("v9 leader rejoin: got skip %v leader %q (self %q) with %d members, want skip, itself, 2 members", r.SkipAssignment, r.LeaderID, r.MemberID, len(r.Members))
+				}
+			} else if r.SkipAssignment || r.LeaderID != ids[0] || len(r.Members) != 0 {
+				t.Errorf("v7 leader rejoin: got skip %v leader %q with %d members, want no skip, the old id %q, no members", r.SkipAssignment, r.LeaderID, len(r.Members), ids[0])
+			}
+			if st := e.describe("g").State; st != "Stable" {
+				t.Errorf("state: got %s, want Stable (no rebalance)", st)
+			}
+
+			s1 := spec
+			s1.instance = "inst-1"
+			f := e.c.JoinGroup(e.ctx("c"), s1.request(""))
+			if f.ErrorCode != 0 || f.SkipAssignment || len(f.Members) != 0 || f.LeaderID != r.MemberID {
+				t.Errorf("follower rejoin: got %s skip %v leader %q with %d members, want NONE, no skip, leader %q, no members", errName(f.ErrorCode), f.SkipAssignment, f.LeaderID, len(f.Members), r.MemberID)
+			}
+		})
 	}
 }

@@ -1,6 +1,6 @@
 package group
 
-// LeaveGroup: versions 0-4.
+// LeaveGroup: versions 0-5.
 //
 // Behavior:
 //   - v0-2 name one member (MemberID); its result is the top-level error.
@@ -16,6 +16,7 @@ package group
 //     may complete without it.
 //   - A static member whose instance id maps to another member id:
 //     FENCED_INSTANCE_ID.
+//   - v5+: each member's Reason is logged with its departure (KIP-800).
 
 import (
 	"context"
@@ -76,12 +77,12 @@ func (c *Coordinator) leave(groupID string, leaving []kmsg.LeaveGroupRequestMemb
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
 	for i, l := range leaving {
-		codes[i] = g.leaveLocked(l.MemberID, l.InstanceID)
+		codes[i] = g.leaveLocked(l.MemberID, l.InstanceID, l.Reason)
 	}
 	return 0, codes
 }
 
-func (g *group) leaveLocked(memberID string, instanceID *string) int16 {
+func (g *group) leaveLocked(memberID string, instanceID, reason *string) int16 {
 	if memberID == "" {
 		if instanceID == nil {
 			return kerr.UnknownMemberID.Code
@@ -99,7 +100,11 @@ func (g *group) leaveLocked(memberID string, instanceID *string) int16 {
 		return code
 	}
 	m := g.members[memberID]
-	g.c.cfg.Logger.Info("group: member left", "group", g.id, "member", memberID)
+	if reason != nil {
+		g.c.cfg.Logger.Info("group: member left", "group", g.id, "member", memberID, "reason", *reason)
+	} else {
+		g.c.cfg.Logger.Info("group: member left", "group", g.id, "member", memberID)
+	}
 	g.removeMemberAndUpdateLocked(m)
 	return 0
 }

@@ -16,9 +16,9 @@ func APIs() []API {
 	return []API{
 		{Key: 8, Name: "OffsetCommit", Min: 1, Max: 8},
 		{Key: 9, Name: "OffsetFetch", Min: 1, Max: 8},
-		{Key: 11, Name: "JoinGroup", Min: 0, Max: 7},
+		{Key: 11, Name: "JoinGroup", Min: 0, Max: 9},
 		{Key: 12, Name: "Heartbeat", Min: 0, Max: 4},
-		{Key: 13, Name: "LeaveGroup", Min: 0, Max: 4},
+		{Key: 13, Name: "LeaveGroup", Min: 0, Max: 5},
 		{Key: 14, Name: "SyncGroup", Min: 0, Max: 5},
 		{Key: 15, Name: "DescribeGroups", Min: 0, Max: 5},
 		{Key: 16, Name: "ListGroups", Min: 0, Max: 4},
