@@ -31,8 +31,9 @@ import (
 //   named goes back to the properties file's value, the non-incremental
 //   semantics), the dynamic broker configs (the log cleaner's,
 //   dynamic_broker_config.go; likewise, those not named go back to the
-//   properties file's values), and setting a TLS listener's store settings to their
-//   current values, which reloads its certificates (ssl_reload.go);
+//   properties file's values), and setting a TLS listener's store
+//   settings to their current values, which reloads its certificates
+//   (ssl_reload.go);
 //   anything else is INVALID_REQUEST. Other resource types are
 //   INVALID_REQUEST.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
