@@ -119,7 +119,10 @@ fuzz: fuzz-smoke
 # CHAOS_CLEAN_SEEDS seeds, each with failures injected while cleaning and
 # swapping (5 seeds in make test), and TestCompactionKilledWhileCleaning
 # (broker/e2e/compaction_test.go) with CHAOS_COMPACT_KILLS kill -9 of a
-# broker while it cleans a compacted topic (3 in make test).
+# broker while it cleans a compacted topic (3 in make test), and
+# TestTieringCompactedClusterFailover (broker/e2e/tiering_compact_cluster_test.go)
+# with CHAOS_COMPACT_TIER_KILLS kill -9 of the leader of a compacted tiered
+# topic in a three-broker cluster (1 in make test).
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
@@ -128,9 +131,11 @@ CHAOS_ABUSE_CONNS ?= 10000
 CHAOS_REASSIGN_ROUNDS ?= 20
 CHAOS_CLEAN_SEEDS ?= 200
 CHAOS_COMPACT_KILLS ?= 30
+CHAOS_COMPACT_TIER_KILLS ?= 10
 chaos: build
 	STRATA_CHAOS_CLEAN_SEEDS=$(CHAOS_CLEAN_SEEDS) $(GO) test ./segment -run '^TestCleanProperty$$' -count=1 -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_COMPACT_KILLS=$(CHAOS_COMPACT_KILLS) $(GO) test ./broker/e2e -run '^TestCompactionKilledWhileCleaning$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_COMPACT_TIER_KILLS=$(CHAOS_COMPACT_TIER_KILLS) $(GO) test ./broker/e2e -run '^TestTieringCompactedClusterFailover$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_ABUSE_CONNS=$(CHAOS_ABUSE_CONNS) $(GO) test ./broker/e2e -run '^TestBrokerUnderAbuse$$' -count=1 -v -timeout 30m
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)

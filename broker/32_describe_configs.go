@@ -18,8 +18,10 @@ import (
 //   where the registry says it cannot change at run time (none so far).
 //   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
 // * Broker resources (this broker's id, or "" for the cluster default):
-//   the broker settings, all read-only; another broker id is
-//   INVALID_REQUEST. Other resource types are INVALID_REQUEST.
+//   the broker settings, read-only but for the dynamic broker configs
+//   (dynamic_broker_config.go) and the replication throttle rates, whose
+//   run-time values have source DYNAMIC_BROKER_CONFIG; another broker id
+//   is INVALID_REQUEST. Other resource types are INVALID_REQUEST.
 // * ConfigNames, when not null, selects configs; unknown names are left
 //   out, as Kafka does.
 // * Synonyms (v1+, when asked) list the override, the broker setting and
@@ -55,7 +57,7 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
 			} else if rr.ResourceName != "" {
-				entries = s.withDynamicThrottle(s.cfg.brokerConfigEntries())
+				entries = s.withDynamicBrokerConfigs(s.withDynamicThrottle(s.cfg.brokerConfigEntries()))
 			}
 		default:
 			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)

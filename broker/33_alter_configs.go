@@ -29,8 +29,11 @@ import (
 //   leader.replication.throttled.rate and follower.replication.throttled.rate
 //   (replication_throttle.go: kept in memory, not persisted; a rate not
 //   named goes back to the properties file's value, the non-incremental
-//   semantics), and setting a TLS listener's store settings to their
-//   current values, which reloads its certificates (ssl_reload.go);
+//   semantics), the dynamic broker configs (the log cleaner's,
+//   dynamic_broker_config.go; likewise, those not named go back to the
+//   properties file's values), and setting a TLS listener's store
+//   settings to their current values, which reloads its certificates
+//   (ssl_reload.go);
 //   anything else is INVALID_REQUEST. Other resource types are
 //   INVALID_REQUEST.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
@@ -81,15 +84,23 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 				// file's values (the non-incremental semantics).
 				configs := map[string]*string{}
 				given := map[string]*string{}
+				dyn := dynamicBrokerChange{replace: true}
 				for _, c := range rr.Configs {
 					if isThrottleRate(c.Name) {
 						given[c.Name] = c.Value
+					} else if isDynamicBrokerSetting(c.Name) {
+						if err = dyn.addSet(c.Name, c.Value); err != nil {
+							break
+						}
 					} else {
 						configs[c.Name] = c.Value
 					}
 				}
 				var ops []throttleRateOp
 				for _, k := range throttleRateKeys {
+					if err != nil {
+						break
+					}
 					v, ok := given[k]
 					op, perr := parseThrottleRate(k, v, !ok)
 					if perr != nil {
@@ -98,11 +109,15 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 					}
 					ops = append(ops, op)
 				}
+				if err == nil {
+					err = s.alterDynamicBroker(dyn, true /* validateOnly */)
+				}
 				if err == nil && len(configs) > 0 {
 					err = s.reloadSSL(configs, req.ValidateOnly)
 				}
 				if err == nil && !req.ValidateOnly {
 					s.applyThrottleRates(ops)
+					err = s.alterDynamicBroker(dyn, false)
 				}
 			}
 		default:

@@ -28,7 +28,12 @@ import (
 // * Broker resources: SET or DELETE of leader.replication.throttled.rate
 //   and follower.replication.throttled.rate (replication_throttle.go: kept
 //   in memory, not persisted; DELETE goes back to the properties file's
-//   value; APPEND/SUBTRACT are INVALID_CONFIG), and SET of a TLS
+//   value; APPEND/SUBTRACT are INVALID_CONFIG), SET or DELETE of the
+//   dynamic broker configs (the log cleaner's log.cleaner.threads,
+//   log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.load.factor,
+//   log.cleaner.io.buffer.size, log.cleaner.io.max.bytes.per.second,
+//   log.cleaner.backoff.ms; dynamic_broker_config.go: validated,
+//   applied at once, kept in memory only), and SET of a TLS
 //   listener's store settings to their current values, which reloads its
 //   certificates (ssl_reload.go); any other change is INVALID_REQUEST, as
 //   in AlterConfigs.
@@ -57,6 +62,7 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 			if err = brokerResourceName(s, rr.ResourceName); err == nil {
 				configs := map[string]*string{}
 				var ops []throttleRateOp
+				var dyn dynamicBrokerChange
 				seen := map[string]bool{}
 				for _, c := range rr.Configs {
 					if seen[c.Name] {
@@ -77,17 +83,35 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 						ops = append(ops, op)
 						continue
 					}
+					if isDynamicBrokerSetting(c.Name) {
+						switch c.Op {
+						case kmsg.IncrementalAlterConfigOpSet:
+							err = dyn.addSet(c.Name, c.Value)
+						case kmsg.IncrementalAlterConfigOpDelete:
+							dyn.del = append(dyn.del, c.Name)
+						default:
+							err = newKafkaError(kerr.InvalidConfig, "broker config %s: only SET and DELETE apply to a value that is not a list", c.Name)
+						}
+						if err != nil {
+							break
+						}
+						continue
+					}
 					if c.Op != kmsg.IncrementalAlterConfigOpSet {
-						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings, and SET or DELETE of leader/follower.replication.throttled.rate, are served at run time", c.Name)
+						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings, and SET or DELETE of leader/follower.replication.throttled.rate and of the dynamic broker configs, are served at run time", c.Name)
 						break
 					}
 					configs[c.Name] = c.Value
+				}
+				if err == nil {
+					err = s.alterDynamicBroker(dyn, true /* validateOnly */)
 				}
 				if err == nil && len(configs) > 0 {
 					err = s.reloadSSL(configs, req.ValidateOnly)
 				}
 				if err == nil && !req.ValidateOnly {
 					s.applyThrottleRates(ops)
+					err = s.alterDynamicBroker(dyn, false)
 				}
 			}
 		default:

@@ -33,8 +33,9 @@ type SettingDoc struct {
 	// BrokerKeys, for a topic config, are the broker settings that provide
 	// its default, finest unit first.
 	BrokerKeys []string
-	// Dynamic, for a topic config, says it can change at run time
-	// (AlterConfigs, IncrementalAlterConfigs).
+	// Dynamic, for a topic config, says it can change at run time per
+	// topic; for a broker setting, on the broker resource (AlterConfigs,
+	// IncrementalAlterConfigs).
 	Dynamic bool
 	// Doc is the help text, also what DescribeConfigs returns as the
 	// documentation.
@@ -63,7 +64,7 @@ func settingDoc(s *setting, topic bool) SettingDoc {
 	if topic {
 		d.Name, d.BrokerKeys = s.topic, s.brokerNames()
 	} else {
-		d.TopicConfig = s.topic
+		d.TopicConfig, d.Dynamic = s.topic, s.dynamicBroker
 	}
 	return d
 }
@@ -115,12 +116,15 @@ func WriteConfigReference(w io.Writer) error {
 	b.WriteString("status 2 and a message naming it. The default is what DescribeConfigs\n")
 	b.WriteString("reports for a broker started with no settings; in italics, what applies\n")
 	b.WriteString("when a setting without a value of its own is not set. Broker settings are\n")
-	b.WriteString("read at start only.\n\n")
+	b.WriteString("read at start only, but for those marked dynamic.\n\n")
 	b.WriteString("| setting | type | default | valid values | description |\n|---|---|---|---|---|\n")
 	for _, d := range BrokerSettingsReference() {
 		doc := d.Doc
 		if d.TopicConfig != "" {
 			doc += " The broker's default of topic config `" + d.TopicConfig + "`."
+		}
+		if d.Dynamic {
+			doc += " Dynamic: changeable at run time on the broker resource (IncrementalAlterConfigs, AlterConfigs), not persisted across a restart."
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, mdDefault(d), mdText(d.Valid), mdText(doc))
 	}

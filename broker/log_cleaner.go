@@ -54,8 +54,20 @@ import (
 //     half done) has done so already through the log's poison callback,
 //     and reopening it (the next start) completes the swap in recovery.
 //
-// Lock order: Server.mu (read, to list partitions), then logCleaner.mu;
-// neither is held across a cleaning or a Cleanable.
+//   - log.cleaner.threads, log.cleaner.dedupe.buffer.size,
+//     log.cleaner.io.buffer.load.factor, log.cleaner.io.buffer.size,
+//     log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms are
+//     dynamic broker configs (dynamic_broker_config.go), as Kafka's
+//     LogCleaner.reconfigurableConfigs: reconfigure checks them as
+//     Kafka's validateReconfiguration does (threads at least 1, at least
+//     half and at most double the current count), sets the throttle's rate
+//     at once, then, as Kafka's reconfigure, stops the threads (a cleaning
+//     in progress is canceled; its partition is picked again) and starts
+//     the new count with the new settings.
+//
+// Lock order: logCleaner.reconfMu, then Server.mu (read, to list
+// partitions), then logCleaner.mu; Server.mu and logCleaner.mu are never
+// held across a cleaning or a Cleanable.
 
 // CleanerConfig holds the log cleaner's broker settings (log.cleaner.*).
 type CleanerConfig struct {
@@ -83,16 +95,25 @@ const defaultCleanerIOBuffer = 512 << 10
 
 // logCleaner schedules the cleaning of compacted partitions.
 type logCleaner struct {
-	s       *Server
-	cfg     CleanerConfig
-	limiter *rate.Limiter // nil: unthrottled
-	mapSize int           // bytes of each thread's offset map
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	s *Server
+	// limiter throttles all threads (rate.Inf: unthrottled); its rate and
+	// burst change with reconfigure.
+	limiter *rate.Limiter
+	// ctx ends at shutdown; each generation of threads runs under a child.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 	// wake ends the threads' backoff early (tests).
 	wake    chan struct{}
 	metrics cleanerMetrics
+	// threads counts the thread goroutines running.
+	threads atomic.Int32
+	// reconfMu serialises start, reconfigure and shutdown.
+	reconfMu sync.Mutex
+	// gen is the running generation of threads (nil before start, after
+	// shutdown, or with log.cleaner.enable off); guarded by reconfMu,
+	// read by the threads through their own pointer.
+	gen *cleanerGen
 	// onCleaned, if set, is called after each cleaning (tests).
 	onCleaned atomic.Pointer[func(cleanEvent)]
 	// picks counts the picks made and sleeping the threads in their
@@ -103,7 +124,19 @@ type logCleaner struct {
 	mu struct {
 		sync.Mutex
 		running map[*partition]*cleaning
+		// cfg is the configuration in force (reconfigure changes it).
+		cfg CleanerConfig
 	}
+}
+
+// cleanerGen is one generation of cleaner threads: the configuration
+// they run with, and how to stop them.
+type cleanerGen struct {
+	cfg     CleanerConfig
+	mapSize int // bytes of each thread's offset map
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // partClean is a partition's cleaner state (partition.clean), guarded by
@@ -140,46 +173,141 @@ type cleanCandidate struct {
 // are allocated by each thread on its first cleaning, so a broker
 // without compacted data never holds them.
 func newLogCleaner(s *Server, cfg CleanerConfig) (*logCleaner, error) {
-	c := &logCleaner{s: s, cfg: cfg, wake: make(chan struct{}, max(cfg.Threads, 1))}
+	c := &logCleaner{s: s, wake: make(chan struct{}, maxCleanerThreads)}
 	c.mu.running = map[*partition]*cleaning{}
+	c.mu.cfg = cfg
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if cfg.Threads > 0 {
-		c.mapSize = int(min(cfg.DedupeBufferSize/int64(cfg.Threads), math.MaxInt32))
-		// Fail at start, not at the first cleaning, if the share is too small.
-		if _, err := segment.NewOffsetMap(min(c.mapSize, 1<<16), cfg.LoadFactor); err != nil {
-			return nil, fmt.Errorf("broker: log.cleaner.dedupe.buffer.size %d for %d threads: %w", cfg.DedupeBufferSize, cfg.Threads, err)
-		}
+	// Fail at start, not at the first cleaning, if the share is too small.
+	if _, err := cleanerMapSize(cfg); err != nil {
+		return nil, err
 	}
-	if cfg.IOMaxBytesPerSecond < math.MaxFloat64 {
-		c.limiter = rate.NewLimiter(rate.Limit(cfg.IOMaxBytesPerSecond), c.ioBuffer())
-	}
+	c.limiter = rate.NewLimiter(cleanerRate(cfg), cleanerIOBuffer(cfg))
 	c.metrics = newCleanerMetrics(c)
 	return c, nil
 }
 
-// ioBuffer is the chunk size of the cleaner's reads and writes.
-func (c *logCleaner) ioBuffer() int {
-	if c.cfg.IOBufferSize > 0 {
-		return int(c.cfg.IOBufferSize)
+// maxCleanerThreads is log.cleaner.threads' upper bound (settings_log.go).
+const maxCleanerThreads = 64
+
+// cleanerMapSize is the bytes of each thread's offset map under cfg; an
+// error if that share cannot hold a map.
+func cleanerMapSize(cfg CleanerConfig) (int, error) {
+	if cfg.Threads <= 0 {
+		return 0, nil
+	}
+	n := int(min(cfg.DedupeBufferSize/int64(cfg.Threads), math.MaxInt32))
+	if _, err := segment.NewOffsetMap(min(n, 1<<16), cfg.LoadFactor); err != nil {
+		return 0, fmt.Errorf("broker: log.cleaner.dedupe.buffer.size %d for %d threads: %w", cfg.DedupeBufferSize, cfg.Threads, err)
+	}
+	return n, nil
+}
+
+// cleanerRate is the throttle's rate under cfg.
+func cleanerRate(cfg CleanerConfig) rate.Limit {
+	if cfg.IOMaxBytesPerSecond >= math.MaxFloat64 {
+		return rate.Inf
+	}
+	return rate.Limit(cfg.IOMaxBytesPerSecond)
+}
+
+// cleanerIOBuffer is the chunk size of the cleaner's reads and writes
+// under cfg.
+func cleanerIOBuffer(cfg CleanerConfig) int {
+	if cfg.IOBufferSize > 0 {
+		return int(cfg.IOBufferSize)
 	}
 	return defaultCleanerIOBuffer
 }
 
+// config is the configuration in force.
+func (c *logCleaner) config() CleanerConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.cfg
+}
+
 // start runs the threads, unless log.cleaner.enable is off.
 func (c *logCleaner) start() {
-	if !c.cfg.Enable {
+	c.reconfMu.Lock()
+	defer c.reconfMu.Unlock()
+	c.startLocked()
+}
+
+// startLocked starts a generation of threads with the configuration in
+// force. Caller holds reconfMu.
+func (c *logCleaner) startLocked() {
+	cfg := c.config()
+	if !cfg.Enable || cfg.Threads <= 0 || c.ctx.Err() != nil {
 		return
 	}
-	for i := range int(c.cfg.Threads) {
+	mapSize, _ := cleanerMapSize(cfg) // checked by newLogCleaner or reconfigure
+	g := &cleanerGen{cfg: cfg, mapSize: mapSize}
+	g.ctx, g.cancel = context.WithCancel(c.ctx)
+	for i := range int(cfg.Threads) {
 		c.wg.Add(1)
-		go c.run(i)
+		g.wg.Add(1)
+		go c.run(i, g)
+	}
+	c.gen = g
+}
+
+// stopThreadsLocked cancels the running generation's cleanings and waits
+// for its threads. Caller holds reconfMu.
+func (c *logCleaner) stopThreadsLocked() {
+	if g := c.gen; g != nil {
+		g.cancel()
+		g.wg.Wait()
+		c.gen = nil
 	}
 }
 
 // shutdown cancels every cleaning and waits for the threads.
 func (c *logCleaner) shutdown() {
 	c.cancel()
+	c.reconfMu.Lock()
+	c.stopThreadsLocked()
+	c.reconfMu.Unlock()
 	c.wg.Wait()
+}
+
+// validateReconfiguration checks a new configuration as Kafka's
+// LogCleaner.validateReconfiguration does: a changed thread count is at
+// least 1, at least half and at most double the current one; and each
+// thread's share of the dedupe buffer must hold an offset map.
+func (c *logCleaner) validateReconfiguration(next CleanerConfig) error {
+	cur := c.config()
+	if next.Threads != cur.Threads {
+		switch {
+		case next.Threads < 1:
+			return fmt.Errorf("log cleaner threads should be at least 1")
+		case next.Threads < cur.Threads/2:
+			return fmt.Errorf("log cleaner threads cannot be reduced to less than half the current value %d", cur.Threads)
+		case next.Threads > cur.Threads*2:
+			return fmt.Errorf("log cleaner threads cannot be increased to more than double the current value %d", cur.Threads)
+		}
+	}
+	_, err := cleanerMapSize(next)
+	return err
+}
+
+// reconfigure applies a configuration validateReconfiguration accepted,
+// as Kafka's LogCleaner.reconfigure: the throttle's rate changes at once;
+// the threads are stopped (cleanings in progress canceled, their
+// partitions picked again later) and the new count started with the new
+// maps, buffers and backoff.
+func (c *logCleaner) reconfigure(next CleanerConfig) {
+	c.reconfMu.Lock()
+	defer c.reconfMu.Unlock()
+	next.Enable = c.config().Enable // log.cleaner.enable is read at start only
+	c.limiter.SetLimit(cleanerRate(next))
+	c.stopThreadsLocked()
+	// No cleaning runs now, so the burst may shrink: each asks for at
+	// most one chunk at a time.
+	c.limiter.SetBurst(cleanerIOBuffer(next))
+	c.mu.Lock()
+	c.mu.cfg = next
+	c.mu.Unlock()
+	c.startLocked()
 }
 
 // stop makes p uncleanable for good and waits for its cleaning in
@@ -204,47 +332,50 @@ func (c *logCleaner) abort(p *partition) {
 	}
 }
 
-// run is one cleaner thread.
-func (c *logCleaner) run(thread int) {
+// run is one cleaner thread of generation g.
+func (c *logCleaner) run(thread int, g *cleanerGen) {
 	defer c.wg.Done()
+	defer g.wg.Done()
+	c.threads.Add(1)
+	defer c.threads.Add(-1)
 	restore, err := lowerCleanerPriority()
 	if err != nil {
 		c.s.log.Warn("log cleaner: cannot lower the thread's priority; it competes with produce and fetch as an equal", "thread", thread, "err", err)
 	}
 	defer restore()
 	var m *segment.OffsetMap
-	for c.ctx.Err() == nil {
-		job, ctx := c.grab()
+	for g.ctx.Err() == nil {
+		job, ctx := c.grab(g)
 		if job == nil {
-			c.sleep()
+			c.sleep(g)
 			continue
 		}
 		if m == nil {
 			var err error
-			if m, err = segment.NewOffsetMap(c.mapSize, c.cfg.LoadFactor); err != nil {
+			if m, err = segment.NewOffsetMap(g.mapSize, g.cfg.LoadFactor); err != nil {
 				// Checked by newLogCleaner; only memory could fail here.
-				c.s.log.Error("log cleaner: cannot allocate the offset map; the thread stops", "thread", thread, "bytes", c.mapSize, "err", err)
+				c.s.log.Error("log cleaner: cannot allocate the offset map; the thread stops", "thread", thread, "bytes", g.mapSize, "err", err)
 				c.release(job.p)
 				return
 			}
 		}
-		res, err := job.p.log.Clean(ctx, c.cleanConfig(job, m))
-		c.finish(job, res, err)
+		res, err := job.p.log.Clean(ctx, c.cleanConfig(job, m, g))
+		c.finish(job, res, err, g)
 		if err != nil || !(res.MappedEnd > res.FirstDirty || res.TombstonesRemoved > 0) {
 			// No progress: do not pick the same partition at once again.
-			c.sleep()
+			c.sleep(g)
 		}
 	}
 }
 
-// sleep waits log.cleaner.backoff.ms, or until shutdown or a wake-up.
-func (c *logCleaner) sleep() {
-	t := time.NewTimer(c.cfg.Backoff)
+// sleep waits log.cleaner.backoff.ms, or until g stops or a wake-up.
+func (c *logCleaner) sleep(g *cleanerGen) {
+	t := time.NewTimer(g.cfg.Backoff)
 	defer t.Stop()
 	c.sleeping.Add(1)
 	defer c.sleeping.Add(-1)
 	select {
-	case <-c.ctx.Done():
+	case <-g.ctx.Done():
 	case <-t.C:
 	case <-c.wake:
 	}
@@ -252,7 +383,7 @@ func (c *logCleaner) sleep() {
 
 // kick ends the threads' backoff now, or their next one (tests).
 func (c *logCleaner) kick() {
-	for range c.cfg.Threads {
+	for range c.config().Threads {
 		select {
 		case c.wake <- struct{}{}:
 		default:
@@ -261,18 +392,15 @@ func (c *logCleaner) kick() {
 }
 
 // cleanConfig is the CleanConfig of a job, cleaning with map m.
-func (c *logCleaner) cleanConfig(job *cleanCandidate, m *segment.OffsetMap) segment.CleanConfig {
-	cc := segment.CleanConfig{
+func (c *logCleaner) cleanConfig(job *cleanCandidate, m *segment.OffsetMap, g *cleanerGen) segment.CleanConfig {
+	return segment.CleanConfig{
 		Map:                 m,
 		DeleteRetentionMs:   job.cfg.deleteRetentionMs,
 		MinCompactionLagMs:  job.cfg.minCompactionLagMs,
-		IOBufferBytes:       c.ioBuffer(),
+		IOBufferBytes:       cleanerIOBuffer(g.cfg),
 		ProducerLastOffsets: job.p.activeProducerLastOffsets(),
+		Limiter:             c.limiter,
 	}
-	if c.limiter != nil {
-		cc.Limiter = c.limiter
-	}
-	return cc
 }
 
 // activeProducerLastOffsets maps each producer the partition's state
@@ -292,7 +420,7 @@ func (p *partition) activeProducerLastOffsets() map[int64]int64 {
 
 // grab picks the partition to clean and registers its cleaning; nil when
 // none needs it.
-func (c *logCleaner) grab() (*cleanCandidate, context.Context) {
+func (c *logCleaner) grab(g *cleanerGen) (*cleanCandidate, context.Context) {
 	nowMs := c.s.nowFn().UnixMilli()
 	var cands []cleanCandidate
 	for _, cand := range c.s.compactedPartitions() {
@@ -323,7 +451,7 @@ func (c *logCleaner) grab() (*cleanCandidate, context.Context) {
 	if best == nil {
 		return nil, nil
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(g.ctx)
 	c.mu.running[best.p] = &cleaning{cancel: cancel, done: make(chan struct{})}
 	return best, ctx
 }
@@ -350,9 +478,9 @@ func (c *logCleaner) markUncleanable(p *partition, err error) {
 
 // finish records the end of job's cleaning: metrics, errors, and the
 // partition free for the next pick.
-func (c *logCleaner) finish(job *cleanCandidate, res segment.CleanResult, err error) {
+func (c *logCleaner) finish(job *cleanCandidate, res segment.CleanResult, err error, g *cleanerGen) {
 	p := job.p
-	canceled := c.ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, segment.ErrClosed)
+	canceled := g.ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, segment.ErrClosed)
 	switch {
 	case err == nil:
 		c.metrics.record(res)
@@ -478,7 +606,7 @@ func (s *Server) cleanerStop(p *partition) {
 type cleanerMetrics struct {
 	runs, bytesRead, bytesWritten, dirtyBytes, tombstones prometheus.Counter
 	maxDirty, maxDelay, lastRun, lastDuration, bufferUse  prometheus.Gauge
-	uncleanable                                           prometheus.GaugeFunc
+	uncleanable, threads, ioLimit                         prometheus.GaugeFunc
 }
 
 func newCleanerMetrics(c *logCleaner) cleanerMetrics {
@@ -515,8 +643,16 @@ func newCleanerMetrics(c *logCleaner) cleanerMetrics {
 		}
 		return float64(n)
 	})
+	m.threads = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_log_cleaner_threads",
+		Help: "Cleaner threads running (log.cleaner.threads, changeable at run time; 0 with log.cleaner.enable off).",
+	}, func() float64 { return float64(c.threads.Load()) })
+	m.ioLimit = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_log_cleaner_io_max_bytes_per_second",
+		Help: "The cleaner threads' throttle in force (log.cleaner.io.max.bytes.per.second, changeable at run time); the largest double is unthrottled.",
+	}, func() float64 { return float64(c.limiter.Limit()) })
 	c.s.metrics.reg.MustRegister(m.runs, m.bytesRead, m.bytesWritten, m.dirtyBytes, m.tombstones,
-		m.maxDirty, m.maxDelay, m.lastRun, m.lastDuration, m.bufferUse, m.uncleanable)
+		m.maxDirty, m.maxDelay, m.lastRun, m.lastDuration, m.bufferUse, m.uncleanable, m.threads, m.ioLimit)
 	return m
 }
 

@@ -297,7 +297,7 @@ func gaugeValue(t *testing.T, s *Server, name string) float64 {
 // an hour, so the threads sleep until kicked).
 func waitIdle(t *testing.T, s *Server, events <-chan cleanEvent) {
 	t.Helper()
-	waitFor(t, "the cleaner threads to sleep", func() bool { return s.cleaner.sleeping.Load() == s.cleaner.cfg.Threads })
+	waitFor(t, "the cleaner threads to sleep", func() bool { return s.cleaner.sleeping.Load() == s.cleaner.config().Threads })
 	for len(events) > 0 {
 		<-events
 	}

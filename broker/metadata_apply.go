@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -28,7 +29,11 @@ import (
 //     leadership, ISR and leader epoch from it and fetches from the
 //     leader the partitions this broker follows;
 //   - tells the group coordinator which __consumer_offsets partitions this
-//     broker now leads (group_coordinator.go loads and unloads them).
+//     broker now leads (group_coordinator.go loads and unloads them), and
+//     which topics were deleted: it removes their committed offsets with
+//     tombstones (group.Coordinator.DeleteTopicOffsets, Kafka's
+//     onPartitionsDeleted), in the background, so that the metadata is
+//     never held up by an append to __consumer_offsets.
 //
 // Snapshots carry a sequence number; an older snapshot than the last one
 // applied is ignored, so the event loop and an admin request applying
@@ -70,6 +75,7 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 		for _, t := range gone {
 			s.deleteTopicLogs(t)
 		}
+		s.deleteGroupOffsets(gone)
 	}
 
 	next := make(map[string]*topicState, len(snap.Topics))
@@ -264,4 +270,52 @@ func (s *Server) noteOffsetsLeadership(snap *coord.Snapshot) {
 		}
 	}
 	s.groupLoader.want(led)
+}
+
+// deleteGroupOffsets has the group coordinator delete the committed
+// offsets of topics that are gone, in the background (bounded by
+// adminTimeout and by Shutdown); a failure is logged: the partition's
+// coordinator moved, and its new one holds the offsets, as in Kafka.
+func (s *Server) deleteGroupOffsets(gone []*topicState) {
+	if s.groups == nil {
+		return
+	}
+	var names []string
+	for _, t := range gone {
+		if !isInternalTopic(t.name) {
+			names = append(names, t.name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	s.closeMu.Lock()
+	closing := s.done
+	if !closing {
+		s.bgWG.Add(1)
+	}
+	s.closeMu.Unlock()
+	if closing {
+		return
+	}
+	go func() {
+		defer s.bgWG.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.closed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n, err := s.groups.DeleteTopicOffsets(ctx, names)
+		if err != nil {
+			s.log.Warn("deleting the committed offsets of deleted topics failed", "topics", names, "deleted", n, "err", err)
+			return
+		}
+		if n > 0 {
+			s.log.Info("committed offsets of deleted topics deleted", "topics", names, "offsets", n)
+		}
+	}()
 }

@@ -419,6 +419,8 @@ var (
 		"Bytes of compacted replacement objects the remote cleaner committed, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
 	descRemoteCleanRemoved = prometheus.NewDesc("strata_tier_remote_clean_removed_records_total",
 		"Records the remote cleaner removed (superseded values and expired tombstones), per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
+	descRemoteCleanCheckpoint = prometheus.NewDesc("strata_tier_remote_clean_checkpoint_offset",
+		"The remote cleaner checkpoint in the partition's manifest (the first remote offset not compacted yet; it survives leader changes), per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
 	descRemoteCleanFailing = prometheus.NewDesc("strata_tier_remote_clean_failing",
 		"1 while the partition's last remote cleaning failed, per compacted partition this broker archives.", []string{"topic", "partition"}, nil)
 	descStoreErrors = prometheus.NewDesc("strata_tier_store_errors_total",
@@ -457,7 +459,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descOffline, descLeaderPartitions,
 		descPendingSegs, descPendingBytes, descPendingAge, descUploadFailing,
 		descLastUpload, descUploadedSegs, descUploadedBytes, descUploadThrottled, descUploadBackoff, descStoreErrors,
-		descRemoteCleanRounds, descRemoteCleanRead, descRemoteCleanWritten, descRemoteCleanRemoved, descRemoteCleanFailing,
+		descRemoteCleanRounds, descRemoteCleanRead, descRemoteCleanWritten, descRemoteCleanRemoved, descRemoteCleanFailing, descRemoteCleanCheckpoint,
 		descCacheHits, descCacheMisses, descCacheEvictions, descCacheBytes, descCacheJoins, descPartCacheReads,
 		descLogDirOffline, descOfflineLogDirs, descLogDirPartitions, descOfflineReplicas,
 		descGroups, descGroupLag, descGroupLoadSeconds, descGroupLoadBytes} {
@@ -570,6 +572,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				failing = 1
 			}
 			gauge(descRemoteCleanFailing, failing, a.topic, idx)
+			gauge(descRemoteCleanCheckpoint, float64(rc.CheckpointOffset), a.topic, idx)
 		}
 	}
 

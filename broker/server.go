@@ -64,6 +64,9 @@ type Server struct {
 	// dynThrottle holds the replication throttle rates set at run time
 	// (replication_throttle.go).
 	dynThrottle dynamicThrottle
+	// dynCfg holds the dynamic broker configs set at run time
+	// (dynamic_broker_config.go).
+	dynCfg dynamicBrokerConfig
 
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc

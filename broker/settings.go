@@ -62,9 +62,13 @@ type setting struct {
 	// setting out until it is set.
 	unset string
 	// dynamic says the topic config can change at run time, per topic,
-	// through AlterConfigs and IncrementalAlterConfigs. Broker settings are
-	// read at start only.
+	// through AlterConfigs and IncrementalAlterConfigs.
 	dynamic bool
+	// dynamicBroker says the broker setting can change at run time on the
+	// broker resource (dynamic_broker_config.go); other broker settings
+	// are read at start only (but for the replication throttle rates and
+	// the TLS store reload, which have their own paths).
+	dynamicBroker bool
 	// valid bounds a number (nil: any value of typ); enum lists the values
 	// a string may take; check, when set, validates further.
 	valid *valueRange

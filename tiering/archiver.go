@@ -512,6 +512,7 @@ func (a *Archiver) commit(ctx context.Context, next *Manifest) error {
 	next.Configs = maps.Clone(a.mu.configs)
 	a.mu.Unlock()
 	next.UpdatedAt = a.cfg.Now().UTC()
+	next.RemoteCleanerCheckpoint = min(next.RemoteCleanerCheckpoint, next.EndOffset())
 	newETag, err := CommitManifest(ctx, a.cfg.Store, next, etag)
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -48,9 +48,12 @@
 //	 "dropped":[{…a segment…, "dropped_at":"…"}, …],
 //	 "configs":{…}, "num_partitions":3, "updated_at":"…"}
 //
-// with "legacy_keys":true in a manifest of the legacy layout. Version 1
-// (no legacy_keys, no dropped; always the legacy layout) is still read and
-// is written back as version 2. DecodeManifest refuses an unknown version
+// with "legacy_keys":true in a manifest of the legacy layout, and
+// "remote_cleaner_checkpoint":N (version 3) in one of a compacted topic
+// whose remote part the remote cleaner has compacted up to N; without it
+// the manifest is written as version 2, which brokers that know only
+// version 2 still read. Version 1 (no legacy_keys, no dropped; always the
+// legacy layout) is still read and is written back as version 2. DecodeManifest refuses an unknown version
 // or field and validates what it reads: segments sorted, each non-empty,
 // contiguous (a segment's NextOffset is the next one's BaseOffset), no
 // overlap, the log start inside the remote range, a topic id in the

@@ -225,5 +225,8 @@ func cutAt(m *Manifest, d int64) []RemoteSegment {
 	}
 	dropped = append(dropped, m.Segments[i:]...)
 	m.Segments = m.Segments[:i:i]
+	// What the remote cleaner compacted above d is gone; new data there
+	// is dirty.
+	m.RemoteCleanerCheckpoint = min(m.RemoteCleanerCheckpoint, m.EndOffset())
 	return dropped
 }

@@ -249,3 +249,22 @@ func TestArchiverRefusesDivergenceWithoutHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestCutLowersRemoteCleanerCheckpoint: a cut below the remote cleaner
+// checkpoint lowers it to the cut, so what is uploaded there again is
+// dirty; a cut above it leaves it.
+func TestCutLowersRemoteCleanerCheckpoint(t *testing.T) {
+	for i, tc := range []struct{ ckpt, cut, want int64 }{
+		{400, 250, 250},
+		{400, 300, 300},
+		{200, 350, 200},
+		{0, 150, 0},
+	} {
+		m := testManifest(3) // [100, 400)
+		m.RemoteCleanerCheckpoint = tc.ckpt
+		cutAt(m, tc.cut)
+		if m.RemoteCleanerCheckpoint != tc.want || m.Validate() != nil {
+			t.Errorf("#%d: cut at %d of checkpoint %d: got %d (valid: %v), want %d", i, tc.cut, tc.ckpt, m.RemoteCleanerCheckpoint, m.Validate(), tc.want)
+		}
+	}
+}

@@ -20,8 +20,16 @@ import (
 //
 // Version 2 added legacy_keys and dropped; a version 1 manifest (always in
 // the legacy key layout) still decodes, as a version 2 one with LegacyKeys
-// set, and is written back as version 2.
-const ManifestVersion = 2
+// set, and is written back as version 2. Version 3 added
+// remote_cleaner_checkpoint; a manifest without one (every manifest of a
+// topic that does not compact) is still written as version 2, so brokers
+// that know only version 2 keep reading it; a version 2 manifest decodes
+// as a version 3 one with the checkpoint 0.
+const ManifestVersion = 3
+
+// manifestVersionNoCleaner is the version written for a manifest without
+// a remote cleaner checkpoint.
+const manifestVersionNoCleaner = 2
 
 // manifestVersionLegacy is the first format, read but no longer written.
 const manifestVersionLegacy = 1
@@ -129,6 +137,8 @@ func (m *Manifest) Validate() error {
 		return bad("log start offset %d", m.LogStartOffset)
 	case m.NumPartitions < 0:
 		return bad("num partitions %d", m.NumPartitions)
+	case m.RemoteCleanerCheckpoint < 0 || m.RemoteCleanerCheckpoint > m.EndOffset():
+		return bad("remote cleaner checkpoint %d outside [0, %d]", m.RemoteCleanerCheckpoint, m.EndOffset())
 	}
 	names := make(map[string]bool, len(m.Segments)+len(m.Dropped))
 	for i := range m.Segments {
@@ -202,7 +212,13 @@ func EncodeManifest(m *Manifest) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(m)
+	w := m
+	if m.RemoteCleanerCheckpoint == 0 {
+		c := *m
+		c.Version = manifestVersionNoCleaner
+		w = &c
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
@@ -219,7 +235,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	if probe.Version != ManifestVersion && probe.Version != manifestVersionLegacy {
+	if probe.Version != ManifestVersion && probe.Version != manifestVersionNoCleaner && probe.Version != manifestVersionLegacy {
 		return nil, fmt.Errorf("%w: unsupported version %d", ErrBadManifest, probe.Version)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -231,11 +247,17 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the manifest", ErrBadManifest)
 	}
-	if m.Version == manifestVersionLegacy {
+	if m.Version < ManifestVersion && m.RemoteCleanerCheckpoint != 0 {
+		return nil, fmt.Errorf("%w: version %d with a field of version 3", ErrBadManifest, m.Version)
+	}
+	switch m.Version {
+	case manifestVersionLegacy:
 		if m.LegacyKeys || m.Dropped != nil {
 			return nil, fmt.Errorf("%w: version 1 with fields of version 2", ErrBadManifest)
 		}
 		m.Version, m.LegacyKeys = ManifestVersion, true
+	case manifestVersionNoCleaner:
+		m.Version = ManifestVersion
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -66,7 +66,12 @@ func TestManifestValidate(t *testing.T) {
 		{func(m *Manifest) { m.Segments = nil; m.LogStartOffset = 777 }, true, ""},
 		{func(m *Manifest) { m.LogStartOffset = 150 }, true, ""},
 		{func(m *Manifest) { m.Version = 1 }, false, "version"},
-		{func(m *Manifest) { m.Version = 3 }, false, "version"},
+		{func(m *Manifest) { m.Version = 2 }, false, "version"}, // decoded as 3
+		{func(m *Manifest) { m.Version = 4 }, false, "version"},
+		{func(m *Manifest) { m.RemoteCleanerCheckpoint = m.EndOffset() }, true, ""},
+		{func(m *Manifest) { m.RemoteCleanerCheckpoint = 150 }, true, ""},
+		{func(m *Manifest) { m.RemoteCleanerCheckpoint = m.EndOffset() + 1 }, false, "remote cleaner checkpoint"},
+		{func(m *Manifest) { m.RemoteCleanerCheckpoint = -1 }, false, "remote cleaner checkpoint"},
 		{func(m *Manifest) { m.TopicID = "" }, false, "topic id"},
 		{func(m *Manifest) { m.TopicID = "tid-1" }, false, "topic id"},
 		{func(m *Manifest) { m.TopicID = strings.ToUpper(testOrdersID) }, false, "topic id"},
@@ -124,8 +129,9 @@ func TestDecodeManifestRefuses(t *testing.T) {
 	for i, b := range [][]byte{
 		nil,
 		[]byte("{"),
-		[]byte(`{"version":3,"topic":"x"}`),
-		[]byte(`{"version":2,"topic":"x"}`), // no topic id
+		[]byte(`{"version":4,"topic":"x"}`),
+		bytes.Replace(good, []byte(`"version":2`), []byte(`"version":2,"remote_cleaner_checkpoint":150`), 1), // a v3 field in v2
+		[]byte(`{"version":2,"topic":"x"}`),                                                     // no topic id
 		bytes.Replace(good, []byte(`"version":2`), []byte(`"version":2,"extra":true`), 1),       // unknown field
 		bytes.Replace(good, []byte(`"version":2`), []byte(`"version":1,"legacy_keys":true`), 1), // a v2 field in v1
 		append(bytes.TrimSpace(good), []byte(` {}`)...),                                         // trailing data
@@ -357,4 +363,32 @@ func FuzzDecodeManifest(f *testing.F) {
 			t.Fatalf("re-decode differs:\n%+v\n%+v", m, m2)
 		}
 	})
+}
+
+// TestManifestCleanerCheckpointVersions: a manifest without a remote
+// cleaner checkpoint is written as version 2 (older brokers read it), one
+// with a checkpoint as version 3; both decode to the same manifest.
+func TestManifestCleanerCheckpointVersions(t *testing.T) {
+	for _, ckpt := range []int64{0, 150} {
+		m := testManifest(3)
+		m.RemoteCleanerCheckpoint = ckpt
+		b, err := EncodeManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `"version":2,`
+		if ckpt > 0 {
+			want = `"version":3,`
+		}
+		if !bytes.Contains(b, []byte(want)) || bytes.Contains(b, []byte("remote_cleaner_checkpoint")) != (ckpt > 0) {
+			t.Errorf("checkpoint %d: encoded %s, want %s", ckpt, b, want)
+		}
+		got, err := DecodeManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != ManifestVersion || got.RemoteCleanerCheckpoint != ckpt || m.Version != ManifestVersion {
+			t.Errorf("checkpoint %d: decoded version %d checkpoint %d", ckpt, got.Version, got.RemoteCleanerCheckpoint)
+		}
+	}
 }

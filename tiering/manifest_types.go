@@ -74,6 +74,12 @@ type Manifest struct {
 	// first segment.
 	LogStartOffset int64           `json:"log_start_offset"`
 	Segments       []RemoteSegment `json:"segments"`
+	// RemoteCleanerCheckpoint, for a compacted topic, is the first remote
+	// offset the remote cleaner has not compacted yet (0: none is);
+	// committed with the swap of each round's replacements, so the next
+	// leader's remote cleaner starts there (remote_cleaner.go). At most
+	// EndOffset: a cut of the remote log lowers it.
+	RemoteCleanerCheckpoint int64 `json:"remote_cleaner_checkpoint,omitempty"`
 	// Dropped are segments out of the remote log whose objects are not
 	// deleted yet (DroppedSegment). Readers never use them.
 	Dropped []DroppedSegment `json:"dropped,omitempty"`

@@ -57,10 +57,15 @@ import (
 // increase, whichever manifest each of its reads resolved, so it never
 // sees a key's older value after its newer one.
 //
-// The remote cleaner checkpoint is kept in memory on the leader (the
-// manifest format does not carry it): a new leader, or a restarted broker,
-// takes the whole remote log for dirty and its first round rereads all of
-// it once.
+// The remote cleaner checkpoint (the first remote offset not compacted
+// yet, the mapped end of the last round) is in the manifest
+// (Manifest.RemoteCleanerCheckpoint), set in the same commit that swaps
+// the round's replacements in, so it has the commit's conditional put and
+// leader-epoch fencing: a round whose swap is fenced or fails moves no
+// checkpoint, and the next leader, or this broker after a restart, reads
+// it with the manifest and starts its first round there, not from the
+// remote log start. Every other commit carries it over (it clones the
+// manifest); a cut at a divergence point lowers it to the cut.
 
 // RemoteCleanConfig configures an archiver's remote cleaner; the zero
 // value takes the defaults.
@@ -121,24 +126,30 @@ type RemoteCleanStats struct {
 	LastRound         time.Time
 	LastDuration      time.Duration
 	LastError         error
-	CheckpointOffset  int64 // the in-memory remote cleaner checkpoint
+	CheckpointOffset  int64 // the remote cleaner checkpoint in the archiver's manifest view
+	// LastDirtyStart is where the last committed round began cleaning:
+	// the checkpoint it started from, or the first remote offset above it.
+	LastDirtyStart int64
 }
 
 // RemoteCleanStats returns the remote cleaner's counters.
 func (a *Archiver) RemoteCleanStats() RemoteCleanStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.mu.cleanStats
+	cs := a.mu.cleanStats
+	if m := a.mu.manifest; m != nil {
+		cs.CheckpointOffset = m.RemoteCleanerCheckpoint
+	}
+	return cs
 }
 
 // remoteCleanState is the remote cleaner's memory, on the loop goroutine.
 type remoteCleanState struct {
-	checkpoint int64         // first remote offset not cleaned remotely
-	lastTry    time.Duration // on cfg.Mono; 0 before the first
-	tried      bool
-	running    bool                    // a round's work goroutine has not reported yet
-	done       chan remoteCleanOutcome // capacity 1: the work goroutine's report
-	offsetMap  *segment.OffsetMap      // the running round's while running
+	lastTry   time.Duration // on cfg.Mono; 0 before the first
+	tried     bool
+	running   bool                    // a round's work goroutine has not reported yet
+	done      chan remoteCleanOutcome // capacity 1: the work goroutine's report
+	offsetMap *segment.OffsetMap      // the running round's while running
 	// afterUpload, if set, is called (tests) once the replacement objects
 	// are uploaded, before the manifest commit.
 	afterUpload func() error
@@ -160,15 +171,16 @@ type remoteCleanWork struct {
 // remoteCleanOutcome is what a round's work reports to the loop: the
 // uploaded replacements of the first k segments of m, or an error.
 type remoteCleanOutcome struct {
-	m         *Manifest
-	epoch     int32
-	k         int
-	outs      []RemoteSegment
-	mappedEnd int64
-	started   time.Duration // on cfg.Mono: the first PUT
-	began     time.Time
-	res       remoteCleanResult
-	err       error
+	m          *Manifest
+	epoch      int32
+	k          int
+	outs       []RemoteSegment
+	mappedEnd  int64
+	firstDirty int64         // where the round began: its checkpoint, or the first segment above
+	started    time.Duration // on cfg.Mono: the first PUT
+	began      time.Time
+	res        remoteCleanResult
+	err        error
 }
 
 // cleanRemote runs the remote cleaner's part of a step: it commits the
@@ -200,7 +212,7 @@ func (a *Archiver) cleanRemote(ctx context.Context) error {
 	if !ok || len(m.Segments) == 0 {
 		return nil
 	}
-	plan, due := planRemoteClean(m, a.rc.checkpoint, comp, a.cfg.Now().UnixMilli())
+	plan, due := planRemoteClean(m, m.RemoteCleanerCheckpoint, comp, a.cfg.Now().UnixMilli())
 	if !due {
 		return nil
 	}
@@ -216,7 +228,7 @@ func (a *Archiver) cleanRemote(ctx context.Context) error {
 	}
 	a.rc.tried, a.rc.lastTry, a.rc.running = true, now, true
 	work := remoteCleanWork{a: a, m: m, epoch: epoch, comp: comp, plan: plan, om: a.rc.offsetMap,
-		checkpoint: a.rc.checkpoint, afterUpload: a.rc.afterUpload}
+		checkpoint: m.RemoteCleanerCheckpoint, afterUpload: a.rc.afterUpload}
 	a.rcWG.Add(1)
 	go func() {
 		defer a.rcWG.Done()
@@ -255,7 +267,6 @@ func (a *Archiver) finishRemoteClean(ctx context.Context, out remoteCleanOutcome
 	}
 	cs.LastError = nil
 	if st.swapped {
-		a.rc.checkpoint = out.mappedEnd
 		cs.Rounds++
 		cs.SegmentsReplaced += int64(out.k)
 		cs.SegmentsWritten += int64(len(out.outs))
@@ -263,10 +274,10 @@ func (a *Archiver) finishRemoteClean(ctx context.Context, out remoteCleanOutcome
 		cs.RecordsRemoved += st.recordsRead - st.recordsKept
 		cs.TombstonesRemoved += st.tombstones
 		cs.LastRound, cs.LastDuration = a.cfg.Now(), time.Since(out.began)
-		a.log.Info("tiering: remote cleaning committed", "replaced", out.k, "written", len(out.outs),
+		cs.LastDirtyStart = out.firstDirty
+		a.log.Info("tiering: remote cleaning committed", "from", out.firstDirty, "replaced", out.k, "written", len(out.outs),
 			"bytesRead", st.bytesRead, "bytesWritten", st.bytesWritten, "checkpoint", out.mappedEnd, "took", cs.LastDuration)
 	}
-	cs.CheckpointOffset = a.rc.checkpoint
 	return nil
 }
 
@@ -292,6 +303,7 @@ func (a *Archiver) swapReplacements(ctx context.Context, out remoteCleanOutcome)
 	segs := make([]RemoteSegment, 0, len(out.outs)+len(cur.Segments)-out.k)
 	segs = append(segs, out.outs...)
 	next.Segments = append(segs, next.Segments[out.k:]...)
+	next.RemoteCleanerCheckpoint = max(cur.RemoteCleanerCheckpoint, out.mappedEnd)
 	a.drop(next, cur.Segments[:out.k])
 	cctx, cancel := context.WithTimeout(ctx, left)
 	err := a.commit(cctx, next)
@@ -361,7 +373,8 @@ type replacement struct {
 
 // run does the round's work (see the top of the file) and reports it.
 func (w remoteCleanWork) run(ctx context.Context) remoteCleanOutcome {
-	out := remoteCleanOutcome{m: w.m, epoch: w.epoch, began: time.Now()}
+	out := remoteCleanOutcome{m: w.m, epoch: w.epoch, began: time.Now(),
+		firstDirty: max(w.checkpoint, w.m.Segments[w.plan.first].BaseOffset)}
 	out.k, out.outs, out.mappedEnd, out.started, out.err = w.a.remoteCleanRound(ctx, w, &out.res)
 	return out
 }

@@ -132,9 +132,11 @@
 // for a group that only commits, from each commit for the topics no member
 // of a Stable "consumer" group subscribes to; at the commit's own expire
 // time for OffsetCommit v2-v4 with a retention time), for each offset
-// OffsetDelete deletes and for each offset of a group DeleteGroups
-// deletes; a group key with a null value when a group is deleted, or
-// expires Empty with no offsets left. The cleaner keeps a tombstone for
+// OffsetDelete deletes, for each offset of a group DeleteGroups deletes
+// and for each offset of a deleted topic (DeleteTopicOffsets, Kafka's
+// cleanupGroupMetadata on partitions deleted); a group key with a null
+// value when a group is deleted, or expires (or loses its last offsets
+// to a topic deletion) Empty with no offsets left. The cleaner keeps a tombstone for
 // delete.retention.ms after the cleaning that first kept it, long enough
 // for a coordinator loading the partition to see it, then removes it with
 // the records it deleted. Load replays a compacted partition as any

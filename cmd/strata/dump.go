@@ -29,7 +29,10 @@ A DIR is a partition directory (topic-N: its .log files, oldest first) or a
 data directory, one of log.dirs (every partition directory in it); give
 each directory of log.dirs to dump them all.
 A .log file gives a line per record batch: offsets, position, size, CRC
-check, codec, producer, flags, timestamps and leader epoch. A .index or
+check, codec, producer, flags, timestamps and leader epoch (and, for a
+batch the log cleaner kept a tombstone in, its delete horizon); in a
+compacted partition, a line with the cleaner checkpoint (the directory's
+cleaner-offset-checkpoint) and whether the segment is cleaned. A .index or
 .timeindex file gives its entries. Files are named by their 20-digit base
 offset. Flags may come before or after the files.
 
@@ -157,6 +160,9 @@ type dumper struct {
 	stderr    io.Writer
 	printData bool
 	problems  int
+	// nextOffset is the offset after the last batch dumpLog framed (the
+	// base offset if none).
+	nextOffset int64
 }
 
 func (d *dumper) problem(format string, args ...any) {
@@ -191,6 +197,7 @@ func (d *dumper) dumpFile(verifyIndex bool) bool {
 	switch suffix {
 	case segment.LogSuffix:
 		batches := d.dumpLog(f, st.Size(), base)
+		d.printCleaned(filepath.Dir(d.path), base)
 		if verifyIndex {
 			dir := filepath.Dir(d.path)
 			d.verifyOffsetIndex(filepath.Join(dir, segment.SegmentFileName(base, segment.IndexSuffix)), base, batches)
@@ -250,12 +257,37 @@ func (d *dumper) dumpLog(f *os.File, size, base int64) []segment.BatchStart {
 		next = max(next, h.NextOffset())
 		pos += int64(h.Size())
 	}
+	d.nextOffset = max(next, base)
 	fmt.Fprintf(d.out, "Summary: %d batches, %d records, %d valid bytes", len(batches), records, pos)
 	if len(batches) > 0 {
 		fmt.Fprintf(d.out, ", offsets %d to %d", batches[0].BaseOffset, next-1)
 	}
 	fmt.Fprintln(d.out)
 	return batches
+}
+
+// printCleaned prints, for a segment of a compacted partition (one whose
+// directory has a cleaner checkpoint), the checkpoint and whether the
+// segment lies below it: cleaned (every batch below the checkpoint: its
+// superseded records removed, tombstones kept until their delete
+// horizon), partly (the checkpoint falls inside it), or dirty.
+func (d *dumper) printCleaned(dir string, base int64) {
+	ckpt, ok, err := segment.ReadCleanerCheckpoint(dir)
+	switch {
+	case err != nil:
+		d.problem("cleaner checkpoint: %v", err)
+		return
+	case !ok:
+		return // not a compacted partition, or never cleaned
+	}
+	state := "dirty (at or above it)"
+	switch {
+	case d.nextOffset <= ckpt:
+		state = "cleaned (below it)"
+	case base < ckpt:
+		state = "partly cleaned (it falls inside the segment)"
+	}
+	fmt.Fprintf(d.out, "Cleaner checkpoint: %d; this segment [%d, %d) is %s\n", ckpt, base, d.nextOffset, state)
 }
 
 func grow(b []byte, n int) []byte {

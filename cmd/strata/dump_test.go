@@ -373,9 +373,15 @@ func TestDumpCleanedSegment(t *testing.T) {
 		`| offset: 1 timestamp: 11 keySize: 1 valueSize: -1 key: "b" value: null`,
 		"baseOffset: 2 lastOffset: 2 count: 1 ",
 		"Summary: 2 batches, 2 records",
+		"Cleaner checkpoint: 3; this segment [0, 3) is cleaned (below it)\n",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("#%d: output lacks %q; got:\n%s", i, w, out)
 		}
+	}
+	// The active segment, never cleaned, is above the checkpoint.
+	status, out, errs = runDumpArgs(t, filepath.Join(dir, segment.SegmentFileName(3, segment.LogSuffix)))
+	if w := "Cleaner checkpoint: 3; this segment [3, 4) is dirty (at or above it)\n"; status != 0 || errs != "" || !strings.Contains(out, w) {
+		t.Errorf("active segment: status %d, stderr %q, output lacks %q; got:\n%s", status, errs, w, out)
 	}
 }
