@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -92,10 +93,14 @@ func (s *Server) fetchPartitionLegacy(t *topicState, p *partition, version int16
 			}
 			break
 		}
-		out = append(out, dc.Set...)
+		if out == nil {
+			out = dc.Set
+		} else {
+			out = append(out, dc.Set...)
+		}
 		s.stats.fetchDownConverted.Add(int64(dc.Records))
-		if dc.Partial || dc.NextOffset <= off {
-			break
+		if dc.Partial || dc.NextOffset < sl.NextOffset {
+			break // the limit is reached inside what was read
 		}
 		off = dc.NextOffset
 	}
@@ -108,7 +113,7 @@ func (s *Server) fetchPartitionLegacy(t *topicState, p *partition, version int16
 
 // readSlice appends the bytes of a log read to dst.
 func readSlice(dst []byte, sl segment.ReadSlice) ([]byte, error) {
-	dst = append(dst, make([]byte, sl.Size)...)
+	dst = slices.Grow(dst, int(sl.Size))[:len(dst)+int(sl.Size)]
 	n, err := sl.File.ReadAt(dst[len(dst)-int(sl.Size):], sl.Pos)
 	if n == int(sl.Size) {
 		return dst, nil

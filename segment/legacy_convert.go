@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 )
 
 // ConvertLegacy builds the record batch v2 that a produced message set
@@ -83,6 +84,10 @@ func DownConvert(batches []byte, opt DownConvertOptions) (DownConverted, error) 
 	if opt.Magic != 0 && opt.Magic != 1 {
 		return out, fmt.Errorf("segment: DownConvert: magic %d, want 0 or 1", opt.Magic)
 	}
+	// Magic 0 and 1 take at most LegacyOverheadV1+12 bytes per record
+	// where v2 takes at least 7: most sets are a little larger than their
+	// batches.
+	out.Set = make([]byte, 0, min(max(opt.Limit, 0), len(batches)+len(batches)/16)+4096)
 	var tmp []byte
 	var ends []legacyEnd
 	for len(batches) > 0 {
@@ -105,7 +110,13 @@ func DownConvert(batches []byte, opt DownConvertOptions) (DownConverted, error) 
 			}
 			break
 		}
-		tmp, ends, err = convertBatch(tmp[:0], ends[:0], batch, opt)
+		if h.Compression() != CodecNone && len(out.Set) > 0 && len(out.Set)+h.Size() > opt.Limit {
+			// Its wrapper would not fit either (a message set is no
+			// smaller than its batch): spare the recompression.
+			break
+		}
+		tmp = slices.Grow(tmp[:0], min(h.Size()+h.Size()/8, max(opt.Limit-len(out.Set), 0))+4096)
+		tmp, ends, err = convertBatch(tmp, ends[:0], batch, opt, opt.Limit-len(out.Set))
 		if err != nil {
 			return out, err
 		}
@@ -154,8 +165,10 @@ type legacyEnd struct {
 }
 
 // convertBatch appends the conversion of one validated, non-control batch
-// to dst, and the end of each message to ends.
-func convertBatch(dst []byte, ends []legacyEnd, batch []byte, opt DownConvertOptions) ([]byte, []legacyEnd, error) {
+// to dst, and the end of each message to ends. An uncompressed batch stops
+// after the first message that ends past room: the caller cannot take
+// more.
+func convertBatch(dst []byte, ends []legacyEnd, batch []byte, opt DownConvertOptions, room int) ([]byte, []legacyEnd, error) {
 	it, err := NewRecordIter(batch, opt.MaxDecompressed)
 	if err != nil {
 		return nil, nil, err
@@ -185,6 +198,9 @@ func convertBatch(dst []byte, ends []legacyEnd, batch []byte, opt DownConvertOpt
 			dst = appendLegacyMessage(dst, rec.Offset, opt.Magic, tsAttr, rec.Timestamp, rec.Key, rec.Value)
 			n++
 			ends = append(ends, legacyEnd{end: len(dst), records: n, next: rec.Offset + 1})
+			if len(dst) > room {
+				return dst, ends, nil
+			}
 			continue
 		}
 		if n == 0 {
