@@ -263,6 +263,24 @@ func TestLegacyFetchRules(t *testing.T) {
 		t.Errorf("v3 past the limit: %d records, %v; want the whole message", len(set.Records), err)
 	}
 
+	// LogAppendTime: Produce v2 answers the broker's time, and old readers
+	// of magic 1 get it as every message's timestamp, flagged as such.
+	createTopic(t, cl, "legacy-lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	lat := rc.request(next(), legacyProduce(2, "legacy-lat", legacySetOf(t, 1, segment.CodecGzip, legacyRecords("lat", 3, 5)))).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if lat.ErrorCode != 0 || lat.LogAppendTime <= 5 {
+		t.Fatalf("produce v2 to a LogAppendTime topic: %s, LogAppendTime %d", kerr.ErrorForCode(lat.ErrorCode), lat.LogAppendTime)
+	}
+	_, b = fetchCode(3, "legacy-lat", 0, 1<<20)
+	set, err := segment.ParseLegacy(b, 1<<20)
+	if err != nil || len(set.Records) != 3 {
+		t.Fatalf("fetch v3 of a LogAppendTime topic: %d records, %v", len(set.Records), err)
+	}
+	for i, r := range set.Records {
+		if !r.LogAppendTime || r.Timestamp != lat.LogAppendTime {
+			t.Errorf("LogAppendTime #%d: got %v ts %d, want true ts %d", i, r.LogAppendTime, r.Timestamp, lat.LogAppendTime)
+		}
+	}
+
 	// ListOffsets v0: latest and earliest.
 	for i, tc := range []struct {
 		ts   int64
