@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v3-9
+// Produce: v0-9 (v0-v2: produce_legacy.go)
 //
 // Behavior:
 // * Each partition must carry exactly one record batch of magic 2 (Kafka's
@@ -70,12 +70,16 @@ import (
 //   CREATE on the cluster or the topic, else UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Version notes:
+// * v0-v2: message sets of magic 0 and 1, converted (produce_legacy.go)
+// * v1: ThrottleMillis
+// * v2: LogAppendTime in the response
+// * v3: TransactionID; record batches v2 only
 // * v5: LogStartOffset in the response
 // * v7: zstd allowed
 // * v8: ErrorMessage and ErrorRecords in the response
 // * v9: flexible versions
 
-func init() { register(0, 3, 9, handleProduce) }
+func init() { register(0, 0, 9, handleProduce) }
 
 func handleProduce(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ProduceRequest)
@@ -176,6 +180,11 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	p, lead, err := s.leaderPartition(ts, ts.name, index)
 	if err != nil {
 		return nil, err
+	}
+	if req.Version < 3 { // message sets of magic 0 and 1: produce_legacy.go
+		if records, err = s.convertLegacyProduce(records, ts.cfg.maxMessageBytes); err != nil {
+			return nil, err
+		}
 	}
 	if err := validateProduceBatch(req.Version, records, ts.cfg.maxMessageBytes); err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch: v4-12
+// Fetch: v0-12 (v0-v3: down-converted, fetch_legacy.go)
 //
 // Behavior:
 // * Returns whole record batches, verbatim from the segment files and sent
@@ -48,6 +48,9 @@ import (
 //   is no CLUSTER_ACTION path.
 //
 // Version notes:
+// * v0-v3: message sets of magic 0 (v0-v1) and 1 (v2-v3), down-converted
+// * v1: ThrottleMillis
+// * v3: MaxBytes
 // * v4: LastStableOffset, AbortedTransactions, IsolationLevel
 // * v5: LogStartOffset
 // * v7: sessions (declined), top-level ErrorCode
@@ -55,7 +58,7 @@ import (
 // * v11: Rack, PreferredReadReplica
 // * v12: flexible versions
 
-func init() { register(1, 4, 12, handleFetch) }
+func init() { register(1, 0, 12, handleFetch) }
 
 func handleFetch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
@@ -152,6 +155,8 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
 				pr.errorCode = s.notHostedCode(rt.Topic, rp.Partition)
+			case req.Version < 4: // message sets of magic 0 and 1: fetch_legacy.go
+				s.fetchPartitionLegacy(t, t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			default:
 				s.fetchPartition(t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets: v1-7
+// ListOffsets: v0-7 (v0: list_offsets_v0.go)
 //
 // Behavior:
 // * Timestamp -1 (latest): the high watermark (the last stable offset is
@@ -29,13 +29,14 @@ import (
 //   its partitions are TOPIC_AUTHORIZATION_FAILED, checked first.
 //
 // Version notes:
+// * v0: MaxNumOffsets, OldStyleOffsets (list_offsets_v0.go)
 // * v1: single offset per partition with timestamp
 // * v2: IsolationLevel
 // * v4: CurrentLeaderEpoch, LeaderEpoch in the response
 // * v6: flexible versions
 // * v7: max timestamp (-3)
 
-func init() { register(2, 1, 7, handleListOffsets) }
+func init() { register(2, 0, 7, handleListOffsets) }
 
 // Special ListOffsets timestamps.
 const (
@@ -86,6 +87,10 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 }
 
 func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	if version == 0 { // OldStyleOffsets: list_offsets_v0.go
+		s.listOffsetV0(p, rp, sp)
+		return
+	}
 	if version >= 4 && rp.CurrentLeaderEpoch != -1 {
 		if code := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); code != 0 {
 			sp.ErrorCode = code

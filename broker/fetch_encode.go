@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 )
 
-// This file writes the Fetch response body (v4-v12) by hand, because its
+// This file writes the Fetch response body (v0-v12) by hand, because its
 // record bytes are not in memory: they are ranges of segment files that
 // the connection sends with sendfile. Everything else is the byte layout
 // kmsg.FetchResponse.AppendTo produces, field for field, using kbin's
@@ -15,7 +15,7 @@ import (
 // and strings carry uvarint length+1, and each struct ends in tagged
 // fields, here always empty: one 0 byte):
 //
-//	ThrottleMillis int32
+//	ThrottleMillis int32                 (v1+)
 //	ErrorCode int16                      (v7+)
 //	SessionID int32                      (v7+)
 //	Topics [
@@ -24,9 +24,9 @@ import (
 //	    Partition int32
 //	    ErrorCode int16
 //	    HighWatermark int64
-//	    LastStableOffset int64
+//	    LastStableOffset int64           (v4+)
 //	    LogStartOffset int64             (v5+)
-//	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64]
+//	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64] (v4+)
 //	    PreferredReadReplica int32       (v11+)
 //	    Records bytes                    <- file ranges go here
 //	    tagged fields                    (flexible)
@@ -119,7 +119,9 @@ func encodeFetch(res *fetchResult) *rawBody {
 			b.buf = append(b.buf, 0)
 		}
 	}
-	b.buf = kbin.AppendInt32(b.buf, 0) // throttle
+	if v >= 1 {
+		b.buf = kbin.AppendInt32(b.buf, 0) // throttle
+	}
 	if v >= 7 {
 		b.buf = kbin.AppendInt16(b.buf, res.errorCode)
 		b.buf = kbin.AppendInt32(b.buf, res.sessionID)
@@ -138,13 +140,15 @@ func encodeFetch(res *fetchResult) *rawBody {
 			b.buf = kbin.AppendInt32(b.buf, p.partition)
 			b.buf = kbin.AppendInt16(b.buf, p.errorCode)
 			b.buf = kbin.AppendInt64(b.buf, p.highWatermark)
-			b.buf = kbin.AppendInt64(b.buf, p.lastStableOffset)
+			if v >= 4 {
+				b.buf = kbin.AppendInt64(b.buf, p.lastStableOffset)
+			}
 			if v >= 5 {
 				b.buf = kbin.AppendInt64(b.buf, p.logStartOffset)
 			}
 			if flexible {
 				b.buf = kbin.AppendCompactNullableArrayLen(b.buf, 0, !p.emptyAborted)
-			} else {
+			} else if v >= 4 {
 				b.buf = kbin.AppendNullableArrayLen(b.buf, 0, !p.emptyAborted)
 			}
 			if v >= 11 {

@@ -43,7 +43,7 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 	if _, err := f.Write(data); err != nil {
 		t.Fatal(err)
 	}
-	for v := int16(4); v <= 12; v++ {
+	for v := int16(0); v <= 12; v++ {
 		for _, readCommitted := range []bool{false, true} {
 			res := &fetchResult{version: v, errorCode: 0, sessionID: 0}
 			want := kmsg.NewPtrFetchResponse()

@@ -28,6 +28,12 @@ type Stats struct {
 	// FetchCopiedBytes counts record bytes sent by copying through user
 	// space (zero copy disabled, or a connection that is not TCP).
 	FetchCopiedBytes int64
+	// ProduceConvertedRecords and FetchConvertedRecords count records
+	// converted between message formats: up from magic 0 and 1 for
+	// Produce v0-v2, down to them for Fetch v0-v3 (Kafka's
+	// ProduceMessageConversionsPerSec and FetchMessageConversionsPerSec).
+	ProduceConvertedRecords int64
+	FetchConvertedRecords   int64
 }
 
 // stats holds the live counters behind Stats.
@@ -40,18 +46,22 @@ type stats struct {
 	produceBytes        atomic.Int64
 	fetchZeroCopyBytes  atomic.Int64
 	fetchCopiedBytes    atomic.Int64
+	produceConverted    atomic.Int64
+	fetchDownConverted  atomic.Int64
 }
 
 func (s *stats) snapshot() Stats {
 	return Stats{
-		ConnectionsAccepted: s.connectionsAccepted.Load(),
-		ConnectionsOpen:     s.connectionsOpen.Load(),
-		Requests:            s.requests.Load(),
-		RequestsRejected:    s.requestsRejected.Load(),
-		ProduceBatches:      s.produceBatches.Load(),
-		ProduceBytes:        s.produceBytes.Load(),
-		FetchZeroCopyBytes:  s.fetchZeroCopyBytes.Load(),
-		FetchCopiedBytes:    s.fetchCopiedBytes.Load(),
+		ConnectionsAccepted:     s.connectionsAccepted.Load(),
+		ConnectionsOpen:         s.connectionsOpen.Load(),
+		Requests:                s.requests.Load(),
+		RequestsRejected:        s.requestsRejected.Load(),
+		ProduceBatches:          s.produceBatches.Load(),
+		ProduceBytes:            s.produceBytes.Load(),
+		FetchZeroCopyBytes:      s.fetchZeroCopyBytes.Load(),
+		FetchCopiedBytes:        s.fetchCopiedBytes.Load(),
+		ProduceConvertedRecords: s.produceConverted.Load(),
+		FetchConvertedRecords:   s.fetchDownConverted.Load(),
 	}
 }
 
@@ -59,14 +69,16 @@ func (s *stats) snapshot() Stats {
 // (strata_broker_...), for logging and expvar.
 func (st Stats) Map() map[string]int64 {
 	return map[string]int64{
-		"strata_broker_connections_accepted_total":  st.ConnectionsAccepted,
-		"strata_broker_connections_open":            st.ConnectionsOpen,
-		"strata_broker_requests_total":              st.Requests,
-		"strata_broker_requests_rejected_total":     st.RequestsRejected,
-		"strata_broker_produce_batches_total":       st.ProduceBatches,
-		"strata_broker_produce_bytes_total":         st.ProduceBytes,
-		"strata_broker_fetch_zero_copy_bytes_total": st.FetchZeroCopyBytes,
-		"strata_broker_fetch_copied_bytes_total":    st.FetchCopiedBytes,
+		"strata_broker_connections_accepted_total":      st.ConnectionsAccepted,
+		"strata_broker_connections_open":                st.ConnectionsOpen,
+		"strata_broker_requests_total":                  st.Requests,
+		"strata_broker_requests_rejected_total":         st.RequestsRejected,
+		"strata_broker_produce_batches_total":           st.ProduceBatches,
+		"strata_broker_produce_bytes_total":             st.ProduceBytes,
+		"strata_broker_fetch_zero_copy_bytes_total":     st.FetchZeroCopyBytes,
+		"strata_broker_fetch_copied_bytes_total":        st.FetchCopiedBytes,
+		"strata_broker_produce_converted_records_total": st.ProduceConvertedRecords,
+		"strata_broker_fetch_converted_records_total":   st.FetchConvertedRecords,
 	}
 }
 

@@ -40,7 +40,10 @@ type topicConfig struct {
 	seg             segment.Config
 	maxMessageBytes int32
 	logAppendTime   bool
-	minInsyncReps   int32
+	// downConversion lets Fetch v0-v3 convert to magic 0 and 1
+	// (fetch_legacy.go).
+	downConversion bool
+	minInsyncReps  int32
 	// Compaction (log_cleaner.go): cleanup.policy holds compact, delete
 	// or both; the cleaner's thresholds.
 	compact, deletePolicy                                     bool

@@ -201,7 +201,7 @@ func TestBadInput(t *testing.T) {
 	raw("zero-size", binary.BigEndian.AppendUint32(nil, 0), -1)
 	raw("truncated-header", []byte{0, 0, 0, 3, 0, 3, 0}, -1)
 	raw("unknown-api-key", requestFrame(9999, 0, 41, false, nil), 41)
-	raw("produce-v1-unsupported", requestFrame(0, 1, 42, false, []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}), 42)
+	raw("produce-v1-no-topics", requestFrame(0, 1, 42, false, []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}), 42)
 	raw("metadata-v99", requestFrame(3, 99, 43, true, []byte{0}), 43)
 	raw("metadata-body-garbage", requestFrame(3, 1, 44, false, garbage), 44)
 	raw("produce-body-truncated", requestFrame(0, 7, 45, false, []byte{0xff, 0xff, 0, 0}), 45)
@@ -231,8 +231,8 @@ func TestBadInput(t *testing.T) {
 		for _, k := range av.ApiKeys {
 			if k.ApiKey == 18 {
 				found = true
-				if k.MinVersion != 0 || k.MaxVersion != 3 {
-					t.Errorf("ApiVersions range %d-%d, want 0-3", k.MinVersion, k.MaxVersion)
+				if k.MinVersion != 0 || k.MaxVersion != 4 {
+					t.Errorf("ApiVersions range %d-%d, want 0-4", k.MinVersion, k.MaxVersion)
 				}
 			}
 		}
