@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 )
 
 // OffsetMap is the cleaner's bounded map from a record key to the latest
@@ -32,7 +33,9 @@ type OffsetMap struct {
 	nslots     uint64
 	capacity   int
 	size       int
-	latest     int64 // largest offset put since Clear, -1 if none
+	latest     int64      // largest offset put since Clear, -1 if none
+	sink       byte       // touch's loads end here, so that they are not optimized away
+	scan       []cleanRec // scratch of MapBatch and Log.Clean's map pass
 }
 
 const (
@@ -128,27 +131,35 @@ func (m *OffsetMap) Clear() { m.use(len(m.all) / offsetMapSlot) }
 
 var offsetMapSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
+// keyHash is the 128-bit hash of a key, as two halves: a picks the home
+// slot, b the probe step (both together identify the key).
+type keyHash struct{ a, b uint64 }
+
 // hashKey is the 128-bit hash of a key.
-func hashKey(key []byte) [offsetMapHash]byte {
-	var h [offsetMapHash]byte
-	binary.LittleEndian.PutUint64(h[0:8], maphash.Bytes(offsetMapSeeds[0], key))
-	binary.LittleEndian.PutUint64(h[8:16], maphash.Bytes(offsetMapSeeds[1], key))
-	return h
+func hashKey(key []byte) keyHash {
+	return keyHash{maphash.Bytes(offsetMapSeeds[0], key), maphash.Bytes(offsetMapSeeds[1], key)}
+}
+
+// probe returns where the probe sequence for hash starts and its step:
+// the first half of the hash picks the home slot and the second the step
+// in [1, nslots-1] (coprime with the prime nslots, so the sequence visits
+// every slot), each by a multiply-high rather than a 64-bit division.
+func (m *OffsetMap) probe(h *keyHash) (idx, step uint64) {
+	idx, _ = bits.Mul64(h.a, m.nslots)
+	step, _ = bits.Mul64(h.b, m.nslots-1)
+	return idx, step + 1
 }
 
 // find returns the slot index for hash: the slot holding it, or the empty
 // slot where it would go.
-func (m *OffsetMap) find(h *[offsetMapHash]byte) (idx uint64, found bool) {
-	a := binary.LittleEndian.Uint64(h[0:8])
-	b := binary.LittleEndian.Uint64(h[8:16])
-	idx = a % m.nslots
-	step := 1 + b%(m.nslots-1) // in [1, p-1]: coprime with the prime p
+func (m *OffsetMap) find(h *keyHash) (idx uint64, found bool) {
+	idx, step := m.probe(h)
 	for {
 		s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 		if binary.LittleEndian.Uint64(s[offsetMapHash:]) == 0 {
 			return idx, false
 		}
-		if [offsetMapHash]byte(s[:offsetMapHash]) == *h {
+		if binary.LittleEndian.Uint64(s[0:8]) == h.a && binary.LittleEndian.Uint64(s[8:16]) == h.b {
 			return idx, true
 		}
 		idx += step
@@ -156,6 +167,21 @@ func (m *OffsetMap) find(h *[offsetMapHash]byte) (idx uint64, found bool) {
 			idx -= m.nslots
 		}
 	}
+}
+
+// touch loads the home slots of the keyed records' hashes, so that the
+// cache misses of a batch's lookups overlap (the loads are independent)
+// instead of each lookup waiting for its own; the lookups that follow then
+// find their first probe cached. It changes nothing.
+func (m *OffsetMap) touch(recs []cleanRec) {
+	var x byte
+	for i := range recs {
+		if !recs[i].keyless {
+			idx, _ := m.probe(&recs[i].hash)
+			x ^= m.slots[idx*offsetMapSlot+offsetMapHash]
+		}
+	}
+	m.sink ^= x
 }
 
 // Put records offset as the latest for key, keeping the larger of it and
@@ -166,14 +192,15 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	return m.putHash(&h, offset)
 }
 
-func (m *OffsetMap) putHash(h *[offsetMapHash]byte, offset int64) bool {
+func (m *OffsetMap) putHash(h *keyHash, offset int64) bool {
 	idx, found := m.find(h)
 	s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 	if !found {
 		if m.size >= m.capacity {
 			return false
 		}
-		copy(s, h[:])
+		binary.LittleEndian.PutUint64(s[0:8], h.a)
+		binary.LittleEndian.PutUint64(s[8:16], h.b)
 		m.size++
 	} else if int64(binary.LittleEndian.Uint64(s[offsetMapHash:]))-1 >= offset {
 		return true
@@ -183,6 +210,17 @@ func (m *OffsetMap) putHash(h *[offsetMapHash]byte, offset int64) bool {
 	return true
 }
 
+// putRecords puts the offset of every keyed record of recs at or above
+// from (the map has room: the caller checked the batch's record count).
+func (m *OffsetMap) putRecords(recs []cleanRec, from int64) {
+	m.touch(recs)
+	for i := range recs {
+		if r := &recs[i]; r.off >= from && !r.keyless {
+			m.putHash(&r.hash, r.off)
+		}
+	}
+}
+
 // Get returns the latest offset recorded for key, or -1.
 func (m *OffsetMap) Get(key []byte) int64 {
 	h := hashKey(key)
@@ -190,7 +228,7 @@ func (m *OffsetMap) Get(key []byte) int64 {
 }
 
 // getHash is Get for a hashed key.
-func (m *OffsetMap) getHash(h *[offsetMapHash]byte) int64 {
+func (m *OffsetMap) getHash(h *keyHash) int64 {
 	idx, found := m.find(h)
 	if !found {
 		return -1
