@@ -22,8 +22,9 @@ import (
 // tombstone and has no delete horizon yet: then it is rewritten with the
 // horizon set to now + delete.retention.ms (KIP-534). A batch that keeps
 // some records is rewritten with the same base offset, last offset delta,
-// producer id, epoch and base sequence, attributes and codec, records
-// re-encoded and recompressed, max timestamp recomputed and a new CRC. A
+// producer id, epoch and base sequence, attributes and codec, the kept
+// records' bytes copied (appendRewritten) and recompressed, max timestamp
+// recomputed and a new CRC. A
 // batch that keeps none is dropped, except the last batch of a producer
 // (lastOfProducer), which becomes an empty batch so the producer's last
 // sequence and epoch survive (Kafka's RETAIN_EMPTY). Control batches are

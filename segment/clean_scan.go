@@ -145,20 +145,23 @@ func scanRecordFast(h *Header, data []byte, pos int, lastDelta int64, r *cleanRe
 }
 
 // varintAt reads the zigzag varint at b[i:], returning it and the position
-// after it; one-byte varints (most lengths and deltas) take no call.
+// after it: binary.Varint without its call and slicing.
 func varintAt(b []byte, i int) (int64, int, bool) {
-	if i < len(b) && b[i] < 0x80 {
-		u := uint64(b[i])
-		return int64(u>>1) ^ -int64(u&1), i + 1, true
+	var u uint64
+	var shift uint
+	for j := i; j < len(b) && j < i+binary.MaxVarintLen64; j++ {
+		c := b[j]
+		if c < 0x80 {
+			if j-i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, i, false // overflows 64 bits
+			}
+			u |= uint64(c) << shift
+			return int64(u>>1) ^ -int64(u&1), j + 1, true
+		}
+		u |= uint64(c&0x7f) << shift
+		shift += 7
 	}
-	if i >= len(b) {
-		return 0, i, false
-	}
-	v, n := binary.Varint(b[i:])
-	if n <= 0 {
-		return 0, i, false
-	}
-	return v, i + n, true
+	return 0, i, false
 }
 
 // scanRecord reads the record at data[pos:] into r (r.off is the offset
