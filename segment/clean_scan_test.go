@@ -384,3 +384,70 @@ func BenchmarkScanRecords(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }
+
+// TestOffsetMapGrows fills maps of several sizes and load factors to
+// capacity, through every growth of the table, with keys put again at
+// lower and higher offsets: after each growth and at the end every key
+// reads its largest offset, absent keys read -1, and a new key is refused
+// exactly at Capacity(), as with a table of the full size from the start.
+func TestOffsetMapGrows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, tc := range []struct {
+		slots int
+		load  float64
+	}{{100_000, 0.9}, {50_000, 1}, {30_000, 0.05}, {20_000, 0.5}, {16, 0.9}} {
+		m, err := NewOffsetMap(24*tc.slots, tc.load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 2 {
+			if round == 1 {
+				m.clearFor(int64(tc.slots / 3)) // a smaller full size
+			}
+			want := map[string]int64{}
+			growths, lastSlots := 0, m.nslots
+			check := func() {
+				for k, off := range want {
+					if got := m.Get([]byte(k)); got != off {
+						t.Fatalf("%+v round %d: key %q reads %d, want %d (size %d, %d slots)", tc, round, k, got, off, m.Size(), m.nslots)
+					}
+				}
+				if got := m.Get([]byte("absent")); got != -1 {
+					t.Fatalf("absent key reads %d", got)
+				}
+			}
+			for i := 0; len(want) < m.Capacity(); i++ {
+				k := fmt.Sprintf("key-%d", i)
+				off := rng.Int64N(1 << 40)
+				if !m.Put([]byte(k), off) {
+					t.Fatalf("%+v: Put #%d refused at size %d of %d", tc, i, m.Size(), m.Capacity())
+				}
+				want[k] = off
+				if rng.IntN(4) == 0 { // an older key again, higher or lower
+					old := fmt.Sprintf("key-%d", rng.IntN(i+1))
+					off := rng.Int64N(1 << 40)
+					if !m.Put([]byte(old), off) {
+						t.Fatalf("Put of known key %q refused", old)
+					}
+					want[old] = max(want[old], off)
+				}
+				if m.nslots != lastSlots {
+					growths++
+					lastSlots = m.nslots
+					check()
+				}
+			}
+			check()
+			if m.Size() != len(want) || m.nslots != m.maxSlots {
+				t.Fatalf("%+v: size %d, want %d; %d slots of %d", tc, m.Size(), len(want), m.nslots, m.maxSlots)
+			}
+			if m.Put([]byte("one more"), 1) {
+				t.Fatalf("%+v: new key accepted when full", tc)
+			}
+			if tc.slots >= 20_000 && round == 0 && growths == 0 {
+				t.Fatalf("%+v: the table never grew", tc)
+			}
+			t.Logf("%+v round %d: %d keys, %d growths, %d slots", tc, round, m.Size(), growths, m.nslots)
+		}
+	}
+}

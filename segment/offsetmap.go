@@ -24,6 +24,13 @@ import (
 // Capacity() entries (the load factor, log.cleaner.io.buffer.load.factor,
 // times the slots), which keeps probes short.
 //
+// The table starts small and grows in place (rehashing within the buffer)
+// up to its full size as keys arrive: a compacted log has far fewer keys
+// than records, and a table sized for its keys stays in the CPU's caches,
+// where one sized for the worst case (every record a new key) makes each
+// lookup a miss. Growing changes nothing of what the map holds or when it
+// is full.
+//
 // An OffsetMap is not safe for concurrent use: one cleaner at a time owns
 // it. The broker allocates one per cleaner thread and reuses it.
 type OffsetMap struct {
@@ -31,7 +38,9 @@ type OffsetMap struct {
 	loadFactor float64
 	slots      []byte // the slots in use: nslots * offsetMapSlot bytes of all
 	nslots     uint64
-	capacity   int
+	maxSlots   uint64 // the table's full size (a prime): it grows up to this
+	capacity   int    // of the full-size table
+	growAt     int    // size at which the table grows (capacity once full-size)
 	size       int
 	latest     int64      // largest offset put since Clear, -1 if none
 	sink       byte       // touch's loads end here, so that they are not optimized away
@@ -66,17 +75,100 @@ func NewOffsetMap(bytes int, loadFactor float64) (*OffsetMap, error) {
 	return m, nil
 }
 
-// use makes the first n slots (rounded down to a prime) the table, empty.
+// offsetMapFirstSlots is the size a table starts at (96 KiB) before it
+// grows; offsetMapGrowLoad is how full a table below its full size gets
+// before it grows (probes stay short; at its full size the load factor
+// applies).
+const (
+	offsetMapFirstSlots = 1 << 12
+	offsetMapGrowLoad   = 0.7
+)
+
+// offsetMapOld flags an entry not yet moved by grow, in its offset field.
+const offsetMapOld = 1 << 63
+
+// use makes the first n slots (rounded down to a prime) the table's full
+// size, and the map empty.
 func (m *OffsetMap) use(n int) {
 	p := uint64(largestPrimeAtMost(n))
-	m.nslots = p
-	m.slots = m.all[:p*offsetMapSlot]
-	clear(m.slots)
+	m.maxSlots = p
 	m.capacity = max(int(float64(p)*m.loadFactor), 1)
 	if uint64(m.capacity) >= p {
 		m.capacity = int(p) - 1 // keep one slot free so that a miss ends
 	}
 	m.size, m.latest = 0, -1
+	first := p
+	if p > 2*offsetMapFirstSlots {
+		first = uint64(largestPrimeAtMost(offsetMapFirstSlots))
+	}
+	m.resize(first)
+	clear(m.slots)
+}
+
+// resize makes the first n slots the table (their contents as they are)
+// and sets when it grows next: at offsetMapGrowLoad (or the load factor if
+// lower) below the full size, at the capacity at it.
+func (m *OffsetMap) resize(n uint64) {
+	m.nslots = n
+	m.slots = m.all[:n*offsetMapSlot]
+	m.growAt = m.capacity
+	if n < m.maxSlots {
+		m.growAt = min(int(float64(n)*min(offsetMapGrowLoad, m.loadFactor)), m.capacity)
+	}
+}
+
+// grow enlarges the table (about fourfold, at most to its full size) and
+// rehashes the entries in place: each entry of the old table is flagged
+// old, then taken out and put where it goes in the new table; an old
+// entry found on the way is swapped out and placed in turn. A new entry's
+// probe path holds only new entries (old ones are taken, never skipped,
+// and new ones never move), so lookups find every entry.
+func (m *OffsetMap) grow() {
+	oldN := m.nslots
+	newN := m.maxSlots
+	if 4*oldN < m.maxSlots/2 {
+		newN = uint64(largestPrimeAtMost(int(4 * oldN)))
+	}
+	for i := range oldN {
+		off := m.all[i*offsetMapSlot+offsetMapHash:]
+		if v := binary.LittleEndian.Uint64(off); v != 0 {
+			binary.LittleEndian.PutUint64(off, v|offsetMapOld)
+		}
+	}
+	clear(m.all[oldN*offsetMapSlot : newN*offsetMapSlot])
+	m.resize(newN)
+	for i := range oldN {
+		s := m.slots[i*offsetMapSlot : (i+1)*offsetMapSlot]
+		v := binary.LittleEndian.Uint64(s[offsetMapHash:])
+		if v&offsetMapOld == 0 {
+			continue // empty, or new already
+		}
+		h := keyHash{binary.LittleEndian.Uint64(s[0:8]), binary.LittleEndian.Uint64(s[8:16])}
+		v &^= offsetMapOld
+		clear(s)
+		for { // place (h, v), picking up any old entry it lands on
+			idx, step := m.probe(&h)
+			for {
+				t := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
+				tv := binary.LittleEndian.Uint64(t[offsetMapHash:])
+				if tv == 0 || tv&offsetMapOld != 0 {
+					th := keyHash{binary.LittleEndian.Uint64(t[0:8]), binary.LittleEndian.Uint64(t[8:16])}
+					binary.LittleEndian.PutUint64(t[0:8], h.a)
+					binary.LittleEndian.PutUint64(t[8:16], h.b)
+					binary.LittleEndian.PutUint64(t[offsetMapHash:], v)
+					h, v = th, tv&^offsetMapOld
+					break
+				}
+				idx += step
+				if idx >= m.nslots {
+					idx -= m.nslots
+				}
+			}
+			if v == 0 {
+				break // landed on an empty slot: nothing picked up
+			}
+		}
+	}
 }
 
 // clearFor empties the map for at most keys keys: it uses only as many
@@ -194,6 +286,10 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 
 func (m *OffsetMap) putHash(h *keyHash, offset int64) bool {
 	idx, found := m.find(h)
+	if !found && m.size >= m.growAt && m.size < m.capacity {
+		m.grow()
+		idx, found = m.find(h)
+	}
 	s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 	if !found {
 		if m.size >= m.capacity {
