@@ -344,6 +344,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 	f := &batchFilter{
 		m: cc.Map, end: end, nowMs: nowMs, deleteRetentionMs: cc.DeleteRetentionMs,
 		lastOfProducer: lastOf, maxDecompressed: cc.MaxDecompressed, stats: &res,
+		validated: true, // cleanGroup's batchScanner validates every batch
 	}
 	var srcs []cleanSource
 	for _, src := range p.srcs {
@@ -375,15 +376,12 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 // until the aborted-transaction index lets the cleaner tell them apart.
 func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, res *CleanResult) (int64, error) {
 	m := cc.Map
-	var (
-		recs   []Record
-		hashes [][offsetMapHash]byte
-	)
+	var buf []byte // one read buffer for every source
 	for _, src := range p.srcs {
 		if src.snap.next <= p.firstDirty || src.snap.base >= p.uncleanable {
 			continue
 		}
-		sc := newBatchScanner(ctx, src.snap, cc)
+		sc := newBatchScanner(ctx, src.snap, cc, buf)
 		for {
 			h, b, ok, err := sc.next()
 			if err != nil {
@@ -406,20 +404,17 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 				res.MapBytesRead += sc.read
 				return h.BaseOffset, nil
 			}
-			it, err := NewRecordIter(b, cc.MaxDecompressed)
+			rh, data, err := batchRecords(b, h, true, cc.MaxDecompressed)
 			if err == nil {
-				recs, hashes, err = decodeHashed(it, recs[:0], hashes[:0])
+				m.scan, err = scanRecords(&rh, data, m.scan[:0])
 			}
 			if err != nil {
 				return 0, fmt.Errorf("segment: clean %s: %w", src.snap.path, err)
 			}
-			for i, rec := range recs {
-				if rec.Offset >= p.firstDirty && rec.Key != nil {
-					m.putHash(&hashes[i], rec.Offset)
-				}
-			}
+			m.putRecords(m.scan, p.firstDirty)
 		}
 		res.MapBytesRead += sc.read
+		buf = sc.buf
 	}
 	return p.uncleanable, nil
 }
@@ -500,8 +495,10 @@ type batchScanner struct {
 	read    int64 // bytes read from the file
 }
 
-func newBatchScanner(ctx context.Context, snap readSnap, cc CleanConfig) *batchScanner {
-	return &batchScanner{ctx: ctx, snap: snap, limiter: cc.Limiter, chunk: cc.IOBufferBytes}
+// newBatchScanner returns a scanner of snap that reads into buf (nil: one
+// of its own). The caller may reuse sc.buf once done with the scanner.
+func newBatchScanner(ctx context.Context, snap readSnap, cc CleanConfig, buf []byte) *batchScanner {
+	return &batchScanner{ctx: ctx, snap: snap, limiter: cc.Limiter, chunk: cc.IOBufferBytes, buf: buf[:0:cap(buf)]}
 }
 
 // next returns the next batch; ok is false at the end of the segment. The

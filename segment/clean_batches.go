@@ -28,19 +28,14 @@ func (m *OffsetMap) MapBatch(b []byte, h Header, from int64, maxDecompressed int
 	if maxDecompressed == 0 {
 		maxDecompressed = DefaultMaxDecompressed
 	}
-	it, err := NewRecordIter(b, maxDecompressed)
+	rh, data, err := batchRecords(b, h, false, maxDecompressed)
 	if err != nil {
 		return false, err
 	}
-	recs, hashes, err := decodeHashed(it, nil, nil)
-	if err != nil {
+	if m.scan, err = scanRecords(&rh, data, m.scan[:0]); err != nil {
 		return false, err
 	}
-	for i, rec := range recs {
-		if rec.Offset >= from && rec.Key != nil {
-			m.putHash(&hashes[i], rec.Offset)
-		}
-	}
+	m.putRecords(m.scan, from)
 	return false, nil
 }
 

@@ -22,8 +22,9 @@ import (
 // tombstone and has no delete horizon yet: then it is rewritten with the
 // horizon set to now + delete.retention.ms (KIP-534). A batch that keeps
 // some records is rewritten with the same base offset, last offset delta,
-// producer id, epoch and base sequence, attributes and codec, records
-// re-encoded and recompressed, max timestamp recomputed and a new CRC. A
+// producer id, epoch and base sequence, attributes and codec, the kept
+// records' bytes copied (appendRewritten) and recompressed, max timestamp
+// recomputed and a new CRC. A
 // batch that keeps none is dropped, except the last batch of a producer
 // (lastOfProducer), which becomes an empty batch so the producer's last
 // sequence and epoch survive (Kafka's RETAIN_EMPTY). Control batches are
@@ -38,31 +39,37 @@ type batchFilter struct {
 	stats             *CleanResult
 
 	rewrote bool // the last filter call rewrote its batch
+	// validated: every batch given to filter was validated by the caller
+	// (Log.Clean's scanner checks each batch's CRC as it reads it), so
+	// filter does not check it again.
+	validated bool
 
-	all     []Record              // scratch: the batch's records
-	hashes  [][offsetMapHash]byte // scratch: their keys' hashes
-	recs    []Record              // scratch: the records kept
-	scratch []byte                // uncompressed records of a rewritten batch
+	recs    []cleanRec // scratch: the batch's records
+	kept    []int32    // scratch: indexes of the records kept
+	scratch []byte     // uncompressed records of a rewritten batch
+
+	readBuf, outBuf []byte // Log.Clean's I/O buffers, reused from group to group
 }
 
-// decodeHashed appends the records of it to recs and their keys' hashes
-// to hashes (a keyless record's hash is unused).
-func decodeHashed(it *RecordIter, recs []Record, hashes [][offsetMapHash]byte) ([]Record, [][offsetMapHash]byte, error) {
-	for {
-		rec, ok, err := it.Next()
-		if err != nil {
-			return recs, hashes, err
+// batchRecords does NewRecordIter's checks and decompression of batch b
+// (header h), without the batch's own checks (CRC included) when
+// validated. It returns the header the records are read with (the one
+// parsed from b) and the records section, decompressed.
+func batchRecords(b []byte, h Header, validated bool, maxDecompressed int) (Header, []byte, error) {
+	if !validated {
+		var err error
+		if h, err = ValidateBatch(b); err != nil {
+			return h, nil, err
 		}
-		if !ok {
-			return recs, hashes, nil
-		}
-		var h [offsetMapHash]byte
-		if rec.Key != nil {
-			h = hashKey(rec.Key)
-		}
-		recs = append(recs, rec)
-		hashes = append(hashes, h)
 	}
+	if len(b) != h.Size() {
+		return h, nil, fmt.Errorf("%w: batch at base offset %d is %d bytes, given %d", ErrBadLength, h.BaseOffset, h.Size(), len(b))
+	}
+	data, err := DecompressLimit(h.Compression(), b[HeaderSize:], maxDecompressed)
+	if err != nil {
+		return h, nil, fmt.Errorf("%w (batch at base offset %d)", err, h.BaseOffset)
+	}
+	return h, data, nil
 }
 
 // filter appends to dst what the cleaning keeps of batch b, a whole
@@ -74,42 +81,40 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 		f.stats.RecordsKept += int64(h.RecordCount)
 		return append(dst, b...), nil
 	}
-	it, err := NewRecordIter(b, f.maxDecompressed)
+	rh, data, err := batchRecords(b, h, f.validated, f.maxDecompressed)
 	if err != nil {
 		return dst, err
 	}
 	horizon, hasHorizon := h.DeleteHorizon()
 	retainDeletes := !hasHorizon || f.nowMs < horizon
-	if f.all, f.hashes, err = decodeHashed(it, f.all[:0], f.hashes[:0]); err != nil {
+	if f.recs, err = scanRecords(&rh, data, f.recs[:0]); err != nil {
 		return dst, err
 	}
-	f.recs = f.recs[:0]
-	removed, tombstoneKept := 0, false
-	for i, rec := range f.all {
-		keep := true
-		if rec.Offset < f.end {
+	f.m.touch(f.recs)
+	f.kept = f.kept[:0]
+	tombstoneKept := false
+	for i := range f.recs {
+		r := &f.recs[i]
+		if r.off < f.end {
 			switch {
-			case rec.Key == nil:
-				keep = false
+			case r.keyless:
 				f.stats.KeylessDropped++
-			case rec.Offset < f.m.getHash(&f.hashes[i]):
-				keep = false
-			case rec.Value == nil && !retainDeletes:
-				keep = false
+				continue
+			case r.off < f.m.getHash(&r.hash):
+				continue
+			case r.nullVal && !retainDeletes:
 				f.stats.TombstonesRemoved++
+				continue
 			}
 		}
-		if !keep {
-			removed++
-			continue
-		}
-		tombstoneKept = tombstoneKept || rec.Value == nil
-		f.recs = append(f.recs, rec)
+		tombstoneKept = tombstoneKept || r.nullVal
+		f.kept = append(f.kept, int32(i))
 	}
-	f.stats.RecordsKept += int64(len(f.recs))
+	removed := len(f.recs) - len(f.kept)
+	f.stats.RecordsKept += int64(len(f.kept))
 	setHorizon := tombstoneKept && !hasHorizon
 	switch {
-	case len(f.recs) == 0:
+	case len(f.kept) == 0:
 		// An emptied batch, or one a cleaning emptied before: kept only
 		// while it is its producer's last.
 		if !h.HasProducerID() || f.lastOfProducer[h.ProducerID] != h.LastOffset() {
@@ -131,15 +136,20 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 		}
 	}
 	f.rewrote = true
-	return f.appendRewritten(dst, h, hasHorizon, horizon)
+	return f.appendRewritten(dst, h, data, hasHorizon, horizon)
 }
 
-// appendRewritten appends a batch holding f.recs in place of the batch h:
-// same offsets range, producer fields, partition leader epoch, timestamp
-// type and codec; with the delete horizon when hasHorizon.
-func (f *batchFilter) appendRewritten(dst []byte, h Header, hasHorizon bool, horizon int64) ([]byte, error) {
+// appendRewritten appends a batch holding the kept records of data (the
+// records section of the batch h) in place of h: same offsets range,
+// producer fields, partition leader epoch, timestamp type and codec; with
+// the delete horizon when hasHorizon. The base timestamp is the first kept
+// record's timestamp (or the horizon), as Kafka's MemoryRecords.filterTo
+// writes it; each kept record's bytes are copied, with only its timestamp
+// delta re-encoded when the base timestamp moved (appendSpliced): the
+// bytes appendRecord would encode from the record's fields.
+func (f *batchFilter) appendRewritten(dst []byte, h Header, data []byte, hasHorizon bool, horizon int64) ([]byte, error) {
 	attrs := uint16(h.Attributes) &^ attrDeleteHorizon
-	baseTS := f.recs[0].Timestamp
+	baseTS := f.recs[f.kept[0]].ts
 	if h.LogAppendTime() {
 		baseTS = h.BaseTimestamp // every record reads as maxTimestamp anyway
 	}
@@ -149,9 +159,10 @@ func (f *batchFilter) appendRewritten(dst []byte, h Header, hasHorizon bool, hor
 	}
 	maxTS := int64(-1)
 	recs := f.scratch[:0]
-	for _, r := range f.recs {
-		maxTS = max(maxTS, r.Timestamp)
-		recs = appendRecord(recs, r, r.Timestamp-baseTS, r.Offset-h.BaseOffset)
+	for _, i := range f.kept {
+		r := &f.recs[i]
+		maxTS = max(maxTS, r.ts)
+		recs = appendSpliced(recs, data, r, r.ts-baseTS)
 	}
 	f.scratch = recs
 	if h.LogAppendTime() {
@@ -165,7 +176,7 @@ func (f *batchFilter) appendRewritten(dst []byte, h Header, hasHorizon bool, hor
 		}
 	}
 	start := len(dst)
-	dst = appendBatchHeader(dst, h, attrs, baseTS, maxTS, int32(len(f.recs)), len(body))
+	dst = appendBatchHeader(dst, h, attrs, baseTS, maxTS, int32(len(f.kept)), len(body))
 	dst = append(dst, body...)
 	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
 	return dst, nil

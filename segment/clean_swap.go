@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Swapping cleaned segments in, crash-safely. A group of source segments
@@ -73,6 +74,22 @@ func createCleaned(dir string, base int64, wrap func(string, *os.File) File) (*c
 		c.f[i], c.w[i] = f, wrap(c.paths[i], f)
 	}
 	return c, nil
+}
+
+// sync fsyncs the three files at once, so that the file system can commit
+// them together rather than one after another.
+func (c *cleanedFiles) sync() error {
+	var errs [3]error
+	var wg sync.WaitGroup
+	for i := range c.w {
+		wg.Go(func() {
+			if err := c.w[i].Sync(); err != nil {
+				errs[i] = fmt.Errorf("segment: clean: fsync %s: %w", c.paths[i], err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs[:]...)
 }
 
 // close closes the files.
@@ -140,7 +157,11 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 	tgt := &segment{base: base, next: base, maxTs: -1, maxTsOffset: base, lastTimeTs: -1}
 	var st batchEntries
 	st.start(tgt)
-	out := make([]byte, 0, cc.IOBufferBytes+HeaderSize)
+	if f.outBuf == nil {
+		f.outBuf = make([]byte, 0, cc.IOBufferBytes+HeaderSize)
+	}
+	out := f.outBuf[:0]
+	defer func() { f.outBuf = out[:0] }() // for the next group (it may have grown)
 	var written int64
 	flush := func() error {
 		if len(out) == 0 {
@@ -158,7 +179,7 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 	}
 	unchanged := true
 	for _, src := range g {
-		sc := newBatchScanner(ctx, src.snap, cc)
+		sc := newBatchScanner(ctx, src.snap, cc, f.readBuf)
 		for {
 			h, b, ok, err := sc.next()
 			if err != nil {
@@ -192,6 +213,7 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 			}
 		}
 		res.BytesRead += sc.read
+		f.readBuf = sc.buf
 	}
 	if err := flush(); err != nil {
 		return err
@@ -212,10 +234,8 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 	if err := l.hookCrash("written"); err != nil {
 		return err
 	}
-	for i := range cf.w {
-		if err := cf.w[i].Sync(); err != nil {
-			return fmt.Errorf("segment: clean: fsync %s: %w", cf.paths[i], err)
-		}
+	if err := cf.sync(); err != nil {
+		return err
 	}
 	// Keep the last source's modification time, which retention.ms falls
 	// back to for segments without timestamps (Kafka does the same).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 )
 
 // OffsetMap is the cleaner's bounded map from a record key to the latest
@@ -23,6 +24,13 @@ import (
 // Capacity() entries (the load factor, log.cleaner.io.buffer.load.factor,
 // times the slots), which keeps probes short.
 //
+// The table starts small and grows in place (rehashing within the buffer)
+// up to its full size as keys arrive: a compacted log has far fewer keys
+// than records, and a table sized for its keys stays in the CPU's caches,
+// where one sized for the worst case (every record a new key) makes each
+// lookup a miss. Growing changes nothing of what the map holds or when it
+// is full.
+//
 // An OffsetMap is not safe for concurrent use: one cleaner at a time owns
 // it. The broker allocates one per cleaner thread and reuses it.
 type OffsetMap struct {
@@ -30,9 +38,13 @@ type OffsetMap struct {
 	loadFactor float64
 	slots      []byte // the slots in use: nslots * offsetMapSlot bytes of all
 	nslots     uint64
-	capacity   int
+	maxSlots   uint64 // the table's full size (a prime): it grows up to this
+	capacity   int    // of the full-size table
+	growAt     int    // size at which the table grows (capacity once full-size)
 	size       int
-	latest     int64 // largest offset put since Clear, -1 if none
+	latest     int64      // largest offset put since Clear, -1 if none
+	sink       byte       // touch's loads end here, so that they are not optimized away
+	scan       []cleanRec // scratch of MapBatch and Log.Clean's map pass
 }
 
 const (
@@ -63,17 +75,100 @@ func NewOffsetMap(bytes int, loadFactor float64) (*OffsetMap, error) {
 	return m, nil
 }
 
-// use makes the first n slots (rounded down to a prime) the table, empty.
+// offsetMapFirstSlots is the size a table starts at (96 KiB) before it
+// grows; offsetMapGrowLoad is how full a table below its full size gets
+// before it grows (probes stay short; at its full size the load factor
+// applies).
+const (
+	offsetMapFirstSlots = 1 << 12
+	offsetMapGrowLoad   = 0.7
+)
+
+// offsetMapOld flags an entry not yet moved by grow, in its offset field.
+const offsetMapOld = 1 << 63
+
+// use makes the first n slots (rounded down to a prime) the table's full
+// size, and the map empty.
 func (m *OffsetMap) use(n int) {
 	p := uint64(largestPrimeAtMost(n))
-	m.nslots = p
-	m.slots = m.all[:p*offsetMapSlot]
-	clear(m.slots)
+	m.maxSlots = p
 	m.capacity = max(int(float64(p)*m.loadFactor), 1)
 	if uint64(m.capacity) >= p {
 		m.capacity = int(p) - 1 // keep one slot free so that a miss ends
 	}
 	m.size, m.latest = 0, -1
+	first := p
+	if p > 2*offsetMapFirstSlots {
+		first = uint64(largestPrimeAtMost(offsetMapFirstSlots))
+	}
+	m.resize(first)
+	clear(m.slots)
+}
+
+// resize makes the first n slots the table (their contents as they are)
+// and sets when it grows next: at offsetMapGrowLoad (or the load factor if
+// lower) below the full size, at the capacity at it.
+func (m *OffsetMap) resize(n uint64) {
+	m.nslots = n
+	m.slots = m.all[:n*offsetMapSlot]
+	m.growAt = m.capacity
+	if n < m.maxSlots {
+		m.growAt = min(int(float64(n)*min(offsetMapGrowLoad, m.loadFactor)), m.capacity)
+	}
+}
+
+// grow enlarges the table (about fourfold, at most to its full size) and
+// rehashes the entries in place: each entry of the old table is flagged
+// old, then taken out and put where it goes in the new table; an old
+// entry found on the way is swapped out and placed in turn. A new entry's
+// probe path holds only new entries (old ones are taken, never skipped,
+// and new ones never move), so lookups find every entry.
+func (m *OffsetMap) grow() {
+	oldN := m.nslots
+	newN := m.maxSlots
+	if 4*oldN < m.maxSlots/2 {
+		newN = uint64(largestPrimeAtMost(int(4 * oldN)))
+	}
+	for i := range oldN {
+		off := m.all[i*offsetMapSlot+offsetMapHash:]
+		if v := binary.LittleEndian.Uint64(off); v != 0 {
+			binary.LittleEndian.PutUint64(off, v|offsetMapOld)
+		}
+	}
+	clear(m.all[oldN*offsetMapSlot : newN*offsetMapSlot])
+	m.resize(newN)
+	for i := range oldN {
+		s := m.slots[i*offsetMapSlot : (i+1)*offsetMapSlot]
+		v := binary.LittleEndian.Uint64(s[offsetMapHash:])
+		if v&offsetMapOld == 0 {
+			continue // empty, or new already
+		}
+		h := keyHash{binary.LittleEndian.Uint64(s[0:8]), binary.LittleEndian.Uint64(s[8:16])}
+		v &^= offsetMapOld
+		clear(s)
+		for { // place (h, v), picking up any old entry it lands on
+			idx, step := m.probe(&h)
+			for {
+				t := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
+				tv := binary.LittleEndian.Uint64(t[offsetMapHash:])
+				if tv == 0 || tv&offsetMapOld != 0 {
+					th := keyHash{binary.LittleEndian.Uint64(t[0:8]), binary.LittleEndian.Uint64(t[8:16])}
+					binary.LittleEndian.PutUint64(t[0:8], h.a)
+					binary.LittleEndian.PutUint64(t[8:16], h.b)
+					binary.LittleEndian.PutUint64(t[offsetMapHash:], v)
+					h, v = th, tv&^offsetMapOld
+					break
+				}
+				idx += step
+				if idx >= m.nslots {
+					idx -= m.nslots
+				}
+			}
+			if v == 0 {
+				break // landed on an empty slot: nothing picked up
+			}
+		}
+	}
 }
 
 // clearFor empties the map for at most keys keys: it uses only as many
@@ -128,27 +223,35 @@ func (m *OffsetMap) Clear() { m.use(len(m.all) / offsetMapSlot) }
 
 var offsetMapSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
+// keyHash is the 128-bit hash of a key, as two halves: a picks the home
+// slot, b the probe step (both together identify the key).
+type keyHash struct{ a, b uint64 }
+
 // hashKey is the 128-bit hash of a key.
-func hashKey(key []byte) [offsetMapHash]byte {
-	var h [offsetMapHash]byte
-	binary.LittleEndian.PutUint64(h[0:8], maphash.Bytes(offsetMapSeeds[0], key))
-	binary.LittleEndian.PutUint64(h[8:16], maphash.Bytes(offsetMapSeeds[1], key))
-	return h
+func hashKey(key []byte) keyHash {
+	return keyHash{maphash.Bytes(offsetMapSeeds[0], key), maphash.Bytes(offsetMapSeeds[1], key)}
+}
+
+// probe returns where the probe sequence for hash starts and its step:
+// the first half of the hash picks the home slot and the second the step
+// in [1, nslots-1] (coprime with the prime nslots, so the sequence visits
+// every slot), each by a multiply-high rather than a 64-bit division.
+func (m *OffsetMap) probe(h *keyHash) (idx, step uint64) {
+	idx, _ = bits.Mul64(h.a, m.nslots)
+	step, _ = bits.Mul64(h.b, m.nslots-1)
+	return idx, step + 1
 }
 
 // find returns the slot index for hash: the slot holding it, or the empty
 // slot where it would go.
-func (m *OffsetMap) find(h *[offsetMapHash]byte) (idx uint64, found bool) {
-	a := binary.LittleEndian.Uint64(h[0:8])
-	b := binary.LittleEndian.Uint64(h[8:16])
-	idx = a % m.nslots
-	step := 1 + b%(m.nslots-1) // in [1, p-1]: coprime with the prime p
+func (m *OffsetMap) find(h *keyHash) (idx uint64, found bool) {
+	idx, step := m.probe(h)
 	for {
 		s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 		if binary.LittleEndian.Uint64(s[offsetMapHash:]) == 0 {
 			return idx, false
 		}
-		if [offsetMapHash]byte(s[:offsetMapHash]) == *h {
+		if binary.LittleEndian.Uint64(s[0:8]) == h.a && binary.LittleEndian.Uint64(s[8:16]) == h.b {
 			return idx, true
 		}
 		idx += step
@@ -156,6 +259,21 @@ func (m *OffsetMap) find(h *[offsetMapHash]byte) (idx uint64, found bool) {
 			idx -= m.nslots
 		}
 	}
+}
+
+// touch loads the home slots of the keyed records' hashes, so that the
+// cache misses of a batch's lookups overlap (the loads are independent)
+// instead of each lookup waiting for its own; the lookups that follow then
+// find their first probe cached. It changes nothing.
+func (m *OffsetMap) touch(recs []cleanRec) {
+	var x byte
+	for i := range recs {
+		if !recs[i].keyless {
+			idx, _ := m.probe(&recs[i].hash)
+			x ^= m.slots[idx*offsetMapSlot+offsetMapHash]
+		}
+	}
+	m.sink ^= x
 }
 
 // Put records offset as the latest for key, keeping the larger of it and
@@ -166,14 +284,19 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	return m.putHash(&h, offset)
 }
 
-func (m *OffsetMap) putHash(h *[offsetMapHash]byte, offset int64) bool {
+func (m *OffsetMap) putHash(h *keyHash, offset int64) bool {
 	idx, found := m.find(h)
+	if !found && m.size >= m.growAt && m.size < m.capacity {
+		m.grow()
+		idx, found = m.find(h)
+	}
 	s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 	if !found {
 		if m.size >= m.capacity {
 			return false
 		}
-		copy(s, h[:])
+		binary.LittleEndian.PutUint64(s[0:8], h.a)
+		binary.LittleEndian.PutUint64(s[8:16], h.b)
 		m.size++
 	} else if int64(binary.LittleEndian.Uint64(s[offsetMapHash:]))-1 >= offset {
 		return true
@@ -183,6 +306,17 @@ func (m *OffsetMap) putHash(h *[offsetMapHash]byte, offset int64) bool {
 	return true
 }
 
+// putRecords puts the offset of every keyed record of recs at or above
+// from (the map has room: the caller checked the batch's record count).
+func (m *OffsetMap) putRecords(recs []cleanRec, from int64) {
+	m.touch(recs)
+	for i := range recs {
+		if r := &recs[i]; r.off >= from && !r.keyless {
+			m.putHash(&r.hash, r.off)
+		}
+	}
+}
+
 // Get returns the latest offset recorded for key, or -1.
 func (m *OffsetMap) Get(key []byte) int64 {
 	h := hashKey(key)
@@ -190,7 +324,7 @@ func (m *OffsetMap) Get(key []byte) int64 {
 }
 
 // getHash is Get for a hashed key.
-func (m *OffsetMap) getHash(h *[offsetMapHash]byte) int64 {
+func (m *OffsetMap) getHash(h *keyHash) int64 {
 	idx, found := m.find(h)
 	if !found {
 		return -1
