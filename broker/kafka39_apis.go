@@ -104,7 +104,7 @@ var Kafka39APIs = []Kafka39API{
 	{51, "AlterUserScramCredentials", 0, 0, 0, 0, 0, ""},
 	{57, "UpdateFeatures", 0, 1, -1, -1, 23, "feature flags (KIP-584)"},
 	{60, "DescribeCluster", 0, 1, 0, 1, 0, ""},
-	{61, "DescribeProducers", 0, 0, -1, -1, 19, "producer state (KIP-664)"},
+	{61, "DescribeProducers", 0, 0, 0, 0, 0, ""},
 	{65, "DescribeTransactions", 0, 0, -1, -1, 19, "transactions (KIP-664)"},
 	{66, "ListTransactions", 0, 1, -1, -1, 19, "transactions (KIP-664)"},
 	{68, "ConsumerGroupHeartbeat", 0, 0, -1, -1, 20, "KIP-848 consumer groups"},

@@ -112,6 +112,34 @@ func abortedList(fp kmsg.FetchResponseTopicPartition) []string {
 	return out
 }
 
+// checkProducers compares DescribeProducers of tx-0 with want: per
+// producer "e<epoch> s<last seq> c<coordinator epoch> t<txn start>".
+func checkProducers(t *testing.T, cl *kgo.Client, want map[int64]string) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = "tx", []int32{0, 7}
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.Broker(0).Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := kresp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions
+	if len(parts) != 2 || parts[0].ErrorCode != 0 || parts[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("DescribeProducers: %+v", parts)
+	}
+	got := map[int64]string{}
+	for _, ap := range parts[0].ActiveProducers {
+		got[ap.ProducerID] = fmt.Sprintf("e%d s%d c%d t%d", ap.ProducerEpoch, ap.LastSequence, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset)
+		if ap.LastTimestamp <= 0 {
+			t.Errorf("producer %d: last timestamp %d", ap.ProducerID, ap.LastTimestamp)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DescribeProducers: %v, want %v", got, want)
+	}
+}
+
 func mustProduce(t *testing.T, cl *kgo.Client, topic string, batch []byte, wantBase int64) {
 	t.Helper()
 	sp := produceRaw(t, cl, topic, 0, batch)
@@ -138,6 +166,8 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 	mustProduce(t, cl, "tx", buildBatch(t, segment.CodecNone, 2), 3) // 3-4
 	mustProduce(t, cl, "tx", txnBatch(t, pidB, epB, 0, 2, "b"), 5)   // 5-6
 	mustProduce(t, cl, "tx", txnBatch(t, pidA, epA, 3, 1, "a"), 7)   // 7
+
+	checkProducers(t, cl, map[int64]string{pidA: "e0 s3 c-1 t0", pidB: "e0 s1 c-1 t5"})
 
 	// A non-transactional batch while A's transaction is open.
 	if sp := produceRaw(t, cl, "tx", 0, idempotentBatch(t, pidA, epA, 4, 1)); sp.ErrorCode != kerr.InvalidTxnState.Code {
@@ -210,6 +240,7 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 	if code := resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("WriteTxnMarkers over the wire: %v", kerr.ErrorForCode(code))
 	}
+	checkProducers(t, cl, map[int64]string{pidA: "e0 s3 c0 t-1", pidB: "e0 s1 c0 t-1", pidC: "e1 s0 c5 t-1"})
 	// Log: A 0-2, plain 3-4, B 5-6, A 7, abort A 8, commit B 9, C 10,
 	// commit C 11, empty abort C 12.
 	end := int64(13)

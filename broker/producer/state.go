@@ -32,8 +32,8 @@ type CompletedTxn struct {
 	Aborted     bool
 	// LastStableOffset is the partition's last stable offset once this
 	// transaction completed, ignoring the high watermark: the first
-	// offset of the earliest other incomplete transaction, else
-	// LastOffset+1 (Kafka's lastStableOffset(completedTxn)).
+	// offset of the earliest other open transaction, else LastOffset+1
+	// (Kafka's lastStableOffset(completedTxn)).
 	LastStableOffset int64
 }
 
@@ -271,9 +271,13 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 	}
 	c := CompletedTxn{ProducerID: pid, FirstOffset: e.txnFirst, LastOffset: offset, Aborted: !m.Commit()}
 	e.txnFirst = -1
+	// Kafka's lastStableOffset(completedTxn): the first offset of the
+	// earliest other open transaction.
 	c.LastStableOffset = offset + 1
-	if fu, ok := s.firstUnstableLocked(); ok {
-		c.LastStableOffset = fu
+	for _, o := range s.mu.producers {
+		if o.txnFirst >= 0 && o.txnFirst < c.LastStableOffset {
+			c.LastStableOffset = o.txnFirst
+		}
 	}
 	s.mu.unreplicated = append(s.mu.unreplicated, c)
 	return c, true
