@@ -89,6 +89,10 @@ type StateManager struct {
 		// the last stable offset at their first offset until it is
 		// (Kafka's unreplicatedTxns).
 		unreplicated []CompletedTxn
+		// ongoing maps the producers with an open transaction to its
+		// first offset (the entries' txnFirst), so that the last
+		// stable offset does not scan every producer.
+		ongoing map[int64]int64
 		// markers counts the markers applied to each producer (never
 		// reset while the producer is known): KIP-890 verification
 		// compares it before and after asking the coordinator.
@@ -103,8 +107,21 @@ func NewStateManager(end int64) *StateManager {
 	s := &StateManager{}
 	s.mu.producers = make(map[int64]*entry)
 	s.mu.markers = make(map[int64]uint64)
+	s.mu.ongoing = make(map[int64]int64)
 	s.mu.end = end
 	return s
+}
+
+// setProducersLocked installs producers (from a snapshot or a rebuild)
+// and derives the open transactions from them.
+func (s *StateManager) setProducersLocked(producers map[int64]*entry) {
+	s.mu.producers = producers
+	s.mu.ongoing = make(map[int64]int64)
+	for pid, e := range producers {
+		if e.txnFirst >= 0 {
+			s.mu.ongoing[pid] = e.txnFirst
+		}
+	}
 }
 
 // Check decides whether a batch fresh from a producer may be appended.
@@ -204,6 +221,7 @@ func (s *StateManager) updateLocked(h segment.Header, baseOffset int64) {
 	e.lastOffset, e.lastTs = lastOffset, h.MaxTimestamp
 	if h.Transactional() && e.txnFirst < 0 {
 		e.txnFirst = baseOffset
+		s.mu.ongoing[h.ProducerID] = baseOffset
 	}
 }
 
@@ -271,13 +289,12 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 	}
 	c := CompletedTxn{ProducerID: pid, FirstOffset: e.txnFirst, LastOffset: offset, Aborted: !m.Commit()}
 	e.txnFirst = -1
+	delete(s.mu.ongoing, pid)
 	// Kafka's lastStableOffset(completedTxn): the first offset of the
 	// earliest other open transaction.
 	c.LastStableOffset = offset + 1
-	for _, o := range s.mu.producers {
-		if o.txnFirst >= 0 && o.txnFirst < c.LastStableOffset {
-			c.LastStableOffset = o.txnFirst
-		}
+	for _, first := range s.mu.ongoing {
+		c.LastStableOffset = min(c.LastStableOffset, first)
 	}
 	s.mu.unreplicated = append(s.mu.unreplicated, c)
 	return c, true
@@ -287,9 +304,9 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 // unreplicated transactions.
 func (s *StateManager) firstUnstableLocked() (int64, bool) {
 	first, ok := int64(math.MaxInt64), false
-	for _, e := range s.mu.producers {
-		if e.txnFirst >= 0 && e.txnFirst < first {
-			first, ok = e.txnFirst, true
+	for _, f := range s.mu.ongoing {
+		if f < first {
+			first, ok = f, true
 		}
 	}
 	for _, c := range s.mu.unreplicated {
@@ -353,6 +370,7 @@ func (s *StateManager) truncateHeadLocked(logStart int64) int {
 		if e.lastOffset < logStart {
 			delete(s.mu.producers, pid)
 			delete(s.mu.markers, pid)
+			delete(s.mu.ongoing, pid)
 			n++
 		}
 	}
