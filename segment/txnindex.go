@@ -345,20 +345,3 @@ func (x *TxnIndex) FollowDir(dir func() string) {
 	defer x.mu.Unlock()
 	x.mu.dir = dir
 }
-
-// WriteFiles writes the index's files, fsynced, into dir (a partition's
-// copy in another log directory).
-func (x *TxnIndex) WriteFiles(dir string) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	files := map[int64][]byte{}
-	for _, e := range x.mu.entries {
-		files[e.seg] = EncodeAbortedTxn(files[e.seg], e.AbortedTxn)
-	}
-	for base, b := range files {
-		if err := atomicfile.WriteFile(filepath.Join(dir, TxnIndexFileName(base)), b, 0o644); err != nil {
-			return fmt.Errorf("segment: txn index: %w", err)
-		}
-	}
-	return nil
-}
