@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -377,5 +378,42 @@ func TestTxnIndexFollowsLogDirMove(t *testing.T) {
 	waitFor(t, "the partition after the restart", func() bool { return s.topic("mv") != nil && s.topic("mv").local(0) != nil })
 	if got := s.topic("mv").local(0).txns.Entries(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the restart: %+v, want %+v", got, want)
+	}
+}
+
+// TestTxnReadCommittedLongPoll: a read_committed fetch parked behind an
+// open transaction is not answered by appends that leave the LSO where it
+// is (it parks again), and is answered once the commit marker moves it.
+func TestTxnReadCommittedLongPoll(t *testing.T) {
+	s := startServer(t, nil)
+	cl := newClient(t, s)
+	createTopic(t, cl, "lp", 1, nil)
+	pid, ep := initProducerID(t, cl)
+	mustProduce(t, cl, "lp", txnBatch(t, pid, ep, 0, 2, "a"), 0)
+
+	rc := dialRaw(t, s)
+	req := fetchRequest("lp", 0, 0, 1<<20)
+	req.IsolationLevel, req.MaxWaitMillis, req.MinBytes = 1, math.MaxInt32, 1
+	rc.send(1, req)
+	waitFetchesWaiting(t, s, 1)
+	// A plain append wakes it; the LSO is still 0, so it is not answered
+	// (an answer now would carry no records and LSO 0: checked below).
+	mustProduce(t, cl, "lp", buildBatch(t, segment.CodecNone, 1), 2)
+	if code := writeMarker(t, s, "lp", 0, pid, ep, true, 0); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	corr, body, err := rc.readFrame()
+	if err != nil || corr != 1 {
+		t.Fatalf("read_committed fetch not answered after the commit: corr %d err %v", corr, err)
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	decodeResponse(t, resp, body)
+	fp := resp.Topics[0].Partitions[0]
+	var bases []int64
+	if err := segment.SplitBatches(fp.RecordBatches, func(h segment.Header, _ []byte) error { bases = append(bases, h.BaseOffset); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fp.LastStableOffset != 4 || len(bases) == 0 || bases[0] != 0 {
+		t.Fatalf("woken fetch: lso %d, batches at %v; want lso 4 and batches from 0", fp.LastStableOffset, bases)
 	}
 }
