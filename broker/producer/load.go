@@ -121,6 +121,7 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 
 	s.mu.Lock()
 	s.mu.producers, s.mu.ongoing, s.mu.end, s.mu.unreplicated = fresh.mu.producers, fresh.mu.ongoing, logEnd, fresh.mu.unreplicated
+	s.noteUnstableLocked()
 	if s.mu.markers == nil {
 		s.mu.markers = make(map[int64]uint64)
 	}

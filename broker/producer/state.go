@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratastream/strata/segment"
@@ -78,7 +79,11 @@ func newEntry(epoch int16) *entry { return &entry{epoch: epoch, coordEpoch: -1, 
 // one step under the partition's append lock (see the package
 // documentation).
 type StateManager struct {
-	mu struct {
+	// unstable is len(mu.ongoing) + len(mu.unreplicated), kept so that
+	// LastStableOffset of a partition without transactions (every fetch
+	// asks) takes no lock.
+	unstable atomic.Int64
+	mu       struct {
 		sync.Mutex
 		producers map[int64]*entry
 		// end is the offset up to which batches have been applied: the
@@ -112,6 +117,12 @@ func NewStateManager(end int64) *StateManager {
 	return s
 }
 
+// noteUnstableLocked refreshes s.unstable after the open or unreplicated
+// transactions changed.
+func (s *StateManager) noteUnstableLocked() {
+	s.unstable.Store(int64(len(s.mu.ongoing) + len(s.mu.unreplicated)))
+}
+
 // setProducersLocked installs producers (from a snapshot or a rebuild)
 // and derives the open transactions from them.
 func (s *StateManager) setProducersLocked(producers map[int64]*entry) {
@@ -122,6 +133,7 @@ func (s *StateManager) setProducersLocked(producers map[int64]*entry) {
 			s.mu.ongoing[pid] = e.txnFirst
 		}
 	}
+	s.noteUnstableLocked()
 }
 
 // Check decides whether a batch fresh from a producer may be appended.
@@ -222,6 +234,7 @@ func (s *StateManager) updateLocked(h segment.Header, baseOffset int64) {
 	if h.Transactional() && e.txnFirst < 0 {
 		e.txnFirst = baseOffset
 		s.mu.ongoing[h.ProducerID] = baseOffset
+		s.noteUnstableLocked()
 	}
 }
 
@@ -297,6 +310,7 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 		c.LastStableOffset = min(c.LastStableOffset, first)
 	}
 	s.mu.unreplicated = append(s.mu.unreplicated, c)
+	s.noteUnstableLocked()
 	return c, true
 }
 
@@ -331,9 +345,13 @@ func (s *StateManager) FirstUnstableOffset() (int64, bool) {
 // transactions whose marker is below hw stop holding it (Kafka's
 // onHighWatermarkUpdated).
 func (s *StateManager) LastStableOffset(hw int64) int64 {
+	if s.unstable.Load() == 0 {
+		return hw
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < hw })
+	s.noteUnstableLocked()
 	if fu, ok := s.firstUnstableLocked(); ok && fu < hw {
 		return fu
 	}
@@ -375,6 +393,7 @@ func (s *StateManager) truncateHeadLocked(logStart int64) int {
 		}
 	}
 	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < logStart })
+	s.noteUnstableLocked()
 	return n
 }
 

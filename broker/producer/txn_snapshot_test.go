@@ -64,6 +64,7 @@ func TestTxnSnapshotRoundTrip(t *testing.T) {
 	got := NewStateManager(0)
 	got.setProducersLocked(ps)
 	got.mu.unreplicated = un
+	got.noteUnstableLocked()
 	for _, hw := range []int64{0, 3, 5, 6, 7, 9} {
 		if a, b := got.LastStableOffset(hw), txnState(t).LastStableOffset(hw); a != b {
 			t.Fatalf("LSO(%d) after the round trip %d, live %d", hw, a, b)
