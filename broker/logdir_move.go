@@ -171,7 +171,8 @@ func (s *Server) runMove(p *partition, f *futureReplica) error {
 	oldDir := p.path()
 	p.appendMu.Lock()
 	err := m.Finish(func(dir string) error {
-		// The producer state as of the log end goes with the log.
+		// The producer state as of the log end goes with the log (the
+		// .txnindex files are copied with the other plain files).
 		end := p.log.LogEndOffset()
 		if end == p.snapshotEnd {
 			return nil

@@ -78,6 +78,9 @@ type CleanConfig struct {
 	// MaxDecompressed bounds the decompressed records of one batch. Zero
 	// means DefaultMaxDecompressed.
 	MaxDecompressed int
+	// AbortedTxns are the partition's aborted transactions (its
+	// TxnIndex): their records are dropped (clean_txn.go).
+	AbortedTxns []AbortedTxn
 }
 
 // CleanResult reports one Clean.
@@ -104,6 +107,7 @@ type CleanResult struct {
 	TombstonesRemoved     int64
 	KeylessDropped        int64
 	EmptyBatchesKept      int64 // batches emptied but kept for their producer's state
+	AbortedRecordsDropped int64 // records of aborted transactions (clean_txn.go)
 	MapUtilization        float64
 	Duration, MapDuration time.Duration
 }
@@ -345,6 +349,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 		m: cc.Map, end: end, nowMs: nowMs, deleteRetentionMs: cc.DeleteRetentionMs,
 		lastOfProducer: lastOf, maxDecompressed: cc.MaxDecompressed, stats: &res,
 		validated: true, // cleanGroup's batchScanner validates every batch
+		aborted:   newAbortedSet(cc.AbortedTxns),
 	}
 	var srcs []cleanSource
 	for _, src := range p.srcs {
@@ -370,12 +375,14 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 }
 
 // buildOffsetMap fills cc.Map from the dirty section and returns the mapped
-// end. Records of control and transactional batches are not mapped: a
-// transaction's records then never remove older values, which is safe for
-// aborted transactions (their records must not supersede committed ones)
-// until the aborted-transaction index lets the cleaner tell them apart.
+// end. Records of control batches and of aborted transactions
+// (cc.AbortedTxns) are not mapped: an aborted record must never supersede
+// a committed one. A committed transaction's records are mapped like any
+// others; the dirty section ends at the last stable offset
+// (cc.UncleanableFrom), so every transaction in it has completed.
 func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, res *CleanResult) (int64, error) {
 	m := cc.Map
+	aborted := newAbortedSet(cc.AbortedTxns)
 	var buf []byte // one read buffer for every source
 	for _, src := range p.srcs {
 		if src.snap.next <= p.firstDirty || src.snap.base >= p.uncleanable {
@@ -393,7 +400,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 			if !ok {
 				break
 			}
-			if h.LastOffset() < p.firstDirty || h.Control() || h.Transactional() {
+			if h.LastOffset() < p.firstDirty || h.Control() || (h.Transactional() && aborted.contains(h.ProducerID, h.BaseOffset)) {
 				continue
 			}
 			if m.Size()+int(h.RecordCount) > m.Capacity() {
