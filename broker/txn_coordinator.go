@@ -335,6 +335,7 @@ func (s *Server) txnCoordinator(id string, create bool) (coord.BrokerInfo, error
 	if create {
 		var err error
 		if t, err = s.ensureTxnStateTopic(s.txns.NumPartitions()); err != nil {
+			s.log.Warn("transaction coordinator unavailable: the transaction state topic could not be created", "topic", txn.Topic, "err", err)
 			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", txn.Topic, err)
 		}
 	} else if ti, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
