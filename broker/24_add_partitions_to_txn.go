@@ -20,15 +20,17 @@ import (
 //   out.
 // * v4+ (KIP-890, brokers): many transactions per request, each answered
 //   on its own; VerifyOnly answers, per partition, whether it is in the
-//   ongoing transaction (INVALID_TXN_STATE if not) without adding it.
-//   Needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED at
-//   the top level), as in Kafka: clients send v3 at most.
-// * Each partition is checked first: WRITE on its topic
-//   (TOPIC_AUTHORIZATION_FAILED), the partition exists
+//   ongoing transaction (TRANSACTION_ABORTABLE if not, as Kafka 3.9)
+//   without adding it. Needs CLUSTER_ACTION on the cluster
+//   (CLUSTER_AUTHORIZATION_FAILED at the top level) and nothing else, as
+//   in Kafka: clients send v3 at most.
+// * Each partition is checked first: before v4 WRITE on its topic
+//   (TOPIC_AUTHORIZATION_FAILED; always for an internal topic, which only
+//   AddOffsetsToTxn adds), then that the partition exists
 //   (UNKNOWN_TOPIC_OR_PARTITION); if one fails the others get
-//   OPERATION_NOT_ATTEMPTED and nothing is added. A transactional id
-//   without WRITE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
-//   partition.
+//   OPERATION_NOT_ATTEMPTED and nothing is added. Before v4 a
+//   transactional id without WRITE gets
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition.
 //
 // Version notes:
 // * v2: PRODUCER_FENCED
@@ -49,7 +51,7 @@ func handleAddPartitionsToTxn(s *Server, r *request) (reply, error) {
 			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return reply{msg: resp}, nil
 		}
-		return reply{msg: s.addPartitionsBatched(r, req)}, nil
+		return reply{msg: s.addPartitionsBatched(req)}, nil
 	}
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	var tps []txn.TopicPartition
@@ -74,9 +76,10 @@ func handleAddPartitionsToTxn(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
-// addPartitionsBatched answers a v4+ request; r is nil for a call from
-// another broker (already checked by the Transactions service).
-func (s *Server) addPartitionsBatched(r *request, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+// addPartitionsBatched answers a v4+ request (its CLUSTER_ACTION already
+// checked; r is nil for a call from another broker through the
+// Transactions service): the transactions are not authorized one by one.
+func (s *Server) addPartitionsBatched(req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	resp.Version = req.Version
 	for _, tr := range req.Transactions {
@@ -84,7 +87,7 @@ func (s *Server) addPartitionsBatched(r *request, req *kmsg.AddPartitionsToTxnRe
 		for _, t := range tr.Topics {
 			tps = txnPartitions(t.Topic, t.Partitions, tps)
 		}
-		codes := s.addPartitionsOne(r, req.Version, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, tps)
+		codes := s.addPartitionsOne(nil, req.Version, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, tps)
 		rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rt.TransactionalID = tr.TransactionalID
 		idx := map[string]int{}
@@ -107,7 +110,8 @@ func (s *Server) addPartitionsBatched(r *request, req *kmsg.AddPartitionsToTxnRe
 }
 
 // addPartitionsOne adds (or verifies) one transaction's partitions and
-// returns each partition's code. r nil skips authorization.
+// returns each partition's code. r is the client's request before v4, nil
+// (no authorization of the transaction) for v4+.
 func (s *Server) addPartitionsOne(r *request, version int16, id string, pid int64, epoch int16, verifyOnly bool, tps []txn.TopicPartition) map[txn.TopicPartition]int16 {
 	codes := make(map[txn.TopicPartition]int16, len(tps))
 	all := func(code int16) map[txn.TopicPartition]int16 {
@@ -123,7 +127,7 @@ func (s *Server) addPartitionsOne(r *request, version int16, id string, pid int6
 	failed := false
 	for _, tp := range tps {
 		switch {
-		case r != nil && !s.authorize(r, acl.OpWrite, acl.Topic(tp.Topic)):
+		case r != nil && (isInternalTopic(tp.Topic) || !s.authorize(r, acl.OpWrite, acl.Topic(tp.Topic))):
 			codes[tp] = kerr.TopicAuthorizationFailed.Code
 		case !partitionInSnapshot(snap, tp):
 			codes[tp] = kerr.UnknownTopicOrPartition.Code

@@ -123,6 +123,10 @@ func TestTxnCoordinatorSingleNode(t *testing.T) {
 	if got[0] != kerr.OperationNotAttempted.Code || got[7] != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("add with an unknown partition: %v", got)
 	}
+	// An internal topic only through AddOffsetsToTxn, as Kafka.
+	if got := addPartitionsV3(t, cl, id, pid, epoch, group.Topic, 0); got[0] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("add %s-0: %v, want TOPIC_AUTHORIZATION_FAILED", group.Topic, kerr.ErrorForCode(got[0]))
+	}
 	if got := addPartitionsV3(t, cl, id, pid, epoch, "tx-data", 0, 1); got[0] != 0 || got[1] != 0 {
 		t.Fatalf("add: %v", got)
 	}
@@ -236,7 +240,7 @@ func TestTxnVerifyInProcess(t *testing.T) {
 	for _, p := range resp.Transactions[0].Topics[0].Partitions {
 		codes[p.Partition] = p.ErrorCode
 	}
-	if codes[0] != 0 || codes[1] != kerr.InvalidTxnState.Code {
+	if codes[0] != 0 || codes[1] != kerr.TransactionAbortable.Code {
 		t.Errorf("verify-only: %v", codes)
 	}
 	if d := describeTxn(t, cl, id); len(d.Topics) != 1 || len(d.Topics[0].Partitions) != 1 {

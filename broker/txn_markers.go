@@ -256,6 +256,6 @@ func (t txnService) VerifyTxnPartitions(ctx context.Context, msg *replpb.KafkaMe
 			return nil, status.Error(codes.InvalidArgument, "only VerifyOnly transactions are served between brokers")
 		}
 	}
-	resp := t.s.addPartitionsBatched(nil, req)
+	resp := t.s.addPartitionsBatched(req)
 	return &replpb.KafkaMessage{Version: int32(req.Version), Body: resp.AppendTo(nil)}, nil
 }

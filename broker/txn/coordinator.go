@@ -477,7 +477,8 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []Top
 
 // VerifyPartitions answers AddPartitionsToTxn v4+ VerifyOnly (KIP-890):
 // for each partition, nil when it is part of the producer's ongoing
-// transaction, else INVALID_TXN_STATE; or one error for all:
+// transaction, else TRANSACTION_ABORTABLE (as Kafka 3.9; the partition
+// leader answers its producer INVALID_TXN_STATE); or one error for all:
 // INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
 // CONCURRENT_TRANSACTIONS, and lookupLocked's. Nothing is added.
 func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []TopicPartition) (map[TopicPartition]*kerr.Error, *kerr.Error) {
@@ -503,7 +504,7 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []
 		if in && e.md.State == Ongoing {
 			out[tp] = nil
 		} else {
-			out[tp] = kerr.InvalidTxnState
+			out[tp] = kerr.TransactionAbortable
 		}
 	}
 	return out, nil
