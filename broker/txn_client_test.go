@@ -244,3 +244,64 @@ func txnProducer(t *testing.T, seeds []string, id string) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// TestTxnTimeoutAborts: a producer opens a transaction with a one-second
+// timeout and stalls; the coordinator's timer
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms=100) aborts
+// it with the epoch bumped: the partition's last stable offset moves past
+// the record, read_committed never shows it, and the producer's commit is
+// fenced.
+func TestTxnTimeoutAborts(t *testing.T) {
+	props := map[string]string{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"}
+	for k, v := range txnProps {
+		props[k] = v
+	}
+	s := startServer(t, props)
+	admin := newClient(t, s)
+	createTopic(t, admin, "tx-timeout", 1, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("slow-1"), kgo.TransactionTimeout(time.Second),
+		kgo.RetryTimeout(30*time.Second), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx := testCtx(t)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "tx-timeout", Value: []byte("stalled")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	var after kmsg.DescribeTransactionsResponseTransactionState
+	if !poll.For(30*time.Second, func() bool {
+		after = describeTxn(t, admin, "slow-1")
+		return after.State == "CompleteAbort"
+	}) {
+		t.Fatalf("not aborted: %+v", after)
+	}
+	t.Logf("aborted %v after the produce (timeout 1s, checked every 100ms)", time.Since(began).Round(time.Millisecond))
+	if after.ProducerEpoch != 1 { // a new id starts at epoch 0; the abort fences it
+		t.Errorf("epoch %d after the abort, want 1", after.ProducerEpoch)
+	}
+	lp := s.topic("tx-timeout").local(0)
+	if !poll.For(30*time.Second, func() bool { return lp.lastStableOffset() == lp.log.HighWatermark() }) {
+		t.Errorf("LSO %d, HW %d: the aborted transaction still holds the partition", lp.lastStableOffset(), lp.log.HighWatermark())
+	}
+	err = cl.EndTransaction(ctx, kgo.TryCommit)
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("commit after the timeout: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	fp := fetchRaw(t, admin, "tx-timeout", 0, 0, 1<<20)
+	t.Logf("read_uncommitted fetch: high watermark %d", fp.HighWatermark)
+	req := fetchRequest("tx-timeout", 0, 0, 1<<20)
+	req.IsolationLevel = 1
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if len(rp.AbortedTransactions) != 1 || rp.LastStableOffset != rp.HighWatermark {
+		t.Errorf("read_committed fetch: aborted %+v, LSO %d, HW %d; want the aborted transaction listed and the LSO at the HW", rp.AbortedTransactions, rp.LastStableOffset, rp.HighWatermark)
+	}
+}
