@@ -24,22 +24,30 @@ import (
 // even ones, and returns the values committed and aborted.
 func runTxns(t *testing.T, cl *kgo.Client, topic string, n, per int, prefix string) (committed, aborted []string) {
 	t.Helper()
-	return runTxnsRetrying(t, cl, topic, n, per, prefix, 0)
+	return runTxnsRetrying(t, &cl, nil, topic, n, per, prefix, 0)
 }
 
 // runTxnsRetrying is runTxns where a transaction whose produce fails is
 // aborted and run again with new values, up to retries times, as an
 // application does while brokers move (franz-go fails a produce whose
-// broker left the metadata: "unknown broker"). The failed attempts'
-// values count as aborted.
-func runTxnsRetrying(t *testing.T, cl *kgo.Client, topic string, n, per int, prefix string, retries int) (committed, aborted []string) {
+// broker left its metadata: "unknown broker"). When franz-go has marked
+// the producer id fatally failed (it does so when that error hits its
+// InitProducerId), *pcl is replaced by renew(), as franz-go asks
+// applications to do. The failed attempts' values count as aborted.
+func runTxnsRetrying(t *testing.T, pcl **kgo.Client, renew func() *kgo.Client, topic string, n, per int, prefix string, retries int) (committed, aborted []string) {
 	t.Helper()
 	ctx := testCtx(t)
 	for i := range n {
 		commit := i%2 == 0
 		for attempt := 0; ; attempt++ {
+			cl := *pcl
 			if err := cl.BeginTransaction(); err != nil {
-				t.Fatalf("begin %d: %v", i, err)
+				if attempt >= retries || renew == nil {
+					t.Fatalf("begin %d: %v", i, err)
+				}
+				t.Logf("transaction %d attempt %d: begin: %v; a new producer", i, attempt, err)
+				*pcl = renew()
+				continue
 			}
 			var vals []string
 			var failed error
@@ -60,7 +68,11 @@ func runTxnsRetrying(t *testing.T, cl *kgo.Client, topic string, n, per int, pre
 					t.Fatal(err)
 				}
 				if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-					t.Fatalf("abort after a failed produce: %v", err)
+					if renew == nil {
+						t.Fatalf("abort after a failed produce: %v", err)
+					}
+					t.Logf("abort after a failed produce: %v; a new producer", err)
+					*pcl = renew() // its InitProducerId aborts what is open
 				}
 				aborted = append(aborted, vals...)
 				continue
@@ -208,7 +220,7 @@ func TestTxnProducerCluster(t *testing.T) {
 	}) {
 		t.Fatal("no new transaction coordinator")
 	}
-	c2, a2 := runTxnsRetrying(t, p, "tx-cluster", 3, 30, "y", 5)
+	c2, a2 := runTxnsRetrying(t, &p, func() *kgo.Client { return txnProducer(t, rest, id) }, "tx-cluster", 3, 30, "y", 5)
 	committed, aborted = append(committed, c2...), append(aborted, a2...)
 	got := readAll(t, rest, "tx-cluster", true, len(committed))
 	if fmt.Sprint(got) != fmt.Sprint(sortedCopy(committed)) {

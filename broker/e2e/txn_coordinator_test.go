@@ -68,8 +68,11 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 	}
 	t.Logf("transactional id %q, coordinator broker %d", id, coordID)
 
-	p := c.Client(t, kgo.TransactionalID(id), kgo.TransactionTimeout(2*time.Minute), kgo.RetryTimeout(2*time.Minute),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	newProducer := func() *kgo.Client {
+		return c.Client(t, kgo.TransactionalID(id), kgo.TransactionTimeout(2*time.Minute), kgo.RetryTimeout(2*time.Minute),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	p := newProducer()
 	h := history.New()
 	parts := []history.TP{{Topic: "txk-a", Partition: 0}, {Topic: "txk-a", Partition: 1}, {Topic: "txk-a", Partition: 2}, {Topic: "txk-c", Partition: 0}}
 	var committed, aborted []string
@@ -79,7 +82,7 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 	try := func(name string, n int) ([]string, error) {
 		t.Helper()
 		if err := p.BeginTransaction(); err != nil {
-			t.Fatalf("%s: begin: %v", name, err)
+			return nil, fmt.Errorf("%s: begin: %w", name, err)
 		}
 		var vals []string
 		for _, tp := range parts {
@@ -172,7 +175,8 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 	// The producer carries on with the new coordinator. While the
 	// restarted brokers rejoin, franz-go may fail a produce whose broker
 	// it has not relearned ("unknown broker"): the application aborts
-	// and runs the transaction again, as a real one does.
+	// and runs the transaction again, as a real one does; if franz-go
+	// marked the producer id fatally failed, with a new client.
 	var last []string // the last transaction: each partition ends with it
 	for attempt := 0; ; attempt++ {
 		name := fmt.Sprintf("after%d", attempt)
@@ -191,8 +195,9 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 		if err := p.AbortBufferedRecords(actx); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.EndTransaction(actx, kgo.TryAbort); err != nil {
-			t.Fatalf("abort after a failed produce: %v", err)
+		if vals == nil || p.EndTransaction(actx, kgo.TryAbort) != nil {
+			t.Logf("the producer cannot go on; a new one (its InitProducerId aborts what is open)")
+			p = newProducer()
 		}
 		cancel()
 		aborted = append(aborted, vals...) // the failed one may or may not be in the log
