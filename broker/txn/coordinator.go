@@ -322,7 +322,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 	}
 	given := pid != -1 || epoch != -1
 	c.mu.Lock()
-	p, e, ke := c.lookupLocked(id)
+	_, e, ke := c.lookupLocked(id)
 	if ke != nil {
 		c.mu.Unlock()
 		return -1, -1, ke
@@ -338,6 +338,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 			return -1, -1, kerr.CoordinatorLoadInProgress
 		}
 		c.mu.Lock()
+		var p *partition
 		if p, e, ke = c.lookupLocked(id); ke != nil {
 			c.mu.Unlock()
 			return -1, -1, ke
