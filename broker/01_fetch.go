@@ -193,7 +193,7 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 		return
 	}
 	hw := p.log.HighWatermark()
-	lso := p.producers.LastStableOffset(hw)
+	lso := p.lastStableOffsetAt(hw)
 	pr.highWatermark = hw
 	pr.lastStableOffset = lso
 	pr.logStartOffset = p.logStart()
@@ -221,9 +221,6 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 	hw = upTo
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	off := rp.FetchOffset
-	if readCommitted && off >= upTo && off >= p.logStart() && off <= p.log.LogEndOffset() {
-		return // nothing stable yet (remote reads are not bounded by it)
-	}
 	for {
 		if limit <= 0 && !*minOne {
 			return

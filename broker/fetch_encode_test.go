@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -58,6 +59,11 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 					kp.HighWatermark, kp.LastStableOffset, kp.LogStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
 					if p.emptyAborted {
 						kp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+						for _, a := range p.aborted {
+							ka := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+							ka.ProducerID, ka.FirstOffset = a.ProducerID, a.FirstOffset
+							kp.AbortedTransactions = append(kp.AbortedTransactions, ka)
+						}
 					}
 					kp.PreferredReadReplica = -1
 					kp.RecordBatches = []byte{}
@@ -73,7 +79,10 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 				want.Topics = append(want.Topics, kt)
 			}
 			var p0, p1, p2 fetchPartResult
-			p0 = fetchPartResult{partition: 0, highWatermark: 100, lastStableOffset: 100, logStartOffset: 3, emptyAborted: readCommitted}
+			p0 = fetchPartResult{partition: 0, highWatermark: 100, lastStableOffset: 90, logStartOffset: 3, emptyAborted: readCommitted}
+			if readCommitted {
+				p0.aborted = []segment.AbortedTxn{{ProducerID: 7, FirstOffset: 4, LastOffset: 9}, {ProducerID: 1 << 40, FirstOffset: 12, LastOffset: 30}}
+			}
 			p0.add(recordRange{file: f, pos: 16, size: 200})
 			p0.add(recordRange{file: f, pos: 1000, size: 3000}) // 3200 bytes: a two-byte uvarint length
 			p1 = fetchPartResult{partition: 7, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted}

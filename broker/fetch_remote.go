@@ -36,9 +36,15 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 				return segment.ReadSlice{}, segment.ErrOffsetOutOfRange
 			}
 			if off < m.EndOffset() {
+				// Nothing at or above hw (the high watermark, or the
+				// last stable offset for read_committed) is returned.
+				bound := min(localStart, hw)
+				if off >= bound {
+					return segment.ReadSlice{FirstOffset: off, NextOffset: off}, nil
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
 				start := time.Now()
-				rs, err := s.tier.reader.ReadBelow(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, localStart, maxBytes)
+				rs, err := s.tier.reader.ReadBelow(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, bound, maxBytes)
 				cancel()
 				if !errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
 					s.metrics.observeRemoteRead(start, rs.Size, err)
@@ -54,7 +60,7 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 					return segment.ReadSlice{File: rs.File, Pos: rs.Pos, Size: rs.Size, FirstOffset: rs.FirstOffset, NextOffset: rs.NextOffset}, nil
 				}
 				rs.Release()
-				if rs.NextOffset <= off {
+				if rs.NextOffset <= off || rs.NextOffset >= hw {
 					return segment.ReadSlice{NextOffset: off}, nil
 				}
 				off = rs.NextOffset // a compacted tail: go on locally

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,6 +49,12 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	h := history.New()
 	var committed []string
 	var aborted []segment.AbortedTxn
+	type txnRec struct {
+		first, marker int64
+		commit        bool
+		values        []string
+	}
+	var txns []txnRec
 	all := 0
 	for txn := range 60 {
 		pid := pids[txn%2]
@@ -81,18 +89,66 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 		if code := writeMarker(t, s, topic, 0, pid, 0, commit, 0); code != 0 {
 			t.Fatalf("txn %d marker: %v", txn, kerr.ErrorForCode(code))
 		}
+		txns = append(txns, txnRec{first: first, marker: s.topic(topic).local(0).log.LogEndOffset() - 1, commit: commit, values: values})
 		if commit {
 			committed = append(committed, values...)
 		} else {
 			aborted = append(aborted, segment.AbortedTxn{ProducerID: pid, FirstOffset: first})
 		}
 	}
+	// A transaction left open, then plain records that roll past it, so
+	// that the segment holding its start is uploaded (with the producer
+	// state that has it open).
 	p := s.topic(topic).local(0)
+	openSpec := segment.BatchSpec{Idempotent: true, Transactional: true, ProducerID: pids[0], BaseSequence: seq[pids[0]]}
+	for i := range 5 {
+		v := fmt.Sprintf("open-%d", i)
+		openSpec.Records = append(openSpec.Records, segment.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+		h.Sent("open", tp, v)
+	}
+	openBatch, err := segment.BuildBatch(openSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := produceRaw(t, cl, topic, 0, openBatch)
+	if sp.ErrorCode != 0 {
+		t.Fatalf("open transaction: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	openFirst := sp.BaseOffset
+	for i := range 5 {
+		h.Answered(tp, fmt.Sprintf("open-%d", i), history.Acked, openFirst+int64(i), "")
+	}
+	all += 5
+	txns = append(txns, txnRec{first: openFirst, marker: math.MaxInt64})
+	for b := range 6 {
+		var spec segment.BatchSpec
+		var vals []string
+		for i := range 30 {
+			v := fmt.Sprintf("plain-%d-%d-%s", b, i, strings.Repeat("p", 60))
+			vals = append(vals, v)
+			spec.Records = append(spec.Records, segment.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+			h.Sent("plain", tp, v)
+		}
+		batch, err := segment.BuildBatch(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := produceRaw(t, cl, topic, 0, batch)
+		if sp.ErrorCode != 0 {
+			t.Fatalf("plain batch: %v", kerr.ErrorForCode(sp.ErrorCode))
+		}
+		for i, v := range vals {
+			h.Answered(tp, v, history.Acked, sp.BaseOffset+int64(i), "")
+		}
+		all += 30
+	}
 	firstAbortEnd := p.txns.Entries()[0].LastOffset
 	var m *tiering.Manifest
 	waitFor(t, "the first aborted transaction's segments in the bucket and gone locally", func() bool {
 		m = p.remoteManifest()
-		return m != nil && p.log.LogStartOffset() > firstAbortEnd+1
+		// The retention pass deletes the segments, then drops their
+		// index files.
+		return m != nil && p.log.LogStartOffset() > firstAbortEnd+1 && len(p.txns.Entries()) < len(aborted) && m.EndOffset() > openFirst
 	})
 	withIndex := 0
 	for i := range m.Segments {
@@ -148,5 +204,45 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	t.Logf("history: %v", rep)
 	if !rep.OK() || rep.Acknowledged != all {
 		t.Fatalf("history: %v %v", rep, rep.Problems)
+	}
+
+	// Restore into a fresh broker from the bucket alone: the log starts
+	// at the remote end with the producer state uploaded there (an open
+	// transaction included), and read_committed from 0 is served from
+	// the remote segments and their indexes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	props["strata.remote.restore.topics"] = "*"
+	props["log.dirs"] = t.TempDir()
+	r := startServer(t, props)
+	rp := r.topic(topic).local(0)
+	end := rp.log.LogEndOffset()
+	wantLSO := end
+	var wantValues []string
+	for _, x := range txns {
+		if x.marker >= end && x.first < end {
+			wantLSO = min(wantLSO, x.first) // its marker was not uploaded: open
+		}
+	}
+	for _, x := range txns {
+		if x.commit && x.marker < wantLSO {
+			wantValues = append(wantValues, x.values...)
+		}
+	}
+	if got := rp.lastStableOffset(); got != wantLSO {
+		t.Fatalf("restored partition: log end %d, LSO %d, want %d", end, got, wantLSO)
+	}
+	s = r
+	cl = newClient(t, r)
+	values = values[:0]
+	for _, rec := range consume(kgo.ReadCommitted(), len(wantValues)) {
+		values = append(values, string(rec.Value))
+	}
+	t.Logf("restored: log end %d, LSO %d, %d committed records readable", end, wantLSO, len(wantValues))
+	if !reflect.DeepEqual(values, wantValues) {
+		t.Fatalf("read_committed after the restore: %d records, want %d", len(values), len(wantValues))
 	}
 }
