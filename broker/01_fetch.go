@@ -218,14 +218,13 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 			}
 		}()
 	}
-	hw = upTo
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	off := rp.FetchOffset
 	for {
 		if limit <= 0 && !*minOne {
 			return
 		}
-		sl, err := s.readPartition(p, off, int(max(limit, 0)), hw, pr)
+		sl, err := s.readPartition(p, off, int(max(limit, 0)), upTo, pr)
 		if err != nil {
 			pr.errorCode = readErrorCode(s, p, err)
 			if pr.size > 0 {
@@ -246,7 +245,7 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 		limit -= sl.Size
 		*budget -= sl.Size
 		off = sl.NextOffset
-		if off >= hw {
+		if off >= upTo {
 			return
 		}
 	}

@@ -111,6 +111,10 @@ func (s *Server) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 				if err == nil {
 					res, epoch, aerr := p.appendMarker(s.cfg.BrokerID, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, now)
 					if err = aerr; err != nil {
+						if errors.Is(err, errTxnIndex) {
+							s.storageFailure(p, err)
+							err = newKafkaError(kerr.KafkaStorageError, "%v", err)
+						}
 						err = markerAppendError(err)
 					} else {
 						p.repl.AdvanceHighWatermark()

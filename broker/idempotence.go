@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -44,9 +45,9 @@ func (p *partition) loadProducers(log *slog.Logger) error {
 // returns the offsets of the original append and does not append.
 // batch has passed validateProduceBatch. verified says the batch opens
 // the producer's transaction in the partition and its coordinator
-// confirmed it (KIP-890) when the partition had applied markers markers
-// for the producer: if a marker came since, the verification is stale and
-// the batch is refused with NOT_ENOUGH_REPLICAS, which clients retry.
+// confirmed that (KIP-890) when the partition had applied markers
+// markers for the producer: if one came since, the verification is stale
+// and the batch is refused with NOT_ENOUGH_REPLICAS, which clients retry.
 func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions, verified bool, markers uint64) (segment.AppendResult, error) {
 	h, err := segment.ParseHeader(batch)
 	if err != nil {
@@ -221,12 +222,14 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 		}
 		switch {
 		case h.ProducerID >= 0 && h.Control():
+			// A control record other than a marker (none is written
+			// here) changes no producer state.
 			m, ok, err := segment.ParseControlBatch(recs[off : off+h.Size()])
-			if err != nil {
+			if err != nil && !errors.Is(err, segment.ErrBadControl) {
 				return err
 			}
 			p.producers.Update(h, h.BaseOffset)
-			if ok {
+			if ok && err == nil {
 				if err := p.applyMarkerLocked(h, m, h.BaseOffset); err != nil {
 					return err
 				}

@@ -117,7 +117,7 @@ func (p *partition) appendMarker(self int32, producerID int64, epoch int16, comm
 		return res, 0, err
 	}
 	if err := p.applyMarkerLocked(stored, m, res.BaseOffset); err != nil {
-		return res, 0, newKafkaError(kerr.KafkaStorageError, "%v", err)
+		return res, 0, fmt.Errorf("%w: %w", errTxnIndex, err)
 	}
 	return res, lead.epoch, nil
 }
@@ -143,11 +143,13 @@ func (p *partition) lastStableOffset() int64 {
 // lastStableOffsetAt is lastStableOffset for the high watermark hw, never
 // below the log start (an open transaction whose first records
 // DeleteRecords or retention removed: Kafka's
-// maybeIncrementFirstUnstableOffset clamps it the same way).
+// maybeIncrementFirstUnstableOffset clamps it the same way). The log
+// start is producerStart's: a tiered partition whose manifest is not
+// known yet (just opened or restored) is not clamped to its local start.
 func (p *partition) lastStableOffsetAt(hw int64) int64 {
 	lso := p.producers.LastStableOffset(hw)
 	if lso < hw {
-		lso = min(max(lso, p.logStart()), hw)
+		lso = min(max(lso, p.producerStart()), hw)
 	}
 	return lso
 }
@@ -217,6 +219,11 @@ func verifyError(err error) error {
 	}
 	return newKafkaError(ke, "transaction verification: %v", err)
 }
+
+// errTxnIndex marks a marker that was appended but whose abort could not
+// be written to the aborted-transaction index: the replica goes offline
+// (its disk is failing), and a restart rebuilds the index by replay.
+var errTxnIndex = errors.New("aborted-transaction index")
 
 // errMarkerDuringVerify says a marker for the producer was appended while
 // its first transactional batch was being verified: the verification is

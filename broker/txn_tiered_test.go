@@ -38,7 +38,12 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	s := startServer(t, props)
 	cl := newClient(t, s)
 	const topic = "ttx"
-	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	// Deleted local segments stay open a while (Kafka's default delay):
+	// the fetches here race local retention, and a file closed under a
+	// response would end its connection.
+	configs := maps.Clone(tieredTopicConfigs)
+	configs["file.delete.delay.ms"] = "60000"
+	createTopic(t, cl, topic, 1, configs)
 	pids := []int64{}
 	for range 2 {
 		pid, _ := initProducerID(t, cl)

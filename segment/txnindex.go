@@ -104,6 +104,11 @@ type TxnIndex struct {
 		entries []txnEntry // ascending LastOffset
 		dirty   map[int64]bool
 		newFile bool
+		// failed is the first failed append: what the files hold is
+		// then short of the entries, and Sync keeps failing so that no
+		// producer snapshot claims them (the replay at the next open
+		// rebuilds them).
+		failed error
 	}
 }
 
@@ -182,11 +187,19 @@ func (x *TxnIndex) Append(segBase int64, t AbortedTxn) error {
 	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("segment: txn index: %w", err)
+		err = fmt.Errorf("segment: txn index: %w", err)
+		if x.mu.failed == nil {
+			x.mu.failed = err
+		}
+		return err
 	}
 	_, werr := f.Write(EncodeAbortedTxn(nil, t))
 	if err := errors.Join(werr, f.Close()); err != nil {
-		return fmt.Errorf("segment: txn index: append to %s: %w", path, err)
+		err = fmt.Errorf("segment: txn index: append to %s: %w", path, err)
+		if x.mu.failed == nil {
+			x.mu.failed = err
+		}
+		return err
 	}
 	x.mu.entries = append(x.mu.entries, txnEntry{seg: segBase, AbortedTxn: t})
 	x.mu.dirty[segBase] = true
@@ -196,10 +209,14 @@ func (x *TxnIndex) Append(segBase int64, t AbortedTxn) error {
 	return nil
 }
 
-// Sync makes every entry appended so far durable.
+// Sync makes every entry appended so far durable. After a failed Append
+// it fails with that error until the index is reopened.
 func (x *TxnIndex) Sync() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.mu.failed != nil {
+		return x.mu.failed
+	}
 	for base := range x.mu.dirty {
 		f, err := os.OpenFile(filepath.Join(x.mu.dir(), TxnIndexFileName(base)), os.O_RDWR, 0)
 		if errors.Is(err, os.ErrNotExist) {

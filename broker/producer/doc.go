@@ -161,5 +161,7 @@
 //
 // ExpireProducers forgets producers whose last batch's timestamp is older
 // than producer.id.expiration.ms (Kafka's default: one day), measured
-// against broker time as Kafka does.
+// against broker time as Kafka does. Neither it nor TruncateHead forgets a
+// producer with an open transaction: the transaction holds the last
+// stable offset, and its marker must find it.
 package producer

@@ -173,11 +173,14 @@ func (s *StateManager) replay(from, end int64, read ReadFunc) (batches int, comp
 			}
 			s.updateLocked(h, h.BaseOffset)
 			if h.Control() && h.ProducerID >= 0 {
+				// A control record other than a marker changes no
+				// producer state (Kafka's replay fails on it; a log
+				// is not made unreadable for it here).
 				m, ok, err := segment.ParseControlBatch(batch)
-				if err != nil {
+				if err != nil && !errors.Is(err, segment.ErrBadControl) {
 					return err
 				}
-				if ok {
+				if ok && err == nil {
 					if c, ok := s.applyMarkerLocked(h.ProducerID, h.ProducerEpoch, m, h.BaseOffset, h.MaxTimestamp); ok {
 						completed = append(completed, c)
 					}

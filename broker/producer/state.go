@@ -373,7 +373,8 @@ func (s *StateManager) InTransaction(pid int64) (open bool, markers uint64) {
 
 // TruncateHead forgets the producers whose last batch lies below
 // logStart, after retention or DeleteRecords moved the log start (Kafka
-// does the same), and the completed transactions below it. It returns how
+// does the same), except those with an open transaction, and the
+// completed transactions below it. It returns how
 // many producers were forgotten. Their next batch is accepted at any
 // sequence.
 func (s *StateManager) TruncateHead(logStart int64) int {
@@ -385,10 +386,12 @@ func (s *StateManager) TruncateHead(logStart int64) int {
 func (s *StateManager) truncateHeadLocked(logStart int64) int {
 	n := 0
 	for pid, e := range s.mu.producers {
-		if e.lastOffset < logStart {
+		// A producer with an open transaction stays: its transaction
+		// holds the last stable offset until its marker, which must
+		// find it (Kafka keeps the ongoing transaction too).
+		if e.lastOffset < logStart && e.txnFirst < 0 {
 			delete(s.mu.producers, pid)
 			delete(s.mu.markers, pid)
-			delete(s.mu.ongoing, pid)
 			n++
 		}
 	}
