@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/broker/txn"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -69,7 +70,7 @@ func (s *Server) offsetsTopicConfigs() map[string]string {
 
 // isInternalTopic reports whether name is a topic that only the broker
 // writes.
-func isInternalTopic(name string) bool { return name == group.Topic }
+func isInternalTopic(name string) bool { return name == group.Topic || name == txn.Topic }
 
 // checkInternalTopicConfig refuses an effective config of an internal topic
 // that would delete data the coordinator still needs.
@@ -78,7 +79,7 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 		return nil
 	}
 	if cfg.seg.RetentionMs != -1 || cfg.seg.RetentionBytes >= 0 {
-		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete committed offsets", name)
+		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete what its coordinator still needs (committed offsets, transaction state)", name)
 	}
 	return nil
 }
