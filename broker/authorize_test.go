@@ -124,6 +124,18 @@ func matrixRows() []matrixRow {
 		req.Topics = append(req.Topics, rt)
 		return e.request(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 	}
+	txnCommit := func(e *matrixEnv) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version = 3
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = e.txn, e.group, 1, 0, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = e.topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return e.request(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
 	offsetFetch := func(e *matrixEnv) int16 {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Group = e.group
@@ -264,6 +276,15 @@ func matrixRows() []matrixRow {
 			call: commit, denied: codeGroupAuth},
 		{api: "OffsetCommit/topic", allow: []grant{groupGrant(acl.OpRead), topicGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpRead), topicGrant(acl.OpDescribe)},
 			call: commit, denied: codeTopicAuth},
+		{api: "TxnOffsetCommit", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpDescribe), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			call: txnCommit, denied: codeTxnAuth},
+		{api: "TxnOffsetCommit/group", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpDescribe), topicGrant(acl.OpRead)},
+			call: txnCommit, denied: codeGroupAuth},
+		{api: "TxnOffsetCommit/topic", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpDescribe)},
+			call: txnCommit, denied: codeTopicAuth},
 		{api: "OffsetFetch", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{topicGrant(acl.OpDescribe)},
 			call: offsetFetch, denied: codeGroupAuth},
 		{api: "OffsetFetch/topic", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{groupGrant(acl.OpRead)},

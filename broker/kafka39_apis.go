@@ -75,7 +75,7 @@ var Kafka39APIs = []Kafka39API{
 	{24, "AddPartitionsToTxn", 0, 5, -1, -1, 19, "transactions"},
 	{25, "AddOffsetsToTxn", 0, 4, -1, -1, 19, "transactions"},
 	{26, "EndTxn", 0, 4, -1, -1, 19, "transactions"},
-	{28, "TxnOffsetCommit", 0, 4, -1, -1, 19, "transactions"},
+	{28, "TxnOffsetCommit", 0, 4, 0, 3, 19, "v4 TRANSACTION_ABORTABLE (KIP-890)"},
 	{29, "DescribeAcls", 0, 3, 0, 3, 0, ""},
 	{30, "CreateAcls", 0, 3, 0, 3, 0, ""},
 	{31, "DeleteAcls", 0, 3, 0, 3, 0, ""},
