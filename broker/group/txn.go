@@ -26,9 +26,11 @@ package group
 //     without a member may commit into a group that has members (v0-v2
 //     clients send nothing else), and the group's state is not checked.
 //     An unknown group is created Empty.
-//   - Per partition: metadata longer than OffsetMetadataMaxBytes:
-//     OFFSET_METADATA_TOO_LARGE; a partition Config.PartitionExists denies:
-//     UNKNOWN_TOPIC_OR_PARTITION. The committed leader epoch (v2+) is
+//   - Per partition: a partition Config.PartitionExists denies:
+//     UNKNOWN_TOPIC_OR_PARTITION, before anything else (as Kafka's request
+//     handler; a request with only such partitions goes no further);
+//     metadata longer than OffsetMetadataMaxBytes:
+//     OFFSET_METADATA_TOO_LARGE. The committed leader epoch (v2+) is
 //     stored.
 //   - The answer comes after the batch is appended. A failed append:
 //     NOT_COORDINATOR, nothing pending.
@@ -79,7 +81,23 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	code := c.txnOffsetCommit(ctx, req, resp, verify)
+	// As Kafka's KafkaApis, partitions that do not exist are answered
+	// before the coordinator looks at the request; if none is left, the
+	// group is not touched.
+	left := 0
+	for i, t := range req.Topics {
+		for j, p := range t.Partitions {
+			if len(t.Topic) > maxStringLen || (c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition)) {
+				resp.Topics[i].Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				left++
+			}
+		}
+	}
+	var code int16
+	if left > 0 {
+		code = c.txnOffsetCommit(ctx, req, resp, verify)
+	}
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			rp := &resp.Topics[i].Partitions[j]
@@ -95,8 +113,9 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	return resp
 }
 
-// txnOffsetCommit does the work of TxnOffsetCommit: it returns the error of
-// every partition that has none of its own in resp.
+// txnOffsetCommit does the work of TxnOffsetCommit for the partitions
+// without an error in resp: it returns the error of every partition that
+// has none of its own.
 func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, verify TxnVerifier) int16 {
 	if !validGroupID(req.Group, false) {
 		return kerr.InvalidGroupID.Code
@@ -133,16 +152,15 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
 			rp := &resp.Topics[i].Partitions[j]
+			if rp.ErrorCode != 0 {
+				continue // does not exist
+			}
 			meta := ""
 			if p.Metadata != nil {
 				meta = strings.Clone(*p.Metadata)
 			}
 			if len(meta) > c.cfg.OffsetMetadataMaxBytes {
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				continue
-			}
-			if len(t.Topic) > maxStringLen || (c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition)) {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			e := offsetEntry{offset: p.Offset, leaderEpoch: -1, metadata: meta, commitTime: now, expireTime: -1, at: -1}

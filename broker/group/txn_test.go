@@ -357,3 +357,31 @@ func TestTxnOffsetsDeletedGroup(t *testing.T) {
 	e.restart()
 	e.wantOffset("deleted group after restart", "g", "t", 0, -1, false)
 }
+
+// TestTxnOffsetCommitUnknownPartition: partitions that do not exist are
+// answered first; a request of only those is not verified or written.
+func TestTxnOffsetCommitUnknownPartition(t *testing.T) {
+	e := newEnv(t, func(cfg *Config) {
+		cfg.PartitionExists = func(topic string, _ int32) bool { return topic != "gone" }
+	})
+	l := e.logOf("g")
+	before := l.appends()
+	verify := func(context.Context, int) error {
+		t.Error("verifier asked for a request with no existing partition")
+		return nil
+	}
+	if got := txnCodes(e.c.TxnOffsetCommit(context.Background(), txnReq(3, "g", 10, 0, "gone", 2, 7), verify)); got[0] != kerr.UnknownTopicOrPartition.Code || got[1] != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("unknown partitions: got %s %s, want UNKNOWN_TOPIC_OR_PARTITION", errName(got[0]), errName(got[1]))
+	}
+	if l.appends() != before {
+		t.Errorf("%d appends for a request of unknown partitions, want none", l.appends()-before)
+	}
+	// With an existing partition beside them, that one is committed.
+	req := txnReq(3, "g", 10, 0, "t", 1, 7)
+	req.Topics = append(req.Topics, txnReq(3, "g", 10, 0, "gone", 1, 7).Topics...)
+	got := txnCodes(e.c.TxnOffsetCommit(context.Background(), req, nil))
+	if got[0] != 0 || got[1] != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("mixed: got %s %s, want NONE UNKNOWN_TOPIC_OR_PARTITION", errName(got[0]), errName(got[1]))
+	}
+	e.wantOffset("mixed", "g", "t", 0, -1, true)
+}
