@@ -72,8 +72,8 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 
 	part := int32(s.groups.PartitionFor("g"))
 	lp := s.topic(group.Topic).local(part)
-	if e, batches, ok := lp.producers.Producer(pid); !ok || e != epoch || len(batches) != 1 {
-		t.Errorf("producer state of %s/%d: got epoch %d, %d batches, known %v; want epoch %d, 1 batch", group.Topic, part, e, len(batches), ok, epoch)
+	if e, _, ok := lp.producers.Producer(pid); !ok || e != epoch {
+		t.Errorf("producer state of %s/%d: got epoch %d, known %v; want epoch %d", group.Topic, part, e, ok, epoch)
 	}
 
 	if off, code := txnOffsetFetch(t, s, "g", "in", 1, false); off != -1 || code != 0 {
