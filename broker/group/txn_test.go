@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func (e *env) marker(group string, pid int64, epoch int16, commit bool) {
 	e.c.TxnMarker(PartitionFor(group, e.cfg.NumPartitions), pid, commit)
 }
 
-func appendMarker(t *testing.T, l *memLog, pid int64, epoch int16, commit bool) {
+func appendMarker(t *testing.T, l Log, pid int64, epoch int16, commit bool) {
 	t.Helper()
 	typ := kmsg.ControlRecordKeyTypeAbort
 	if commit {
@@ -384,4 +385,93 @@ func TestTxnOffsetCommitUnknownPartition(t *testing.T) {
 		t.Errorf("mixed: got %s %s, want NONE UNKNOWN_TOPIC_OR_PARTITION", errName(got[0]), errName(got[1]))
 	}
 	e.wantOffset("mixed", "g", "t", 0, -1, true)
+}
+
+// txnState is what OffsetFetch answers for partitions 0-3 of topic t of a
+// group, without and with require_stable.
+func (e *env) txnState(group string) map[int32][3]int64 {
+	e.t.Helper()
+	out := map[int32][3]int64{}
+	for p := range int32(4) {
+		off, _ := e.fetchOne(group, "t", p, false)
+		stableOff, code := e.fetchOne(group, "t", p, true)
+		out[p] = [3]int64{off, stableOff, int64(code)}
+	}
+	return out
+}
+
+// TestLoadTransactionalOffsetsSegmentLog: random interleavings of plain
+// commits, transactional commits of five producers and their COMMIT and
+// ABORT markers on segment logs of 4 KiB segments (the records and
+// markers spread over many segments, uncleaned); the coordinator's answers
+// before a restart (logs closed and recovered, partitions replayed) and
+// after it agree, open transactions included; completing those after the
+// restart and restarting again agrees too.
+func TestLoadTransactionalOffsetsSegmentLog(t *testing.T) {
+	e := newSegEnv(t)
+	rng := rand.New(rand.NewPCG(19, 447))
+	groups := []string{"g1", "g2", "g3"}
+	open := map[int64]bool{}
+	part := func(g string) Log { return e.logs[PartitionFor(g, e.cfg.NumPartitions)] }
+	producerGroup := func(pid int64) string { return groups[int(pid)%len(groups)] }
+	ops := 0
+	for i := range 400 {
+		pid := int64(100 + rng.IntN(5))
+		g := producerGroup(pid)
+		p := int32(rng.IntN(4))
+		switch r := rng.IntN(10); {
+		case r < 4:
+			e.txnCommit(txnReq(3, g, pid, 0, "t", p+1, int64(i)*10), nil, 0) // partitions 0..p
+			open[pid] = true
+		case r < 7 && open[pid]:
+			commit := rng.IntN(3) != 0
+			appendMarker(t, part(g), pid, 0, commit)
+			e.c.TxnMarker(PartitionFor(g, e.cfg.NumPartitions), pid, commit)
+			delete(open, pid)
+		default:
+			req := commitReq(8, g, "", -1, "t", p+1, int64(i)*1000, nil)
+			if codes := commitCodes(e.c.OffsetCommit(context.Background(), req)); codes[0] != 0 {
+				t.Fatalf("plain commit: %s", errName(codes[0]))
+			}
+		}
+		ops++
+	}
+	before := map[string]map[int32][3]int64{}
+	for _, g := range groups {
+		before[g] = e.txnState(g)
+	}
+	e.reload(true)
+	for _, g := range groups {
+		if got := e.txnState(g); fmt.Sprint(got) != fmt.Sprint(before[g]) {
+			t.Errorf("group %s after restart: got %v, want %v", g, got, before[g])
+		}
+	}
+	segs := 0
+	for _, l := range e.logs {
+		segs += len(l.Segments())
+	}
+	t.Logf("%d operations in %d segments, %d transactions open at the restart; states %v", ops, segs, len(open), before)
+	if segs < 2*len(e.logs) {
+		t.Errorf("%d segments in %d logs: the test means to spread the transactions over several", segs, len(e.logs))
+	}
+
+	for pid := range open {
+		g := producerGroup(pid)
+		appendMarker(t, part(g), pid, 0, true)
+		e.c.TxnMarker(PartitionFor(g, e.cfg.NumPartitions), pid, true)
+	}
+	for _, g := range groups {
+		before[g] = e.txnState(g)
+		for p, st := range before[g] {
+			if st[2] != 0 {
+				t.Errorf("group %s partition %d still unstable after every marker: %v", g, p, st)
+			}
+		}
+	}
+	e.reload(true)
+	for _, g := range groups {
+		if got := e.txnState(g); fmt.Sprint(got) != fmt.Sprint(before[g]) {
+			t.Errorf("group %s after the second restart: got %v, want %v", g, got, before[g])
+		}
+	}
 }
