@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -51,8 +52,19 @@ import (
 //   partition's producer state (package producer): a duplicate of one of
 //   the producer's last five batches is answered with its original offsets
 //   and not appended again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
-//   an old epoch INVALID_PRODUCER_EPOCH. Transactional batches are refused
-//   with INVALID_TXN_STATE: transactions are not supported.
+//   an old epoch INVALID_PRODUCER_EPOCH.
+// * Transactional batches (KIP-98) are appended like idempotent ones and
+//   open the producer's transaction in the partition; the last stable
+//   offset stays at its first offset until the coordinator's marker
+//   (WriteTxnMarkers) ends it. A non-transactional batch from a producer
+//   whose transaction is open is INVALID_TXN_STATE. When the request has a
+//   transactional id, the producer's first transactional batch in the
+//   partition is verified with its transaction coordinator first (KIP-890
+//   part 1): not part of the transaction is INVALID_TXN_STATE, an old
+//   epoch INVALID_PRODUCER_EPOCH or PRODUCER_FENCED, the coordinator
+//   unavailable (or a marker arriving meanwhile) NOT_ENOUGH_REPLICAS,
+//   which clients retry. Without a transactional id there is no
+//   verification, as in Kafka.
 // * A topic whose cleanup.policy holds compact refuses a batch with a
 //   record without a key (the records are decompressed to check):
 //   INVALID_RECORD, "Compacted topic cannot accept message without key
@@ -121,7 +133,7 @@ func handleProduce(s *Server, r *request) (reply, error) {
 			if topicErr != nil {
 				err = topicErr
 			} else {
-				w, err = s.producePartition(ts, req, rp.Partition, rp.Records, &sp)
+				w, err = s.producePartition(groupCtx(r), ts, req, rp.Partition, rp.Records, &sp)
 			}
 			if err != nil {
 				failed = true
@@ -172,7 +184,7 @@ func setProduceError(version int16, sp *kmsg.ProduceResponseTopicPartition, err 
 
 // producePartition validates and appends one partition's records and
 // fills the response's offsets. For acks=-1 it returns what to wait for.
-func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*produceWait, error) {
+func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg.ProduceRequest, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*produceWait, error) {
 	p, lead, err := s.leaderPartition(ts, ts.name, index)
 	if err != nil {
 		return nil, err
@@ -195,7 +207,18 @@ func (s *Server) producePartition(ts *topicState, req *kmsg.ProduceRequest, inde
 	if ts.cfg.logAppendTime {
 		opts.LogAppendTime = s.nowFn().UnixMilli()
 	}
-	res, err := p.appendProduced(records, opts)
+	// A producer's first transactional batch in the partition is
+	// verified with its transaction coordinator (KIP-890), outside the
+	// append lock.
+	h, err := segment.ParseHeader(records)
+	if err != nil {
+		return nil, newKafkaError(kerr.CorruptMessage, "%v", err)
+	}
+	markers, verified, err := s.verifyFirstTxnBatch(ctx, p, req.TransactionID, h)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.appendProduced(records, opts, verified, markers)
 	if err != nil {
 		if code := producer.ErrorCode(err); code != kerr.UnknownServerError.Code {
 			return nil, newKafkaError(kerr.ErrorForCode(code).(*kerr.Error), "%v", err)
@@ -248,9 +271,6 @@ func validateProduceBatch(version int16, records []byte, maxMessageBytes int32) 
 	}
 	if h.Control() {
 		return newKafkaError(kerr.InvalidRecord, "clients may not produce control batches")
-	}
-	if h.Transactional() {
-		return newKafkaError(kerr.InvalidTxnState, "transactional batch from producer id %d, but transactions are not supported yet", h.ProducerID)
 	}
 	return nil
 }

@@ -21,8 +21,17 @@ import (
 //   at most MaxBytes, except that the first partition with data always
 //   returns at least one whole batch even if it is larger (KIP-74).
 // * Only offsets below the high watermark are returned. HighWatermark,
-//   LastStableOffset (= the high watermark: no transactions yet) and
-//   LogStartOffset are filled for every partition.
+//   LastStableOffset and LogStartOffset are filled for every partition.
+// * IsolationLevel 1 (read_committed) returns only offsets below the last
+//   stable offset (the high watermark, held at the first offset of the
+//   earliest transaction that is open or whose marker is not replicated),
+//   with AbortedTransactions: the aborted transactions (producer id,
+//   first offset) from the partition's .txnindex whose marker is at or
+//   after the fetch offset and whose first offset is below the end of the
+//   returned records, as Kafka's collectAbortedTransactions; an empty
+//   array when there are none. read_uncommitted (0) reads up to the high
+//   watermark and gets a null array. A partition served from the object
+//   store (tiered) gets the aborted transactions of the local index only.
 // * A fetch offset below the log start or above the log end is
 //   OFFSET_OUT_OF_RANGE; one at the end returns no records.
 // * CurrentLeaderEpoch (v9+), unless -1, is checked against the
@@ -35,7 +44,10 @@ import (
 //   the leaders' Replication service (package replica).
 // * Long polling: when fewer than MinBytes are available and no partition
 //   has an error, the request waits up to MaxWaitMillis, woken by appends
-//   (Log.AppendNotify), never by polling; shutdown wakes it too.
+//   and high-watermark rises (Log.AppendNotify), never by polling;
+//   shutdown wakes it too. The last stable offset moves only with those
+//   (a marker's append, or the high watermark passing it), so
+//   read_committed waits wake when it moves.
 // * Fetch sessions (KIP-227) are declined: every response is full and
 //   carries session id 0. A request for an incremental fetch (epoch other
 //   than 0 or -1) is FETCH_SESSION_ID_NOT_FOUND.
@@ -153,7 +165,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*
 			case t.local(rp.Partition) == nil:
 				pr.errorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
-				s.fetchPartition(t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
+				s.fetchPartition(t.local(rp.Partition), req.Version, readCommitted, &rp, &budget, &minOne, &pr)
 			}
 			if pr.errorCode != 0 {
 				anyErr = true
@@ -168,7 +180,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*
 
 // fetchPartition reads one partition into pr, within the partition's and
 // the response's remaining byte budget.
-func (s *Server) fetchPartition(p *partition, version int16, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
+func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
 	if version >= 9 && rp.CurrentLeaderEpoch != -1 {
 		if pr.errorCode = checkLeaderEpoch(p, rp.CurrentLeaderEpoch); pr.errorCode != 0 {
 			return
@@ -179,9 +191,20 @@ func (s *Server) fetchPartition(p *partition, version int16, rp *kmsg.FetchReque
 		return
 	}
 	hw := p.log.HighWatermark()
+	lso := p.producers.LastStableOffset(hw)
 	pr.highWatermark = hw
-	pr.lastStableOffset = hw
+	pr.lastStableOffset = lso
 	pr.logStartOffset = p.logStart()
+	upTo := hw
+	if readCommitted {
+		upTo = lso
+		defer func() {
+			if pr.size > 0 {
+				pr.aborted = p.abortedTxns(rp.FetchOffset, pr.nextOffset)
+			}
+		}()
+	}
+	hw = upTo
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	off := rp.FetchOffset
 	for {
@@ -204,6 +227,7 @@ func (s *Server) fetchPartition(p *partition, version int16, rp *kmsg.FetchReque
 			return
 		}
 		pr.add(recordRange{file: sl.File, pos: sl.Pos, size: sl.Size})
+		pr.nextOffset = sl.NextOffset
 		*minOne = false
 		limit -= sl.Size
 		*budget -= sl.Size

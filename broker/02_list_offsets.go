@@ -10,8 +10,11 @@ import (
 // ListOffsets: v1-7
 //
 // Behavior:
-// * Timestamp -1 (latest): the high watermark (the last stable offset is
-//   the same: no transactions yet), timestamp -1, the current leader epoch.
+// * Timestamp -1 (latest): the high watermark, or with IsolationLevel 1
+//   (read_committed) the last stable offset; timestamp -1, the current
+//   leader epoch. Under read_committed the max-timestamp and timestamp
+//   lookups also only answer offsets below the last stable offset, as
+//   Kafka's fetchOffsetForTimestamp.
 // * Timestamp -2 (earliest): the log start offset, timestamp -1, the epoch
 //   that wrote it.
 // * Timestamp -3 (max timestamp, v7): the offset of the largest timestamp
@@ -76,7 +79,7 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 			case t.local(rp.Partition) == nil:
 				sp.ErrorCode = s.notHostedCode(rt.Topic, rp.Partition)
 			default:
-				s.listOffset(t.local(rp.Partition), req.Version, &rp, &sp)
+				s.listOffset(t.local(rp.Partition), req.Version, req.IsolationLevel == 1, &rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -85,7 +88,7 @@ func handleListOffsets(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func (s *Server) listOffset(p *partition, version int16, readCommitted bool, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	if version >= 4 && rp.CurrentLeaderEpoch != -1 {
 		if code := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); code != 0 {
 			sp.ErrorCode = code
@@ -97,7 +100,11 @@ func (s *Server) listOffset(p *partition, version int16, rp *kmsg.ListOffsetsReq
 		sp.ErrorCode = kerr.NotLeaderForPartition.Code
 		return
 	}
+	// hw is the last offset a consumer of the isolation level may read.
 	hw := p.log.HighWatermark()
+	if readCommitted {
+		hw = p.producers.LastStableOffset(hw)
+	}
 	switch rp.Timestamp {
 	case listLatest:
 		sp.Offset, sp.LeaderEpoch = hw, lead.epoch

@@ -3,6 +3,7 @@ package broker
 import (
 	"os"
 
+	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kbin"
 )
 
@@ -26,7 +27,8 @@ import (
 //	    HighWatermark int64
 //	    LastStableOffset int64
 //	    LogStartOffset int64             (v5+)
-//	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64]
+//	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64,
+//	                        tagged fields (flexible)]
 //	    PreferredReadReplica int32       (v11+)
 //	    Records bytes                    <- file ranges go here
 //	    tagged fields                    (flexible)
@@ -54,13 +56,19 @@ type fetchPartResult struct {
 	highWatermark    int64
 	lastStableOffset int64
 	logStartOffset   int64
-	// emptyAborted sends an empty aborted-transactions array instead of
-	// null (read_committed, as Kafka does).
+	// emptyAborted sends an aborted-transactions array (empty unless
+	// aborted holds entries) instead of null: read_committed, as Kafka
+	// does.
 	emptyAborted bool
+	// aborted are the aborted transactions overlapping the records
+	// (read_committed).
+	aborted []segment.AbortedTxn
 	// ranges are the record bytes, in order; inline bytes (no file) are
 	// allowed.
 	ranges []recordRange
 	size   int64
+	// nextOffset is the offset after the last batch in ranges.
+	nextOffset int64
 	// releases unpin the remote chunks the records come from
 	// (fetch_remote.go); encodeFetch hands them to the body.
 	releases []func()
@@ -143,9 +151,14 @@ func encodeFetch(res *fetchResult) *rawBody {
 				b.buf = kbin.AppendInt64(b.buf, p.logStartOffset)
 			}
 			if flexible {
-				b.buf = kbin.AppendCompactNullableArrayLen(b.buf, 0, !p.emptyAborted)
+				b.buf = kbin.AppendCompactNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
 			} else {
-				b.buf = kbin.AppendNullableArrayLen(b.buf, 0, !p.emptyAborted)
+				b.buf = kbin.AppendNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
+			}
+			for _, a := range p.aborted {
+				b.buf = kbin.AppendInt64(b.buf, a.ProducerID)
+				b.buf = kbin.AppendInt64(b.buf, a.FirstOffset)
+				tags()
 			}
 			if v >= 11 {
 				b.buf = kbin.AppendInt32(b.buf, -1) // preferred read replica

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // This file connects a partition's log to its idempotent-producer state
@@ -20,12 +21,18 @@ import (
 // snapshot and the log after it.
 func (p *partition) loadProducers(log *slog.Logger) error {
 	p.producers = producer.NewStateManager(0)
+	if err := p.openTxnIndex(); err != nil {
+		return fmt.Errorf("open transaction index: %w", err)
+	}
 	end := p.log.LogEndOffset()
 	rep, err := p.producers.LoadRetaining(p.path(), p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	if err != nil {
 		return fmt.Errorf("rebuild producer state: %w", err)
+	}
+	if err := p.rebuildTxnIndex(rep.ReplayFrom, rep.Completed); err != nil {
+		return fmt.Errorf("rebuild transaction index: %w", err)
 	}
 	p.snapshotEnd = end
 	log.Debug("producer state loaded", "topic", p.topic, "partition", p.index, "report", fmt.Sprintf("%+v", rep))
@@ -35,14 +42,23 @@ func (p *partition) loadProducers(log *slog.Logger) error {
 // appendProduced checks an idempotent batch against the producer state,
 // appends it unless it is a duplicate, and records it. For a duplicate it
 // returns the offsets of the original append and does not append.
-// batch has passed validateProduceBatch.
-func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions) (segment.AppendResult, error) {
+// batch has passed validateProduceBatch. verified says the batch opens
+// the producer's transaction in the partition and its coordinator
+// confirmed it (KIP-890) when the partition had applied markers markers
+// for the producer: if a marker came since, the verification is stale and
+// the batch is refused with NOT_ENOUGH_REPLICAS, which clients retry.
+func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions, verified bool, markers uint64) (segment.AppendResult, error) {
 	h, err := segment.ParseHeader(batch)
 	if err != nil {
 		return segment.AppendResult{}, err
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	if verified {
+		if open, now := p.producers.InTransaction(h.ProducerID); !open && now != markers {
+			return segment.AppendResult{}, newKafkaError(kerr.NotEnoughReplicas, "%v", errMarkerDuringVerify)
+		}
+	}
 	dup, err := p.producers.Check(h)
 	if err != nil {
 		return segment.AppendResult{}, err
@@ -130,6 +146,7 @@ func (p *partition) trimProducers() {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.producers.TruncateHead(p.producerStart())
+	_ = p.dropTxnIndexBelowLog() // a failure leaves files that the next pass (or the next open) removes
 }
 
 // producerStart is the offset below which the partition forgets its
@@ -167,6 +184,11 @@ func (p *partition) snapshotProducers() error {
 	if err != nil {
 		return err
 	}
+	// The index entries below end must be durable before a snapshot at
+	// end says the replay may start there.
+	if err := p.txns.Sync(); err != nil {
+		return err
+	}
 	return producer.WriteSnapshot(p.path(), end, data)
 }
 
@@ -196,7 +218,19 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 			p.keepRollSnapshot(rolls[0])
 			rolls = rolls[1:]
 		}
-		if h.ProducerID >= 0 && !h.Control() {
+		switch {
+		case h.ProducerID >= 0 && h.Control():
+			m, ok, err := segment.ParseControlBatch(recs[off : off+h.Size()])
+			if err != nil {
+				return err
+			}
+			p.producers.Update(h, h.BaseOffset)
+			if ok {
+				if err := p.applyMarkerLocked(h, m, h.BaseOffset); err != nil {
+					return err
+				}
+			}
+		case h.ProducerID >= 0:
 			p.producers.Update(h, h.BaseOffset)
 		}
 		off += h.Size()
@@ -208,9 +242,15 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 // Caller holds appendMu.
 func (p *partition) reloadProducersLocked() error {
 	end := p.log.LogEndOffset()
-	_, err := p.producers.LoadRetaining(p.path(), p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
+	rep, err := p.producers.LoadRetaining(p.path(), p.log.LogStartOffset(), end, p.producerStart(), func(from int64) ([]byte, error) {
 		return p.log.ReadCopy(from, 1<<20, end)
 	})
 	p.snapshotEnd = end
-	return err
+	if err != nil {
+		return err
+	}
+	if err := p.dropTxnIndexBelowLog(); err != nil {
+		return err
+	}
+	return p.rebuildTxnIndex(rep.ReplayFrom, rep.Completed)
 }

@@ -12,8 +12,10 @@ import (
 // <Name>Request.json at tag 3.9.0, whose "listeners" include zkBroker),
 // and the versions Strata serves. The broker-to-broker and
 // controller-only keys of that list (LeaderAndIsr, StopReplica,
-// UpdateMetadata, ControlledShutdown, WriteTxnMarkers, AlterPartition,
-// Envelope, AllocateProducerIds) are left out: no client sends them.
+// UpdateMetadata, ControlledShutdown, AlterPartition, Envelope,
+// AllocateProducerIds) are left out: no client sends them.
+// WriteTxnMarkers is in: Strata serves it on the client listener, as
+// Kafka does, for transaction coordinators.
 //
 // TestAPIConformance holds the broker's ApiVersions answer against it and
 // sends every served version; docs/compatibility.md's API table is
@@ -75,6 +77,7 @@ var Kafka39APIs = []Kafka39API{
 	{24, "AddPartitionsToTxn", 0, 5, -1, -1, 19, "transactions"},
 	{25, "AddOffsetsToTxn", 0, 4, -1, -1, 19, "transactions"},
 	{26, "EndTxn", 0, 4, -1, -1, 19, "transactions"},
+	{27, "WriteTxnMarkers", 0, 1, 0, 1, 0, ""},
 	{28, "TxnOffsetCommit", 0, 4, 0, 3, 19, "v4 TRANSACTION_ABORTABLE (KIP-890)"},
 	{29, "DescribeAcls", 0, 3, 0, 3, 0, ""},
 	{30, "CreateAcls", 0, 3, 0, 3, 0, ""},
@@ -101,7 +104,7 @@ var Kafka39APIs = []Kafka39API{
 	{51, "AlterUserScramCredentials", 0, 0, 0, 0, 0, ""},
 	{57, "UpdateFeatures", 0, 1, -1, -1, 23, "feature flags (KIP-584)"},
 	{60, "DescribeCluster", 0, 1, 0, 1, 0, ""},
-	{61, "DescribeProducers", 0, 0, -1, -1, 19, "producer state (KIP-664)"},
+	{61, "DescribeProducers", 0, 0, 0, 0, 0, ""},
 	{65, "DescribeTransactions", 0, 0, -1, -1, 19, "transactions (KIP-664)"},
 	{66, "ListTransactions", 0, 1, -1, -1, 19, "transactions (KIP-664)"},
 	{68, "ConsumerGroupHeartbeat", 0, 0, -1, -1, 20, "KIP-848 consumer groups"},

@@ -171,7 +171,11 @@ func (s *Server) runMove(p *partition, f *futureReplica) error {
 	oldDir := p.path()
 	p.appendMu.Lock()
 	err := m.Finish(func(dir string) error {
-		// The producer state as of the log end goes with the log.
+		// The aborted-transaction index and the producer state as of
+		// the log end go with the log.
+		if err := p.txns.WriteFiles(dir); err != nil {
+			return err
+		}
 		end := p.log.LogEndOffset()
 		if end == p.snapshotEnd {
 			return nil

@@ -317,7 +317,7 @@ func TestProduceValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	txn, err := segment.BuildBatch(segment.BatchSpec{Transactional: true, Idempotent: true, ProducerID: 1, Records: []segment.Record{{Value: []byte("x")}}})
+	txn, err := segment.BuildBatch(segment.BatchSpec{Transactional: true, Records: []segment.Record{{Value: []byte("x")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestProduceValidation(t *testing.T) {
 		{"two batches", append(append([]byte(nil), good...), good...), 9, kerr.InvalidRecord},
 		{"base offset 5", nonZeroBase, 9, kerr.InvalidRecord},
 		{"control batch", control, 9, kerr.InvalidRecord},
-		{"transactional", txn, 9, kerr.InvalidTxnState},
+		{"transactional without a producer id", txn, 9, kerr.InvalidRecord},
 		{"zstd at v6", zstd, 6, kerr.UnsupportedCompressionType},
 		{"too large", big, 9, kerr.MessageTooLarge},
 		{"magic 1", badMagic, 9, kerr.InvalidRecord},

@@ -73,6 +73,8 @@ type partition struct {
 
 	appendMu  sync.Mutex
 	producers *producer.StateManager
+	// txns is the partition's aborted-transaction index (txn_partition.go).
+	txns *segment.TxnIndex
 	// snapshotEnd is the log end offset of the last producer-state
 	// snapshot; guarded by appendMu.
 	snapshotEnd int64

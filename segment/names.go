@@ -30,6 +30,9 @@ const (
 	IndexSuffix     = ".index"
 	TimeIndexSuffix = ".timeindex"
 	SnapshotSuffix  = ".snapshot"
+	// TxnIndexSuffix names a segment's aborted-transaction index
+	// (txnindex.go), Kafka's .txnindex.
+	TxnIndexSuffix = ".txnindex"
 	// CleanedSuffix follows a segment file's name while the cleaner writes
 	// its replacement: 00000000000000000000.log.cleaned.
 	CleanedSuffix = ".cleaned"
@@ -84,6 +87,21 @@ func ParseSnapshotFileName(name string) (offset int64, ok bool) {
 	}
 	offset, err := parseOffsetStem(stem)
 	return offset, err == nil
+}
+
+// TxnIndexFileName returns the name of the aborted-transaction index of
+// the segment at base: the offset in 20 digits, then TxnIndexSuffix.
+func TxnIndexFileName(base int64) string { return segmentName(base) + TxnIndexSuffix }
+
+// ParseTxnIndexFileName returns the segment base offset of a .txnindex
+// file's name; ok is false for any other name.
+func ParseTxnIndexFileName(name string) (base int64, ok bool) {
+	stem, ok := strings.CutSuffix(name, TxnIndexSuffix)
+	if !ok {
+		return 0, false
+	}
+	base, err := parseOffsetStem(stem)
+	return base, err == nil
 }
 
 // parseOffsetStem parses the 20-digit offset that names a file.

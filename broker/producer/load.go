@@ -37,6 +37,11 @@ type LoadReport struct {
 	Evicted int
 	// Producers is how many producers the state holds after loading.
 	Producers int
+	// Completed lists the transactions that markers in the replayed
+	// range [ReplayFrom, log end) completed, in marker order: the caller
+	// rebuilds the aborted-transaction index from ReplayFrom with the
+	// aborted ones.
+	Completed []CompletedTxn
 }
 
 // Load replaces the state with the one the log [logStart, logEnd) implies,
@@ -85,11 +90,12 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 	snaps = snaps[:keep]
 
 	producers := make(map[int64]*entry)
+	var unreplicated []CompletedTxn
 	for len(snaps) > 0 {
 		sf := snaps[len(snaps)-1]
-		off, ps, err := readSnapshot(sf)
+		off, ps, un, err := readSnapshot(sf)
 		if err == nil {
-			producers, rep.SnapshotOffset = ps, off
+			producers, unreplicated, rep.SnapshotOffset = ps, un, off
 			break
 		}
 		if !IsCorrupt(err) {
@@ -105,15 +111,22 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 	// Build the new state aside, swap it in at the end.
 	fresh := NewStateManager(logStart)
 	fresh.mu.producers = producers
+	fresh.mu.unreplicated = unreplicated
 	rep.ReplayFrom = max(rep.SnapshotOffset, logStart)
-	if rep.Batches, err = fresh.replay(rep.ReplayFrom, logEnd, read); err != nil {
+	if rep.Batches, rep.Completed, err = fresh.replay(rep.ReplayFrom, logEnd, read); err != nil {
 		return rep, err
 	}
 	rep.Evicted = fresh.truncateHeadLocked(retainFrom)
 	rep.Producers = len(fresh.mu.producers)
 
 	s.mu.Lock()
-	s.mu.producers, s.mu.end = fresh.mu.producers, logEnd
+	s.mu.producers, s.mu.end, s.mu.unreplicated = fresh.mu.producers, logEnd, fresh.mu.unreplicated
+	if s.mu.markers == nil {
+		s.mu.markers = make(map[int64]uint64)
+	}
+	for pid, n := range fresh.mu.markers {
+		s.mu.markers[pid] += n
+	}
 	s.mu.Unlock()
 
 	rep.Pruned, err = pruneSnapshots(dir, SnapshotsKept)
@@ -122,19 +135,19 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 
 // readSnapshot reads and decodes one snapshot file. A file whose content
 // names another offset than its name is corrupt.
-func readSnapshot(sf snapshotFile) (int64, map[int64]*entry, error) {
+func readSnapshot(sf snapshotFile) (int64, map[int64]*entry, []CompletedTxn, error) {
 	b, err := os.ReadFile(sf.path)
 	if err != nil {
-		return 0, nil, fmt.Errorf("producer: read snapshot: %w", err)
+		return 0, nil, nil, fmt.Errorf("producer: read snapshot: %w", err)
 	}
-	off, ps, err := decodeSnapshot(b)
+	off, ps, un, err := decodeSnapshot(b)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s: %w", sf.path, err)
+		return 0, nil, nil, fmt.Errorf("%s: %w", sf.path, err)
 	}
 	if off != sf.offset {
-		return 0, nil, fmt.Errorf("%s: %w: holds offset %d", sf.path, ErrCorruptSnapshot, off)
+		return 0, nil, nil, fmt.Errorf("%s: %w: holds offset %d", sf.path, ErrCorruptSnapshot, off)
 	}
-	return off, ps, nil
+	return off, ps, un, nil
 }
 
 var errStop = errors.New("stop")
@@ -142,15 +155,15 @@ var errStop = errors.New("stop")
 // replay applies the batches of [from, end) to a state no one else sees yet.
 // A batch that ends before from (the one containing from when from is not a
 // batch boundary is kept) is skipped.
-func (s *StateManager) replay(from, end int64, read ReadFunc) (batches int, err error) {
+func (s *StateManager) replay(from, end int64, read ReadFunc) (batches int, completed []CompletedTxn, err error) {
 	pos := from
 	for pos < end {
 		buf, err := read(pos)
 		if err != nil {
-			return batches, fmt.Errorf("%w: read at offset %d: %w", ErrReplay, pos, err)
+			return batches, completed, fmt.Errorf("%w: read at offset %d: %w", ErrReplay, pos, err)
 		}
 		start := pos
-		err = segment.SplitBatches(buf, func(h segment.Header, _ []byte) error {
+		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
 			if h.BaseOffset >= end {
 				return errStop
 			}
@@ -158,19 +171,30 @@ func (s *StateManager) replay(from, end int64, read ReadFunc) (batches int, err 
 				return nil
 			}
 			s.updateLocked(h, h.BaseOffset)
+			if h.Control() && h.ProducerID >= 0 {
+				m, ok, err := segment.ParseControlBatch(batch)
+				if err != nil {
+					return err
+				}
+				if ok {
+					if c, ok := s.applyMarkerLocked(h.ProducerID, h.ProducerEpoch, m, h.BaseOffset, h.MaxTimestamp); ok {
+						completed = append(completed, c)
+					}
+				}
+			}
 			batches++
 			pos = h.NextOffset()
 			return nil
 		})
 		if err != nil && !errors.Is(err, errStop) {
-			return batches, fmt.Errorf("%w: at offset %d: %w", ErrReplay, pos, err)
+			return batches, completed, fmt.Errorf("%w: at offset %d: %w", ErrReplay, pos, err)
 		}
 		if errors.Is(err, errStop) {
 			break
 		}
 		if pos == start {
-			return batches, fmt.Errorf("%w: no batch at offset %d, log end %d", ErrReplay, pos, end)
+			return batches, completed, fmt.Errorf("%w: no batch at offset %d, log end %d", ErrReplay, pos, end)
 		}
 	}
-	return batches, nil
+	return batches, completed, nil
 }

@@ -253,7 +253,7 @@ func continueWorkload(t *testing.T, l *memLog, s *StateManager, n int) *StateMan
 func snapAt(t *testing.T, l *memLog, off int64) []byte {
 	t.Helper()
 	s := NewStateManager(0)
-	if _, err := s.replay(0, off, l.read); err != nil {
+	if _, _, err := s.replay(0, off, l.read); err != nil {
 		t.Fatal(err)
 	}
 	return encoded(t, s, off)

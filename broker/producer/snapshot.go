@@ -20,11 +20,14 @@ import (
 // on-disk format: never change them; add a version instead.
 const (
 	snapMagic      = "STPS"
-	snapVersion    = 1
+	snapVersion1   = 1
+	snapVersion    = 2
 	snapHeaderSize = 22 // magic 4, version 2, crc 4, offset 8, count 4
 	snapCRCStart   = 10 // the CRC covers [snapCRCStart, end)
-	snapEntryHead  = 11 // producer id 8, epoch 2, batch count 1
+	snapEntryHead1 = 11 // v1: producer id 8, epoch 2, batch count 1
+	snapEntryHead  = 39 // v2: v1's, then coordinator epoch 4, txn first offset 8, last offset 8, last timestamp 8
 	snapBatchSize  = 32 // first seq 4, last seq 4, first offset 8, last offset 8, timestamp 8
+	snapTxnSize    = 33 // producer id 8, first offset 8, last offset 8, aborted 1, last stable offset 8
 
 	// SnapshotSuffix ends the name of a snapshot file (segment names the
 	// files of a partition directory).
@@ -51,7 +54,7 @@ func (s *StateManager) EncodeSnapshot(offset int64) ([]byte, error) {
 	if offset < s.mu.end {
 		return nil, fmt.Errorf("%w: offset %d, state reflects batches up to %d", ErrSnapshotOffset, offset, s.mu.end)
 	}
-	return encodeSnapshot(offset, s.mu.producers), nil
+	return encodeSnapshot(offset, s.mu.producers, s.mu.unreplicated), nil
 }
 
 // Snapshot captures the state at offset and writes it to dir, as
@@ -81,13 +84,14 @@ func WriteSnapshot(dir string, offset int64, data []byte) error {
 	return err
 }
 
-func encodeSnapshot(offset int64, producers map[int64]*entry) []byte {
+func encodeSnapshot(offset int64, producers map[int64]*entry, unreplicated []CompletedTxn) []byte {
 	ids := make([]int64, 0, len(producers))
 	size := snapHeaderSize
 	for pid, e := range producers {
 		ids = append(ids, pid)
 		size += snapEntryHead + e.n*snapBatchSize
 	}
+	size += 4 + len(unreplicated)*snapTxnSize
 	slices.Sort(ids)
 	b := make([]byte, 0, size)
 	b = append(b, snapMagic...)
@@ -100,6 +104,10 @@ func encodeSnapshot(offset int64, producers map[int64]*entry) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(pid))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
 		b = append(b, byte(e.n))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.txnFirst))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTs))
 		for _, m := range e.batches[:e.n] {
 			b = binary.BigEndian.AppendUint32(b, uint32(m.FirstSeq))
 			b = binary.BigEndian.AppendUint32(b, uint32(m.LastSeq))
@@ -108,15 +116,27 @@ func encodeSnapshot(offset int64, producers map[int64]*entry) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(m.Timestamp))
 		}
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(unreplicated)))
+	for _, c := range unreplicated {
+		b = binary.BigEndian.AppendUint64(b, uint64(c.ProducerID))
+		b = binary.BigEndian.AppendUint64(b, uint64(c.FirstOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(c.LastOffset))
+		aborted := byte(0)
+		if c.Aborted {
+			aborted = 1
+		}
+		b = append(b, aborted)
+		b = binary.BigEndian.AppendUint64(b, uint64(c.LastStableOffset))
+	}
 	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapCRCStart:], castagnoli))
 	return b
 }
 
 // decodeSnapshot parses a snapshot, checking everything the package
 // documentation lists. Errors wrap ErrCorruptSnapshot.
-func decodeSnapshot(b []byte) (offset int64, producers map[int64]*entry, err error) {
-	corrupt := func(format string, args ...any) (int64, map[int64]*entry, error) {
-		return 0, nil, fmt.Errorf("%w: %s", ErrCorruptSnapshot, fmt.Sprintf(format, args...))
+func decodeSnapshot(b []byte) (offset int64, producers map[int64]*entry, unreplicated []CompletedTxn, err error) {
+	corrupt := func(format string, args ...any) (int64, map[int64]*entry, []CompletedTxn, error) {
+		return 0, nil, nil, fmt.Errorf("%w: %s", ErrCorruptSnapshot, fmt.Sprintf(format, args...))
 	}
 	if len(b) < snapHeaderSize {
 		return corrupt("%d bytes, header needs %d", len(b), snapHeaderSize)
@@ -124,8 +144,13 @@ func decodeSnapshot(b []byte) (offset int64, producers map[int64]*entry, err err
 	if string(b[:4]) != snapMagic {
 		return corrupt("bad magic %q", b[:4])
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != snapVersion {
-		return 0, nil, fmt.Errorf("%w %d", ErrSnapshotVersion, v)
+	version := binary.BigEndian.Uint16(b[4:])
+	if version != snapVersion && version != snapVersion1 {
+		return 0, nil, nil, fmt.Errorf("%w %d", ErrSnapshotVersion, version)
+	}
+	head := snapEntryHead
+	if version == snapVersion1 {
+		head = snapEntryHead1
 	}
 	if stored, got := binary.BigEndian.Uint32(b[6:]), crc32.Checksum(b[snapCRCStart:], castagnoli); stored != got {
 		return corrupt("crc: stored %08x, computed %08x", stored, got)
@@ -136,24 +161,36 @@ func decodeSnapshot(b []byte) (offset int64, producers map[int64]*entry, err err
 		return corrupt("offset %d", offset)
 	}
 	rest := b[snapHeaderSize:]
-	if uint64(count) > uint64(len(rest)/(snapEntryHead+snapBatchSize)) {
+	if uint64(count) > uint64(len(rest)/head) {
 		return corrupt("%d producers cannot fit in %d bytes", count, len(rest))
 	}
 	producers = make(map[int64]*entry, count)
 	prevPID := int64(-1)
 	for i := range count {
-		if len(rest) < snapEntryHead {
+		if len(rest) < head {
 			return corrupt("producer %d: truncated", i)
 		}
 		pid := int64(binary.BigEndian.Uint64(rest))
-		e := &entry{epoch: int16(binary.BigEndian.Uint16(rest[8:])), n: int(rest[10])}
-		rest = rest[snapEntryHead:]
+		e := &entry{epoch: int16(binary.BigEndian.Uint16(rest[8:])), n: int(rest[10]), coordEpoch: -1, txnFirst: -1}
+		if version >= 2 {
+			e.coordEpoch = int32(binary.BigEndian.Uint32(rest[11:]))
+			e.txnFirst = int64(binary.BigEndian.Uint64(rest[15:]))
+			e.lastOffset = int64(binary.BigEndian.Uint64(rest[23:]))
+			e.lastTs = int64(binary.BigEndian.Uint64(rest[31:]))
+		}
+		rest = rest[head:]
+		minBatches := 1
+		if version >= 2 {
+			minBatches = 0
+		}
 		switch {
 		case pid <= prevPID:
 			return corrupt("producer id %d after %d", pid, prevPID)
 		case e.epoch < 0:
 			return corrupt("producer %d: epoch %d", pid, e.epoch)
-		case e.n < 1 || e.n > CachedBatches:
+		case e.coordEpoch < -1 || e.txnFirst < -1 || e.txnFirst >= offset:
+			return corrupt("producer %d: coordinator epoch %d, transaction from %d, snapshot at %d", pid, e.coordEpoch, e.txnFirst, offset)
+		case e.n < minBatches || e.n > CachedBatches:
 			return corrupt("producer %d: %d batches", pid, e.n)
 		case len(rest) < e.n*snapBatchSize:
 			return corrupt("producer %d: truncated batches", pid)
@@ -179,12 +216,43 @@ func decodeSnapshot(b []byte) (offset int64, producers map[int64]*entry, err err
 			prevLast = m.LastOffset
 			e.batches[j] = m
 		}
+		if version == snapVersion1 {
+			e.lastOffset, e.lastTs = e.last().LastOffset, e.last().Timestamp
+		} else if e.lastOffset < max(prevLast, 0) || e.lastOffset >= offset || (e.txnFirst > e.lastOffset) {
+			return corrupt("producer %d: last offset %d, batches to %d, transaction from %d, snapshot at %d", pid, e.lastOffset, prevLast, e.txnFirst, offset)
+		}
 		producers[pid] = e
+	}
+	if version >= 2 {
+		if len(rest) < 4 {
+			return corrupt("transactions: truncated")
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(n)*snapTxnSize != uint64(len(rest)) {
+			return corrupt("%d transactions in %d bytes", n, len(rest))
+		}
+		prevLast := int64(-1)
+		for range n {
+			c := CompletedTxn{
+				ProducerID:       int64(binary.BigEndian.Uint64(rest)),
+				FirstOffset:      int64(binary.BigEndian.Uint64(rest[8:])),
+				LastOffset:       int64(binary.BigEndian.Uint64(rest[16:])),
+				Aborted:          rest[24] == 1,
+				LastStableOffset: int64(binary.BigEndian.Uint64(rest[25:])),
+			}
+			if c.ProducerID < 0 || c.FirstOffset < 0 || c.FirstOffset > c.LastOffset || c.LastOffset <= prevLast || c.LastOffset >= offset || rest[24] > 1 || c.LastStableOffset < 0 {
+				return corrupt("transaction %+v after %d, snapshot at %d", c, prevLast, offset)
+			}
+			prevLast = c.LastOffset
+			unreplicated = append(unreplicated, c)
+			rest = rest[snapTxnSize:]
+		}
 	}
 	if len(rest) != 0 {
 		return corrupt("%d trailing bytes", len(rest))
 	}
-	return offset, producers, nil
+	return offset, producers, unreplicated, nil
 }
 
 // snapshotFile is a snapshot found in a directory.

@@ -43,7 +43,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, ps, err := decodeSnapshot(data)
+	off, ps, un, err := decodeSnapshot(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +53,12 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(ps, s.mu.producers) {
 		t.Errorf("decoded state differs:\ngot  %+v\nwant %+v", ps, s.mu.producers)
 	}
-	if again := encodeSnapshot(off, ps); !bytes.Equal(again, data) {
+	if again := encodeSnapshot(off, ps, un); !bytes.Equal(again, data) {
 		t.Errorf("re-encoding differs")
 	}
 	// Empty state.
 	empty, _ := NewStateManager(0).EncodeSnapshot(0)
-	if _, ps, err := decodeSnapshot(empty); err != nil || len(ps) != 0 {
+	if _, ps, _, err := decodeSnapshot(empty); err != nil || len(ps) != 0 {
 		t.Errorf("empty: got %v, %v", ps, err)
 	}
 }
@@ -93,7 +93,7 @@ func TestDecodeSnapshotCorrupt(t *testing.T) {
 		{"truncated entry", good[:len(good)-1]},
 		{"trailing byte", fixCRC(append(bytes.Clone(good), 0))},
 		{"bad magic", edit(func(b []byte) []byte { b[0] = 'X'; return b })},
-		{"version 2", edit(func(b []byte) []byte { b[5] = 2; return fixCRC(b) })},
+		{"version 3", edit(func(b []byte) []byte { b[5] = 3; return fixCRC(b) })},
 		{"crc", edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b })},
 		{"count too large", edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b[18:], math.MaxUint32); return fixCRC(b) })},
 		{"count too small", edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b[18:], 2); return fixCRC(b) })},
@@ -102,7 +102,8 @@ func TestDecodeSnapshotCorrupt(t *testing.T) {
 		{"ids not ascending", edit(func(b []byte) []byte { binary.BigEndian.PutUint64(b[p1:], 4); return fixCRC(b) })},
 		{"negative id", edit(func(b []byte) []byte { binary.BigEndian.PutUint64(b[p0:], math.MaxUint64); return fixCRC(b) })},
 		{"negative epoch", edit(func(b []byte) []byte { binary.BigEndian.PutUint16(b[p0+8:], 0xffff); return fixCRC(b) })},
-		{"zero batches", edit(func(b []byte) []byte { b[p0+10] = 0; return fixCRC(b) })},
+		{"last offset beyond snapshot", edit(func(b []byte) []byte { binary.BigEndian.PutUint64(b[p0+23:], 20); return fixCRC(b) })},
+		{"transaction beyond snapshot", edit(func(b []byte) []byte { binary.BigEndian.PutUint64(b[p0+15:], 20); return fixCRC(b) })},
 		{"six batches", edit(func(b []byte) []byte { b[p1+10] = 6; return fixCRC(b) })},
 		{"last seq mismatch", edit(func(b []byte) []byte { b[p0+snapEntryHead+7]++; return fixCRC(b) })},
 		{"negative first seq", edit(func(b []byte) []byte { b[p1+snapEntryHead] = 0x80; return fixCRC(b) })},
@@ -114,12 +115,12 @@ func TestDecodeSnapshotCorrupt(t *testing.T) {
 		})},
 	}
 	for i, tt := range tests {
-		_, _, err := decodeSnapshot(tt.data)
+		_, _, _, err := decodeSnapshot(tt.data)
 		if !IsCorrupt(err) {
 			t.Errorf("#%d %s: got %v, want a corruption error", i, tt.name, err)
 		}
 	}
-	if _, _, err := decodeSnapshot(good); err != nil {
+	if _, _, _, err := decodeSnapshot(good); err != nil {
 		t.Fatalf("the unedited snapshot: %v", err)
 	}
 }

@@ -24,11 +24,39 @@ type BatchMeta struct {
 	Timestamp int64
 }
 
+// CompletedTxn is a transaction that a marker ended in the partition.
+type CompletedTxn struct {
+	ProducerID  int64
+	FirstOffset int64 // the transaction's first offset in the partition
+	LastOffset  int64 // the marker's offset
+	Aborted     bool
+	// LastStableOffset is the partition's last stable offset once this
+	// transaction completed, ignoring the high watermark: the first
+	// offset of the earliest other open transaction, else LastOffset+1
+	// (Kafka's lastStableOffset(completedTxn)).
+	LastStableOffset int64
+}
+
+// AbortedTxn returns the transaction's entry for the aborted-transaction
+// index.
+func (c CompletedTxn) AbortedTxn() segment.AbortedTxn {
+	return segment.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset}
+}
+
 // entry is one producer's state in a partition.
 type entry struct {
 	epoch   int16
-	n       int // batches in use, oldest first; n >= 1 once stored
+	n       int // data batches with sequences in use, oldest first
 	batches [CachedBatches]BatchMeta
+	// coordEpoch is the coordinator epoch of the producer's last marker
+	// in the partition, -1 before one.
+	coordEpoch int32
+	// txnFirst is the first offset of the producer's ongoing transaction
+	// in the partition, -1 when none (Kafka's currentTxnFirstOffset).
+	txnFirst int64
+	// lastOffset and lastTs are those of the producer's last batch, data
+	// or marker.
+	lastOffset, lastTs int64
 }
 
 func (e *entry) last() *BatchMeta { return &e.batches[e.n-1] }
@@ -42,9 +70,12 @@ func (e *entry) push(b BatchMeta) {
 	e.n++
 }
 
-// StateManager is the idempotent-producer state of one partition. Its
-// methods are safe for concurrent use, but Check, the append and Update must
-// form one step under the partition's append lock (see the package
+func newEntry(epoch int16) *entry { return &entry{epoch: epoch, coordEpoch: -1, txnFirst: -1} }
+
+// StateManager is the producer state of one partition: idempotence and
+// transactions. Its methods are safe for concurrent use, but Check, the
+// append and Update (or CheckMarker, the append and ApplyMarker) must form
+// one step under the partition's append lock (see the package
 // documentation).
 type StateManager struct {
 	mu struct {
@@ -53,6 +84,15 @@ type StateManager struct {
 		// end is the offset up to which batches have been applied: the
 		// next offset after the last Update, or the log end after Load.
 		end int64
+		// unreplicated are completed transactions whose marker may not
+		// be below the high watermark yet, in marker order: they hold
+		// the last stable offset at their first offset until it is
+		// (Kafka's unreplicatedTxns).
+		unreplicated []CompletedTxn
+		// markers counts the markers applied to each producer (never
+		// reset while the producer is known): KIP-890 verification
+		// compares it before and after asking the coordinator.
+		markers map[int64]uint64
 	}
 }
 
@@ -62,6 +102,7 @@ type StateManager struct {
 func NewStateManager(end int64) *StateManager {
 	s := &StateManager{}
 	s.mu.producers = make(map[int64]*entry)
+	s.mu.markers = make(map[int64]uint64)
 	s.mu.end = end
 	return s
 }
@@ -74,7 +115,8 @@ func NewStateManager(end int64) *StateManager {
 // offset; dup.Timestamp as the log append time when the topic uses
 // LogAppendTime); or an error wrapping a *kerr.Error (see ErrorCode):
 // INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE
-// or INVALID_RECORD. Check changes nothing.
+// (a non-transactional batch while the producer's transaction is open) or
+// INVALID_RECORD. Check changes nothing.
 func (s *StateManager) Check(h segment.Header) (dup *BatchMeta, err error) {
 	if h.ProducerID < 0 {
 		if h.Transactional() || h.Control() {
@@ -85,8 +127,6 @@ func (s *StateManager) Check(h segment.Header) (dup *BatchMeta, err error) {
 	switch {
 	case h.Control():
 		return nil, kafkaErr(kerr.InvalidRecord, "producer %d sent a control batch", h.ProducerID)
-	case h.Transactional():
-		return nil, kafkaErr(kerr.InvalidTxnState, "producer %d sent a transactional batch; transactions are not supported", h.ProducerID)
 	case h.ProducerEpoch < 0 || h.BaseSequence < 0 || h.LastOffsetDelta < 0:
 		return nil, kafkaErr(kerr.InvalidRecord, "producer %d: epoch %d, base sequence %d", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 	}
@@ -113,20 +153,29 @@ func (s *StateManager) Check(h segment.Header) (dup *BatchMeta, err error) {
 		if first != 0 {
 			return nil, kafkaErr(kerr.OutOfOrderSequenceNumber, "producer %d: new epoch %d starts at sequence %d, not 0", h.ProducerID, h.ProducerEpoch, first)
 		}
+	case e.n == 0:
+		// Known only by markers or sequence-less batches: as unknown.
 	default:
 		if want := incrementSequence(e.last().LastSeq, 1); first != want {
 			return nil, kafkaErr(kerr.OutOfOrderSequenceNumber, "producer %d epoch %d: sequence %d, expected %d", h.ProducerID, h.ProducerEpoch, first, want)
 		}
 	}
+	if e.txnFirst >= 0 && !h.Transactional() {
+		return nil, kafkaErr(kerr.InvalidTxnState, "producer %d sent a non-transactional batch while its transaction from offset %d is open", h.ProducerID, e.txnFirst)
+	}
 	return nil, nil
 }
 
-// Update records a batch appended at baseOffset: after a successful
+// Update records a data batch appended at baseOffset: after a successful
 // append of a batch Check accepted, for every batch a follower replicates,
 // and by Load's replay. h must describe the batch as stored: re-parse it
 // after the append, or set h.MaxTimestamp to the log append time when the
 // log rewrote it. Batches without a producer id only advance the offset the
-// state reflects. Update does not validate: Check did.
+// state reflects, and so do control batches: their marker is applied with
+// ApplyMarker. A transactional batch opens the producer's transaction when
+// none is open. A batch with base sequence -1 (the group coordinator's
+// transactional offset commits) is applied without sequence bookkeeping.
+// Update does not validate: Check did.
 func (s *StateManager) Update(h segment.Header, baseOffset int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,30 +185,162 @@ func (s *StateManager) Update(h segment.Header, baseOffset int64) {
 func (s *StateManager) updateLocked(h segment.Header, baseOffset int64) {
 	lastOffset := baseOffset + int64(h.LastOffsetDelta)
 	s.mu.end = max(s.mu.end, lastOffset+1)
-	if h.ProducerID < 0 {
+	if h.ProducerID < 0 || h.Control() {
 		return
 	}
-	e := s.mu.producers[h.ProducerID]
-	if e == nil {
-		e = &entry{epoch: h.ProducerEpoch}
-		s.mu.producers[h.ProducerID] = e
-	}
+	e := s.entryLocked(h.ProducerID, h.ProducerEpoch)
 	if h.ProducerEpoch != e.epoch {
 		e.epoch, e.n = h.ProducerEpoch, 0
 	}
-	e.push(BatchMeta{
-		FirstSeq:    h.BaseSequence,
-		LastSeq:     incrementSequence(h.BaseSequence, h.LastOffsetDelta),
-		FirstOffset: baseOffset,
-		LastOffset:  lastOffset,
-		Timestamp:   h.MaxTimestamp,
-	})
+	if h.BaseSequence >= 0 {
+		e.push(BatchMeta{
+			FirstSeq:    h.BaseSequence,
+			LastSeq:     incrementSequence(h.BaseSequence, h.LastOffsetDelta),
+			FirstOffset: baseOffset,
+			LastOffset:  lastOffset,
+			Timestamp:   h.MaxTimestamp,
+		})
+	}
+	e.lastOffset, e.lastTs = lastOffset, h.MaxTimestamp
+	if h.Transactional() && e.txnFirst < 0 {
+		e.txnFirst = baseOffset
+	}
+}
+
+func (s *StateManager) entryLocked(pid int64, epoch int16) *entry {
+	e := s.mu.producers[pid]
+	if e == nil {
+		e = newEntry(epoch)
+		s.mu.producers[pid] = e
+	}
+	return e
+}
+
+// CheckMarker decides whether the leader may append a transaction marker
+// for the producer written by a coordinator of coordinatorEpoch:
+// INVALID_PRODUCER_EPOCH when epoch is below the producer's,
+// TRANSACTION_COORDINATOR_FENCED when coordinatorEpoch is below that of
+// the producer's last marker (Kafka's ProducerAppendInfo rules). A
+// producer the partition does not know passes.
+func (s *StateManager) CheckMarker(producerID int64, epoch int16, coordinatorEpoch int32) error {
+	if producerID < 0 || epoch < 0 {
+		return kafkaErr(kerr.InvalidRecord, "marker for producer %d epoch %d", producerID, epoch)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.mu.producers[producerID]
+	if e == nil {
+		return nil
+	}
+	if epoch < e.epoch {
+		return kafkaErr(kerr.InvalidProducerEpoch, "marker for producer %d: epoch %d, current epoch %d", producerID, epoch, e.epoch)
+	}
+	if coordinatorEpoch < e.coordEpoch {
+		return kafkaErr(kerr.TransactionCoordinatorFenced, "marker for producer %d: coordinator epoch %d, last marker's %d", producerID, coordinatorEpoch, e.coordEpoch)
+	}
+	return nil
+}
+
+// ApplyMarker records the marker m of the control batch h appended at
+// offset (leader, follower and replay alike). It ends the producer's open
+// transaction: the completed transaction is returned with ok, for the
+// aborted-transaction index when it aborted; a marker of a producer with
+// no open transaction (an empty transaction) returns ok false, as in
+// Kafka. The transaction holds the last stable offset until
+// LastStableOffset is given a high watermark past the marker.
+func (s *StateManager) ApplyMarker(h segment.Header, m segment.ControlRecord, offset int64) (CompletedTxn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.end = max(s.mu.end, offset+int64(h.LastOffsetDelta)+1)
+	if h.ProducerID < 0 {
+		return CompletedTxn{}, false
+	}
+	return s.applyMarkerLocked(h.ProducerID, h.ProducerEpoch, m, offset, h.MaxTimestamp)
+}
+
+func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.ControlRecord, offset, ts int64) (CompletedTxn, bool) {
+	e := s.entryLocked(pid, epoch)
+	if epoch > e.epoch {
+		e.epoch, e.n = epoch, 0
+	}
+	e.coordEpoch = m.CoordinatorEpoch
+	e.lastOffset, e.lastTs = offset, ts
+	s.mu.markers[pid]++
+	if e.txnFirst < 0 {
+		return CompletedTxn{}, false
+	}
+	c := CompletedTxn{ProducerID: pid, FirstOffset: e.txnFirst, LastOffset: offset, Aborted: !m.Commit()}
+	e.txnFirst = -1
+	// Kafka's lastStableOffset(completedTxn): the first offset of the
+	// earliest other open transaction.
+	c.LastStableOffset = offset + 1
+	for _, o := range s.mu.producers {
+		if o.txnFirst >= 0 && o.txnFirst < c.LastStableOffset {
+			c.LastStableOffset = o.txnFirst
+		}
+	}
+	s.mu.unreplicated = append(s.mu.unreplicated, c)
+	return c, true
+}
+
+// firstUnstableLocked is the smallest first offset of the open and the
+// unreplicated transactions.
+func (s *StateManager) firstUnstableLocked() (int64, bool) {
+	first, ok := int64(math.MaxInt64), false
+	for _, e := range s.mu.producers {
+		if e.txnFirst >= 0 && e.txnFirst < first {
+			first, ok = e.txnFirst, true
+		}
+	}
+	for _, c := range s.mu.unreplicated {
+		if c.FirstOffset < first {
+			first, ok = c.FirstOffset, true
+		}
+	}
+	return first, ok
+}
+
+// FirstUnstableOffset returns the first offset of the earliest transaction
+// that is open or whose marker is not known to be replicated; ok is false
+// when there is none.
+func (s *StateManager) FirstUnstableOffset() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstUnstableLocked()
+}
+
+// LastStableOffset returns the partition's last stable offset for the high
+// watermark hw: min(hw, the first unstable offset). Completed
+// transactions whose marker is below hw stop holding it (Kafka's
+// onHighWatermarkUpdated).
+func (s *StateManager) LastStableOffset(hw int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < hw })
+	if fu, ok := s.firstUnstableLocked(); ok && fu < hw {
+		return fu
+	}
+	return hw
+}
+
+// InTransaction reports whether the producer has an open transaction in
+// the partition, and how many markers the partition has applied for it.
+// A first transactional batch (not in a transaction) is verified with the
+// coordinator (KIP-890) outside the append lock; the caller compares the
+// marker count under the lock afterwards to see that no marker came
+// between.
+func (s *StateManager) InTransaction(pid int64) (open bool, markers uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.mu.producers[pid]
+	return e != nil && e.txnFirst >= 0, s.mu.markers[pid]
 }
 
 // TruncateHead forgets the producers whose last batch lies below
 // logStart, after retention or DeleteRecords moved the log start (Kafka
-// does the same). It returns how many were forgotten. Their next batch is
-// accepted at any sequence.
+// does the same), and the completed transactions below it. It returns how
+// many producers were forgotten. Their next batch is accepted at any
+// sequence.
 func (s *StateManager) TruncateHead(logStart int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,26 +350,30 @@ func (s *StateManager) TruncateHead(logStart int64) int {
 func (s *StateManager) truncateHeadLocked(logStart int64) int {
 	n := 0
 	for pid, e := range s.mu.producers {
-		if e.last().LastOffset < logStart {
+		if e.lastOffset < logStart {
 			delete(s.mu.producers, pid)
+			delete(s.mu.markers, pid)
 			n++
 		}
 	}
+	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < logStart })
 	return n
 }
 
 // ExpireProducers forgets the producers whose last batch's timestamp is at
 // least expiration (producer.id.expiration.ms, Kafka's default 24 h) before
-// now, and returns how many. Like Kafka it compares the batch's timestamp,
-// which is the client's clock unless the topic uses LogAppendTime.
+// now and that have no open transaction, and returns how many. Like Kafka
+// it compares the batch's timestamp, which is the client's clock unless
+// the topic uses LogAppendTime.
 func (s *StateManager) ExpireProducers(now time.Time, expiration time.Duration) int {
 	cutoff := now.UnixMilli() - expiration.Milliseconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for pid, e := range s.mu.producers {
-		if e.last().Timestamp <= cutoff {
+		if e.txnFirst < 0 && e.lastTs <= cutoff {
 			delete(s.mu.producers, pid)
+			delete(s.mu.markers, pid)
 			n++
 		}
 	}
@@ -205,6 +390,32 @@ func (s *StateManager) Producer(pid int64) (epoch int16, batches []BatchMeta, ok
 		return -1, nil, false
 	}
 	return e.epoch, slices.Clone(e.batches[:e.n]), true
+}
+
+// ProducerInfo is a producer as DescribeProducers shows it.
+type ProducerInfo struct {
+	ProducerID       int64
+	Epoch            int16
+	LastSequence     int32 // -1 without a sequenced batch
+	LastTimestamp    int64
+	CoordinatorEpoch int32 // -1 before a marker
+	TxnStartOffset   int64 // -1 without an open transaction
+}
+
+// Describe returns every producer the partition knows, by id.
+func (s *StateManager) Describe() []ProducerInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ProducerInfo, 0, len(s.mu.producers))
+	for pid, e := range s.mu.producers {
+		pi := ProducerInfo{ProducerID: pid, Epoch: e.epoch, LastSequence: -1, LastTimestamp: e.lastTs, CoordinatorEpoch: e.coordEpoch, TxnStartOffset: e.txnFirst}
+		if e.n > 0 {
+			pi.LastSequence = e.last().LastSeq
+		}
+		out = append(out, pi)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return int(min(max(a.ProducerID-b.ProducerID, -1), 1)) })
+	return out
 }
 
 // ProducerIDs returns the ids of the producers the partition knows, sorted.

@@ -86,6 +86,12 @@ func TestDuplicateOfEachCachedBatch(t *testing.T) {
 	}
 }
 
+func txnHdr(pid int64, epoch int16, seq, n int32) segment.Header {
+	h := hdr(pid, epoch, seq, n)
+	h.Attributes = 0x10
+	return h
+}
+
 func TestCheckRules(t *testing.T) {
 	const max = math.MaxInt32
 	tests := []struct {
@@ -114,7 +120,11 @@ func TestCheckRules(t *testing.T) {
 		{name: "wrap: last seq MaxInt32, next MaxInt32+1 impossible, 1 is a gap", setup: []segment.Header{hdr(1, 0, max-2, 3)}, probe: hdr(1, 0, 1, 1), code: kerr.OutOfOrderSequenceNumber.Code},
 		{name: "wrap inside a batch", setup: []segment.Header{hdr(1, 0, max-1, 4)}, probe: hdr(1, 0, 2, 1)},
 		{name: "wrap inside a batch, duplicate", setup: []segment.Header{hdr(1, 0, max-1, 4)}, probe: hdr(1, 0, max-1, 4), dup: true},
-		{name: "transactional", probe: func() segment.Header { h := hdr(1, 0, 0, 1); h.Attributes = 0x10; return h }(), code: kerr.InvalidTxnState.Code},
+		{name: "transactional", probe: txnHdr(1, 0, 0, 1)},
+		{name: "transactional, stale epoch", setup: []segment.Header{hdr(1, 2, 0, 3)}, probe: txnHdr(1, 1, 3, 1), code: kerr.InvalidProducerEpoch.Code},
+		{name: "transactional, gap", setup: []segment.Header{txnHdr(1, 0, 0, 3)}, probe: txnHdr(1, 0, 4, 1), code: kerr.OutOfOrderSequenceNumber.Code},
+		{name: "transactional, duplicate", setup: []segment.Header{txnHdr(1, 0, 0, 3)}, probe: txnHdr(1, 0, 0, 3), dup: true},
+		{name: "non-transactional inside a transaction", setup: []segment.Header{txnHdr(1, 0, 0, 3)}, probe: hdr(1, 0, 3, 1), code: kerr.InvalidTxnState.Code},
 		{name: "control", probe: func() segment.Header { h := hdr(1, 0, 0, 1); h.Attributes = 0x30; return h }(), code: kerr.InvalidRecord.Code},
 		{name: "control without producer", probe: func() segment.Header { h := hdr(-1, -1, -1, 1); h.Attributes = 0x20; return h }(), code: kerr.InvalidRecord.Code},
 		{name: "negative sequence", probe: hdr(1, 0, -1, 1), code: kerr.InvalidRecord.Code},
