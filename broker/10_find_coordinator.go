@@ -19,9 +19,10 @@ import (
 //   accept it, as in Kafka). COORDINATOR_NOT_AVAILABLE while the broker
 //   shuts down, while the partition has no live leader, or when it failed
 //   to load on this broker, its leader.
-// * Key type 1 (transaction): UNSUPPORTED_VERSION, with the message that
-//   transactions are not supported, as InitProducerId answers a
-//   transactional id (see package producer).
+// * Key type 1 (transaction): the leader of the transactional id's
+//   partition of __transaction_state (the same hash modulo
+//   transaction.state.log.num.partitions), which the first such
+//   FindCoordinator creates (txn_coordinator.go). Errors as for groups.
 // * Any other key type (2 is share groups, KIP-932): INVALID_REQUEST, as
 //   Kafka answers an unknown coordinator type.
 // * v4 (KIP-699) batches keys: each key gets its own entry with its own
@@ -79,7 +80,7 @@ func (s *Server) findCoordinator(r *request, keyType int8, key, lis string) (nod
 			err = newKafkaError(kerr.TransactionalIDAuthorizationFailed, "not authorized to describe transactional id %q", key)
 			break
 		}
-		err = newKafkaError(kerr.UnsupportedVersion, "transactions are not supported: there is no transaction coordinator")
+		b, err = s.txnCoordinator(key, true)
 	default:
 		err = newKafkaError(kerr.InvalidRequest, "unknown coordinator type %d", keyType)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	franzplain "github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/stratastream/strata/broker/acl"
@@ -207,9 +208,51 @@ func matrixRows() []matrixRow {
 		req.Resources = append(req.Resources, rr)
 		return e.request(req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode
 	}
+	// txnReady waits until this broker coordinates the row's
+	// transactional id (creating __transaction_state, loading its
+	// partition), so that a call past the authorization check reaches the
+	// coordinator.
+	txnReady := func(e *matrixEnv) {
+		e.t.Helper()
+		if !poll.For(30*time.Second, func() bool {
+			_, err := e.s.txnCoordinator(e.txn, true)
+			return err == nil && e.s.txns.Status(e.txn) == nil
+		}) {
+			e.t.Fatalf("the transaction coordinator of %q did not load", e.txn)
+		}
+	}
+	addPartitionsToTxn := func(e *matrixEnv) int16 {
+		txnReady(e)
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = 3
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = e.txn, 1, 0
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = e.topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		return e.request(req).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	addOffsetsToTxn := func(e *matrixEnv) int16 {
+		txnReady(e)
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = e.txn, 1, 0, e.group
+		return e.request(req).(*kmsg.AddOffsetsToTxnResponse).ErrorCode
+	}
+	endTxn := func(e *matrixEnv) int16 {
+		txnReady(e)
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = e.txn, 1, 0, true
+		return e.request(req).(*kmsg.EndTxnResponse).ErrorCode
+	}
+	describeTxn := func(e *matrixEnv) int16 {
+		txnReady(e)
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{e.txn}
+		return e.request(req).(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
+	}
 	initProducerID := func(e *matrixEnv, txn bool) int16 {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		if txn {
+			txnReady(e)
 			req.TransactionalID = &e.txn
 		}
 		req.TransactionTimeoutMillis = 60000
@@ -292,8 +335,7 @@ func matrixRows() []matrixRow {
 		{api: "FindCoordinator", allow: []grant{groupGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeGroup, e.group) }, denied: codeGroupAuth},
 		{api: "FindCoordinator/transaction", allow: []grant{txnGrant(acl.OpDescribe)},
-			call:    func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeTransaction, e.txn) },
-			allowed: kerr.UnsupportedVersion.Code, denied: codeTxnAuth}, // past the check: no transactions
+			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeTransaction, e.txn) }, denied: codeTxnAuth},
 		{api: "JoinGroup", allow: []grant{groupGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrJoinGroupRequest()
@@ -428,8 +470,19 @@ func matrixRows() []matrixRow {
 			deny: []grant{topicGrant(acl.OpRead)},
 			call: func(e *matrixEnv) int16 { return initProducerID(e, false) }, denied: codeClusterAuth},
 		{api: "InitProducerId/transactional-id", allow: []grant{txnGrant(acl.OpWrite)}, deny: []grant{txnGrant(acl.OpDescribe), clusterGrant(acl.OpIdempotentWrite)},
-			call:    func(e *matrixEnv) int16 { return initProducerID(e, true) },
-			allowed: kerr.UnsupportedVersion.Code, denied: codeTxnAuth}, // past the check: no transactions
+			call: func(e *matrixEnv) int16 { return initProducerID(e, true) }, denied: codeTxnAuth},
+		{api: "AddPartitionsToTxn", allow: []grant{txnGrant(acl.OpWrite), topicGrant(acl.OpWrite)}, deny: []grant{topicGrant(acl.OpWrite), txnGrant(acl.OpDescribe)},
+			call: addPartitionsToTxn, allowed: kerr.InvalidProducerIDMapping.Code, denied: codeTxnAuth}, // past the check: no such producer
+		{api: "AddPartitionsToTxn/topic", allow: []grant{txnGrant(acl.OpWrite), topicGrant(acl.OpWrite)}, deny: []grant{txnGrant(acl.OpWrite), topicGrant(acl.OpRead)},
+			call: addPartitionsToTxn, allowed: kerr.InvalidProducerIDMapping.Code, denied: codeTopicAuth},
+		{api: "AddOffsetsToTxn", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpRead), txnGrant(acl.OpDescribe)},
+			call: addOffsetsToTxn, allowed: kerr.InvalidProducerIDMapping.Code, denied: codeTxnAuth},
+		{api: "AddOffsetsToTxn/group", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead)}, deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpDescribe)},
+			call: addOffsetsToTxn, allowed: kerr.InvalidProducerIDMapping.Code, denied: codeGroupAuth},
+		{api: "EndTxn", allow: []grant{txnGrant(acl.OpWrite)}, deny: []grant{txnGrant(acl.OpDescribe)},
+			call: endTxn, allowed: kerr.InvalidProducerIDMapping.Code, denied: codeTxnAuth},
+		{api: "DescribeTransactions", allow: []grant{txnGrant(acl.OpDescribe)}, deny: []grant{topicGrant(acl.OpAll)},
+			call: describeTxn, allowed: kerr.TransactionalIDNotFound.Code, denied: codeTxnAuth},
 		{api: "AlterPartitionReassignments", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{clusterGrant(acl.OpDescribe), topicGrant(acl.OpAll)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
@@ -609,7 +662,11 @@ func TestACLMatrix(t *testing.T) {
 			if who == "a" {
 				want = row.allowed
 			}
-			cl := plainClient(t, s, matrixUser(i, who))
+			// AddPartitionsToTxn as clients send it (v3: v4+ is
+			// the brokers' batched form).
+			versions := kversion.Stable()
+			versions.SetMaxKeyVersion(24, 3)
+			cl := plainClient(t, s, matrixUser(i, who), kgo.MaxVersions(versions))
 			e := envs[i]
 			e.cl, e.broker = cl, cl.Broker(int(s.cfg.BrokerID))
 			got := row.call(&e)

@@ -106,10 +106,16 @@ func (s *Server) joinCluster() error {
 	}
 	s.applySnapshot(c.Snapshot())
 	s.groupLoader.sync() // the groups this broker coordinates, before it serves
+	if err := s.startTxns(); err != nil {
+		return err
+	}
+	s.applySnapshot(c.Snapshot())
+	s.txnLoader.sync()
 
-	s.bgWG.Add(2)
+	s.bgWG.Add(3)
 	go s.metadataLoop()
 	go s.groupLoader.run()
+	go s.txnLoader.run()
 	s.startController()
 	if embedded {
 		// A single node is its own controller: serve once it says so.

@@ -161,6 +161,9 @@ type Config struct {
 	// PartitionExists, and takes NumPartitions from __consumer_offsets
 	// once that topic exists.
 	Groups group.Config
+	// Transactions holds the transaction coordinator's settings
+	// (transaction.*, transactional.id.expiration.ms; txn_coordinator.go).
+	Transactions TransactionConfig
 	// Cleaner holds the log cleaner's settings (log.cleaner.*;
 	// log_cleaner.go).
 	Cleaner CleanerConfig

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/broker/txn"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -69,7 +70,7 @@ func (s *Server) offsetsTopicConfigs() map[string]string {
 
 // isInternalTopic reports whether name is a topic that only the broker
 // writes.
-func isInternalTopic(name string) bool { return name == group.Topic }
+func isInternalTopic(name string) bool { return name == group.Topic || name == txn.Topic }
 
 // checkInternalTopicConfig refuses an effective config of an internal topic
 // that would delete data the coordinator still needs.

@@ -87,6 +87,7 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 		s.repl.Sync(snap)
 	}
 	s.noteOffsetsLeadership(snap)
+	s.noteTxnLeadership(snap)
 }
 
 func (s *Server) swapTopics(topics map[string]*topicState) {

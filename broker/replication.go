@@ -11,8 +11,10 @@ import (
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
 	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/proto/replpb"
 	"github.com/stratastream/strata/tiering"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"google.golang.org/grpc"
 )
 
 // This file connects replication (package replica) to the server. The
@@ -49,6 +51,7 @@ func (s *Server) newReplicaManager() (*replica.Manager, error) {
 		Metrics:               s.metrics.reg,
 		Now:                   s.nowFn,
 		Done:                  s.closed,
+		Services:              func(g *grpc.Server) { replpb.RegisterTransactionsServer(g, txnService{s: s}) },
 	}
 	if s.cfg.ZooKeeperConnect != "" {
 		addr := net.JoinHostPort(s.interBrokerBind(), strconv.Itoa(int(s.cfg.ReplicationPort)))

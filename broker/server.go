@@ -15,6 +15,7 @@ import (
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
+	"github.com/stratastream/strata/broker/txn"
 	"github.com/stratastream/strata/coord"
 )
 
@@ -46,6 +47,14 @@ type Server struct {
 	// the partitions this broker leads.
 	groups      *group.Coordinator
 	groupLoader groupLoader
+
+	// txns is the transaction coordinator over __transaction_state
+	// (txn_coordinator.go), set by NewServer and not changed after;
+	// txnLoader loads into it the partitions this broker leads, txnPeers
+	// holds the connections of its inter-broker calls.
+	txns      *txn.Coordinator
+	txnLoader txnLoader
+	txnPeers  txnPeers
 
 	// authz is the ACL authorizer (authorize.go), nil without
 	// authorizer.class.name; set before the broker serves.
@@ -127,6 +136,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.mu.byID = map[coord.TopicID]*topicState{}
 	s.mu.conns = map[*conn]struct{}{}
 	s.groupLoader.init()
+	s.txnLoader.init()
 	s.metrics = newBrokerMetrics(s)
 
 	if len(cfg.LogDirs) == 0 {
@@ -141,6 +151,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.stopHTTP()
 		s.stopBackground()
 		_ = s.closeGroups()
+		_ = s.closeTxns()
 		s.closeLogs()
 		if s.coord != nil {
 			_ = s.coord.Close()
@@ -314,6 +325,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	if err := s.closeGroups(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.closeTxns(); err != nil {
 		errs = append(errs, err)
 	}
 	s.stopBackground()

@@ -139,6 +139,30 @@ var clusterSettings = []setting{
 	{name: "offsets.topic.segment.bytes", typ: typeInt, def: "104857600", valid: between(14, math.MaxInt32),
 		field: func(c *Config) any { return &c.OffsetsTopicSegmentBytes },
 		doc:   "segment.bytes of __consumer_offsets when it is created; the active segment is never compacted, so a coordinator taking over replays up to this much beyond one record per key."},
+	{name: "transaction.state.log.num.partitions", typ: typeInt, def: "50", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.StateLogNumPartitions },
+		doc:   "Partitions of __transaction_state when it is created; an existing topic keeps its count."},
+	{name: "transaction.state.log.replication.factor", typ: typeShort, def: "3", valid: between(1, math.MaxInt16),
+		field: func(c *Config) any { return &c.Transactions.StateLogReplicationFactor },
+		doc:   "Replicas of __transaction_state when it is created, capped at the live brokers."},
+	{name: "transaction.state.log.min.isr", typ: typeInt, def: "2", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.StateLogMinISR },
+		doc:   "min.insync.replicas of __transaction_state when it is created, capped at its replicas; a coordinator write needs that many in-sync replicas."},
+	{name: "transaction.state.log.segment.bytes", typ: typeInt, def: "104857600", valid: between(14, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.StateLogSegmentBytes },
+		doc:   "segment.bytes of __transaction_state when it is created."},
+	{name: "transaction.max.timeout.ms", typ: typeInt, def: "900000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.MaxTimeout }, unit: time.Millisecond,
+		doc: "Longest transaction timeout a producer may ask for (InitProducerId); a longer one gets INVALID_TRANSACTION_TIMEOUT."},
+	{name: "transactional.id.expiration.ms", typ: typeInt, def: "604800000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.IDExpiration }, unit: time.Millisecond,
+		doc: "A transactional id with no open transaction and no update for this long is removed (a tombstone in __transaction_state)."},
+	{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", typ: typeInt, def: "10000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.AbortInterval }, unit: time.Millisecond,
+		doc: "How often the coordinator aborts the transactions older than their timeout (bumping the producer epoch, which fences the producer)."},
+	{name: "transaction.remove.expired.transaction.cleanup.interval.ms", typ: typeInt, def: "3600000", valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Transactions.RemoveExpiredInterval }, unit: time.Millisecond,
+		doc: "How often the coordinator removes expired transactional ids (transactional.id.expiration.ms)."},
 }
 
 // groupDefaults are package group's defaults of the group coordinator.
@@ -191,7 +215,7 @@ func checkAcrossSettings(c *Config) *ConfigError {
 	for _, need := range []struct {
 		name string
 		n    int32
-	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}} {
+	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}, {"transaction.state.log.num.partitions", int32(c.Transactions.StateLogNumPartitions)}} {
 		if need.n > c.MaxPartitionsPerRequest {
 			k := "strata.max.partitions.per.request"
 			return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least %s (%d), or no such topic could be created", need.name, need.n)}

@@ -1,10 +1,101 @@
 package broker
 
-import "context"
+import (
+	"context"
 
-// verifyTxnPartition reports whether the partition is part of the
-// producer's ongoing transaction (KIP-890 verification).
-// temporary: replaced by i19-coordinator at merge
+	"github.com/stratastream/strata/broker/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// verifyTxnPartition is KIP-890 part 1 (seam 2 of issue 19): before a
+// partition leader appends the first transactional batch of a producer's
+// transaction, it asks the transaction coordinator whether the partition
+// was added to that transaction. It returns nil when it was; else an
+// error wrapping the *kerr.Error the Produce is answered with, as Kafka's
+// AddPartitionsToTxnManager and ReplicaManager map them:
+//   - INVALID_TXN_STATE: the partition is not in the ongoing transaction
+//     (a hanging transaction is prevented);
+//   - INVALID_PRODUCER_EPOCH: the producer is fenced (the coordinator's
+//     PRODUCER_FENCED);
+//   - INVALID_PRODUCER_ID_MAPPING: the id has another producer id;
+//   - NOT_ENOUGH_REPLICAS, which clients retry: the coordinator is not
+//     reachable, moving, loading, or the transaction is ending
+//     (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+//     COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS).
+//
+// The coordinator is asked in process when this broker coordinates the
+// id, else over the Transactions gRPC service with an AddPartitionsToTxn
+// v4 VerifyOnly request. Nothing is cached here.
 func (s *Server) verifyTxnPartition(ctx context.Context, transactionalID string, producerID int64, epoch int16, topic string, partition int32) error {
-	return nil
+	tp := txn.TopicPartition{Topic: topic, Partition: partition}
+	if s.txns == nil {
+		return newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator not started")
+	}
+	b, err := s.txnCoordinator(transactionalID, false)
+	if err != nil {
+		return newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator of %q: %v", transactionalID, err)
+	}
+	var code int16
+	if b.ID == s.cfg.BrokerID {
+		per, ke := s.txns.VerifyPartitions(transactionalID, producerID, epoch, []txn.TopicPartition{tp})
+		switch {
+		case ke != nil:
+			code = ke.Code
+		case per[tp] != nil:
+			code = per[tp].Code
+		}
+	} else {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = verifyTxnVersion
+		tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, epoch, true
+		rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		rt.Topic, rt.Partitions = topic, []int32{partition}
+		tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{rt}
+		req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tr}
+		resp, err := s.txnPeers.verify(ctx, s, b.ID, req)
+		if err != nil {
+			return newKafkaError(kerr.NotEnoughReplicas, "verifying with the transaction coordinator, broker %d: %v", b.ID, err)
+		}
+		code = verifyCode(resp, transactionalID, tp)
+	}
+	if code == 0 {
+		return nil
+	}
+	ke := kerr.ErrorForCode(code).(*kerr.Error)
+	switch ke {
+	case kerr.ProducerFenced:
+		ke = kerr.InvalidProducerEpoch
+	case kerr.TransactionAbortable:
+		ke = kerr.InvalidTxnState
+	case kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions:
+		ke = kerr.NotEnoughReplicas
+	}
+	return newKafkaError(ke, "transaction of %q: %s-%d not verified", transactionalID, topic, partition)
+}
+
+// verifyCode finds the partition's code in a verification response: the
+// top-level code if set, else the partition's; a response that does not
+// name the partition is COORDINATOR_NOT_AVAILABLE (retried).
+func verifyCode(resp *kmsg.AddPartitionsToTxnResponse, id string, tp txn.TopicPartition) int16 {
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	for _, tr := range resp.Transactions {
+		if tr.TransactionalID != id {
+			continue
+		}
+		for _, t := range tr.Topics {
+			if t.Topic != tp.Topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.Partition == tp.Partition {
+					return p.ErrorCode
+				}
+			}
+		}
+	}
+	return kerr.CoordinatorNotAvailable.Code
 }

@@ -31,14 +31,12 @@
 //     epoch 0. Only one of the two set: INVALID_REQUEST, as Kafka does.
 //     (Real idempotent producers bump their epoch locally and only ask here
 //     when it is exhausted; Kafka itself always gives a new id.)
-//   - a transactional id: UNSUPPORTED_VERSION. Strata has no transaction
-//     coordinator. Redpanda answered FindCoordinator(transaction) with the
-//     same code before it had transactions. The Java client and franz-go
-//     fail initTransactions at once with it; librdkafka retries until its
-//     init_transactions timeout and reports the error then. (The only code
-//     every client treats as immediately fatal is
-//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which would send operators
-//     looking for ACLs.) The empty string is INVALID_REQUEST, as in Kafka.
+//   - a transactional id: the server hands the request to the transaction
+//     coordinator (package txn), which takes new producer ids from the
+//     same allocator (IDAllocator.Next). InitProducerID itself refuses one
+//     with COORDINATOR_NOT_AVAILABLE (retriable: the client looks the
+//     coordinator up again); the empty string is INVALID_REQUEST, as in
+//     Kafka.
 //   - the block source failing: COORDINATOR_LOAD_IN_PROGRESS (retriable),
 //     as Kafka does when no id block is available.
 //

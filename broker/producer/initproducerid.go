@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerID versions served. v5 (KIP-890) is not: it only matters to
-// transactions, which Strata does not support.
+// InitProducerID versions served. v5 (KIP-890 part 2, transaction
+// version 2) is not.
 const (
 	InitProducerIDMinVersion = 0
 	InitProducerIDMaxVersion = 4
@@ -43,7 +43,7 @@ func (a *IDAllocator) InitProducerID(req *kmsg.InitProducerIDRequest) *kmsg.Init
 		if *req.TransactionalID == "" {
 			return fail(kerr.InvalidRequest)
 		}
-		return fail(kerr.UnsupportedVersion)
+		return fail(kerr.CoordinatorNotAvailable) // the transaction coordinator's
 	}
 
 	if given && epoch < epochExhausted && a.issued(pid) {

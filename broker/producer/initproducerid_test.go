@@ -32,9 +32,9 @@ func TestInitProducerID(t *testing.T) {
 		{name: "id without epoch", version: 4, pid: 1, epoch: -1, wantCode: kerr.InvalidRequest.Code, wantPID: -1, wantEpoch: -1},
 		{name: "epoch without id", version: 4, pid: -1, epoch: 3, wantCode: kerr.InvalidRequest.Code, wantPID: -1, wantEpoch: -1},
 		{name: "negative id", version: 4, pid: -7, epoch: 3, wantCode: kerr.InvalidRequest.Code, wantPID: -1, wantEpoch: -1},
-		{name: "transactional", version: 4, txnID: str("tx"), pid: -1, epoch: -1, wantCode: kerr.UnsupportedVersion.Code, wantPID: -1, wantEpoch: -1},
-		{name: "transactional v0", version: 0, txnID: str("tx"), wantCode: kerr.UnsupportedVersion.Code, wantPID: -1, wantEpoch: -1},
-		{name: "transactional bump", version: 4, txnID: str("tx"), pid: 1, epoch: 1, wantCode: kerr.UnsupportedVersion.Code, wantPID: -1, wantEpoch: -1},
+		{name: "transactional", version: 4, txnID: str("tx"), pid: -1, epoch: -1, wantCode: kerr.CoordinatorNotAvailable.Code, wantPID: -1, wantEpoch: -1},
+		{name: "transactional v0", version: 0, txnID: str("tx"), wantCode: kerr.CoordinatorNotAvailable.Code, wantPID: -1, wantEpoch: -1},
+		{name: "transactional bump", version: 4, txnID: str("tx"), pid: 1, epoch: 1, wantCode: kerr.CoordinatorNotAvailable.Code, wantPID: -1, wantEpoch: -1},
 		{name: "empty transactional id", version: 4, txnID: str(""), pid: -1, epoch: -1, wantCode: kerr.InvalidRequest.Code, wantPID: -1, wantEpoch: -1},
 	}
 	a := openAllocator(t, t.TempDir(), 3)

@@ -73,6 +73,11 @@ type Config struct {
 	// Done is closed when the broker begins shutting down: fetchers,
 	// streams and waits in Await end then, before Stop is called.
 	Done <-chan struct{}
+	// Services, if set, registers the broker's other inter-broker gRPC
+	// services (the transaction coordinator's) on the replication
+	// listener's server before it serves. They get its limits, panic
+	// recovery and TLS; they check their callers with CheckBroker.
+	Services func(*grpc.Server)
 }
 
 // Manager runs replication for the broker (Kafka's ReplicaManager): the
@@ -134,6 +139,9 @@ func NewManager(cfg Config, host Host) *Manager {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)...)
 	replpb.RegisterReplicationServer(m.srv, &replicationService{m: m})
+	if cfg.Services != nil {
+		cfg.Services(m.srv)
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

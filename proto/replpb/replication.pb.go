@@ -665,6 +665,69 @@ func (x *EpochEnd) GetEndOffset() int64 {
 	return 0
 }
 
+// KafkaMessage is one Kafka request or response body (no header).
+type KafkaMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// broker_id is the calling broker's id (requests only).
+	BrokerId int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// version is the API version the body is encoded at.
+	Version       int32  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Body          []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KafkaMessage) Reset() {
+	*x = KafkaMessage{}
+	mi := &file_replication_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KafkaMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KafkaMessage) ProtoMessage() {}
+
+func (x *KafkaMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KafkaMessage.ProtoReflect.Descriptor instead.
+func (*KafkaMessage) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *KafkaMessage) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *KafkaMessage) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KafkaMessage) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 var File_replication_proto protoreflect.FileDescriptor
 
 const file_replication_proto_rawDesc = "" +
@@ -727,10 +790,17 @@ const file_replication_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x05R\terrorCode\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x05 \x01(\x03R\tendOffset2\xcc\x01\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\"Y\n" +
+	"\fKafkaMessage\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body2\xcc\x01\n" +
 	"\vReplication\x12]\n" +
 	"\tReplicate\x12&.strata.replication.v1.FollowerMessage\x1a$.strata.replication.v1.LeaderMessage(\x010\x01\x12^\n" +
-	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponseB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
+	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponse2\xcc\x01\n" +
+	"\fTransactions\x12[\n" +
+	"\x0fWriteTxnMarkers\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12_\n" +
+	"\x13VerifyTxnPartitions\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessageB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
 
 var (
 	file_replication_proto_rawDescOnce sync.Once
@@ -745,7 +815,7 @@ func file_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_replication_proto_goTypes = []any{
 	(PartitionFetch_Kind)(0),  // 0: strata.replication.v1.PartitionFetch.Kind
 	(*FollowerMessage)(nil),   // 1: strata.replication.v1.FollowerMessage
@@ -756,6 +826,7 @@ var file_replication_proto_goTypes = []any{
 	(*EpochQuery)(nil),        // 6: strata.replication.v1.EpochQuery
 	(*EpochEndsResponse)(nil), // 7: strata.replication.v1.EpochEndsResponse
 	(*EpochEnd)(nil),          // 8: strata.replication.v1.EpochEnd
+	(*KafkaMessage)(nil),      // 9: strata.replication.v1.KafkaMessage
 }
 var file_replication_proto_depIdxs = []int32{
 	2, // 0: strata.replication.v1.FollowerMessage.partitions:type_name -> strata.replication.v1.PartitionFetch
@@ -765,10 +836,14 @@ var file_replication_proto_depIdxs = []int32{
 	8, // 4: strata.replication.v1.EpochEndsResponse.partitions:type_name -> strata.replication.v1.EpochEnd
 	1, // 5: strata.replication.v1.Replication.Replicate:input_type -> strata.replication.v1.FollowerMessage
 	5, // 6: strata.replication.v1.Replication.EpochEnds:input_type -> strata.replication.v1.EpochEndsRequest
-	3, // 7: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
-	7, // 8: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
+	9, // 7: strata.replication.v1.Transactions.WriteTxnMarkers:input_type -> strata.replication.v1.KafkaMessage
+	9, // 8: strata.replication.v1.Transactions.VerifyTxnPartitions:input_type -> strata.replication.v1.KafkaMessage
+	3, // 9: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
+	7, // 10: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
+	9, // 11: strata.replication.v1.Transactions.WriteTxnMarkers:output_type -> strata.replication.v1.KafkaMessage
+	9, // 12: strata.replication.v1.Transactions.VerifyTxnPartitions:output_type -> strata.replication.v1.KafkaMessage
+	9, // [9:13] is the sub-list for method output_type
+	5, // [5:9] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
 	5, // [5:5] is the sub-list for extension extendee
 	0, // [0:5] is the sub-list for field type_name
@@ -785,9 +860,9 @@ func file_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replication_proto_rawDesc), len(file_replication_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_replication_proto_goTypes,
 		DependencyIndexes: file_replication_proto_depIdxs,

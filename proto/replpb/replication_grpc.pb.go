@@ -178,3 +178,167 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "replication.proto",
 }
+
+const (
+	Transactions_WriteTxnMarkers_FullMethodName     = "/strata.replication.v1.Transactions/WriteTxnMarkers"
+	Transactions_VerifyTxnPartitions_FullMethodName = "/strata.replication.v1.Transactions/VerifyTxnPartitions"
+)
+
+// TransactionsClient is the client API for Transactions service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Transactions carries the transaction coordinator's calls between
+// brokers: markers to a partition's leader, and KIP-890 verification from
+// a partition leader to a transaction coordinator. The messages are Kafka
+// requests and responses encoded by Kafka's own schemas (kmsg), at the
+// version named, so the two sides share the client protocol's codecs.
+// Calls are accepted only from another registered broker (as the
+// Replication service's).
+type TransactionsClient interface {
+	// WriteTxnMarkers carries a WriteTxnMarkers request (API 27) and
+	// answers its response.
+	WriteTxnMarkers(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
+	// VerifyTxnPartitions carries an AddPartitionsToTxn request (API 24,
+	// v4+, VerifyOnly) and answers its response.
+	VerifyTxnPartitions(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
+}
+
+type transactionsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTransactionsClient(cc grpc.ClientConnInterface) TransactionsClient {
+	return &transactionsClient{cc}
+}
+
+func (c *transactionsClient) WriteTxnMarkers(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KafkaMessage)
+	err := c.cc.Invoke(ctx, Transactions_WriteTxnMarkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionsClient) VerifyTxnPartitions(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KafkaMessage)
+	err := c.cc.Invoke(ctx, Transactions_VerifyTxnPartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TransactionsServer is the server API for Transactions service.
+// All implementations must embed UnimplementedTransactionsServer
+// for forward compatibility.
+//
+// Transactions carries the transaction coordinator's calls between
+// brokers: markers to a partition's leader, and KIP-890 verification from
+// a partition leader to a transaction coordinator. The messages are Kafka
+// requests and responses encoded by Kafka's own schemas (kmsg), at the
+// version named, so the two sides share the client protocol's codecs.
+// Calls are accepted only from another registered broker (as the
+// Replication service's).
+type TransactionsServer interface {
+	// WriteTxnMarkers carries a WriteTxnMarkers request (API 27) and
+	// answers its response.
+	WriteTxnMarkers(context.Context, *KafkaMessage) (*KafkaMessage, error)
+	// VerifyTxnPartitions carries an AddPartitionsToTxn request (API 24,
+	// v4+, VerifyOnly) and answers its response.
+	VerifyTxnPartitions(context.Context, *KafkaMessage) (*KafkaMessage, error)
+	mustEmbedUnimplementedTransactionsServer()
+}
+
+// UnimplementedTransactionsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTransactionsServer struct{}
+
+func (UnimplementedTransactionsServer) WriteTxnMarkers(context.Context, *KafkaMessage) (*KafkaMessage, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteTxnMarkers not implemented")
+}
+func (UnimplementedTransactionsServer) VerifyTxnPartitions(context.Context, *KafkaMessage) (*KafkaMessage, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyTxnPartitions not implemented")
+}
+func (UnimplementedTransactionsServer) mustEmbedUnimplementedTransactionsServer() {}
+func (UnimplementedTransactionsServer) testEmbeddedByValue()                      {}
+
+// UnsafeTransactionsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TransactionsServer will
+// result in compilation errors.
+type UnsafeTransactionsServer interface {
+	mustEmbedUnimplementedTransactionsServer()
+}
+
+func RegisterTransactionsServer(s grpc.ServiceRegistrar, srv TransactionsServer) {
+	// If the following call panics, it indicates UnimplementedTransactionsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Transactions_ServiceDesc, srv)
+}
+
+func _Transactions_WriteTxnMarkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KafkaMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).WriteTxnMarkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_WriteTxnMarkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).WriteTxnMarkers(ctx, req.(*KafkaMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transactions_VerifyTxnPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KafkaMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).VerifyTxnPartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_VerifyTxnPartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).VerifyTxnPartitions(ctx, req.(*KafkaMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Transactions_ServiceDesc is the grpc.ServiceDesc for Transactions service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Transactions_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "strata.replication.v1.Transactions",
+	HandlerType: (*TransactionsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "WriteTxnMarkers",
+			Handler:    _Transactions_WriteTxnMarkers_Handler,
+		},
+		{
+			MethodName: "VerifyTxnPartitions",
+			Handler:    _Transactions_VerifyTxnPartitions_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "replication.proto",
+}

@@ -1,0 +1,664 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf16"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratastream/strata/segment"
+)
+
+// Topic is the internal topic that holds the transactions' state.
+const Topic = "__transaction_state"
+
+// Errors of New and Load.
+var (
+	ErrClosed        = errors.New("txn: coordinator closed")
+	ErrAlreadyLoaded = errors.New("txn: partition already loaded")
+	ErrBadPartition  = errors.New("txn: partition out of range")
+	ErrConfig        = errors.New("txn: invalid config")
+)
+
+// Log is one partition of __transaction_state as the server hands it to
+// Load (group.Log's contract): Append appends at the log end and returns
+// once the batch is replicated to the in-sync replicas (acks=all); an error
+// means the batch may or may not be in the log, and the coordinator then
+// leaves its memory unchanged and answers the client with a retriable
+// error. ReadCopy, LogStartOffset and LogEndOffset are used by Load only.
+type Log interface {
+	Append(batches []byte, o segment.AppendOptions) (segment.AppendResult, error)
+	ReadCopy(offset int64, maxBytes int, maxOffset int64) ([]byte, error)
+	LogStartOffset() int64
+	LogEndOffset() int64
+}
+
+// MarkerBatch is the transaction markers of one transaction: a commit or
+// abort marker for each of Partitions, with the producer's id and epoch
+// and the coordinator's epoch.
+type MarkerBatch struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	Partitions       []TopicPartition
+}
+
+// MarkerResult is the outcome of one partition's marker: a Kafka error
+// code (0: written and replicated), or Gone when the partition no longer
+// exists in the cluster (deleted), whose marker is then dropped as Kafka
+// does.
+type MarkerResult struct {
+	Code int16
+	Gone bool
+}
+
+// MarkerWriter writes markers to the partitions' leaders (the server's
+// WriteTxnMarkers, in process or over the inter-broker RPC). A partition
+// missing from the result is retried. WriteMarkers returns early when ctx
+// is done.
+type MarkerWriter interface {
+	WriteMarkers(ctx context.Context, b MarkerBatch) map[TopicPartition]MarkerResult
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	// NumPartitions is the partition count of __transaction_state
+	// (transaction.state.log.num.partitions, or the existing topic's).
+	NumPartitions int
+	// MaxTimeout is transaction.max.timeout.ms.
+	MaxTimeout time.Duration
+	// IDExpiration is transactional.id.expiration.ms.
+	IDExpiration time.Duration
+	// AbortInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+	AbortInterval time.Duration
+	// ExpireInterval is
+	// transaction.remove.expired.transaction.cleanup.interval.ms.
+	ExpireInterval time.Duration
+	// NewProducerID hands out a producer id never handed out before.
+	NewProducerID func() (int64, error)
+	// Markers writes transaction markers.
+	Markers MarkerWriter
+	// MarkerBackoff is the first wait before markers are retried; it
+	// doubles up to MaxMarkerBackoff. Zero: 50 ms and 2 s.
+	MarkerBackoff, MaxMarkerBackoff time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// Logger receives the coordinator's log lines; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.NumPartitions < 1:
+		return fmt.Errorf("%w: NumPartitions %d", ErrConfig, c.NumPartitions)
+	case c.MaxTimeout < time.Millisecond:
+		return fmt.Errorf("%w: MaxTimeout %v", ErrConfig, c.MaxTimeout)
+	case c.IDExpiration < time.Millisecond || c.AbortInterval < time.Millisecond || c.ExpireInterval < time.Millisecond:
+		return fmt.Errorf("%w: expiration and intervals must be at least 1ms", ErrConfig)
+	case c.NewProducerID == nil || c.Markers == nil:
+		return fmt.Errorf("%w: NewProducerID and Markers are required", ErrConfig)
+	}
+	if c.MarkerBackoff <= 0 {
+		c.MarkerBackoff = 50 * time.Millisecond
+	}
+	if c.MaxMarkerBackoff < c.MarkerBackoff {
+		c.MaxMarkerBackoff = max(2*time.Second, c.MarkerBackoff)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Coordinator is the transaction coordinator for the partitions of
+// __transaction_state loaded into it. Its methods are safe for concurrent
+// use. One lock guards the in-memory state; it is never held across a log
+// append or a marker write: a transactional id with a write in flight has
+// a pending state, and other requests for it get CONCURRENT_TRANSACTIONS,
+// as in Kafka.
+type Coordinator struct {
+	cfg Config
+
+	mu struct {
+		sync.Mutex
+		closed     bool
+		partitions map[int]*partition // loading or loaded
+		txns       map[string]*entry  // of loaded partitions
+	}
+
+	stop    chan struct{}
+	wg      sync.WaitGroup // timer loop and marker senders
+	senders atomic.Int32   // marker senders running
+}
+
+// partition is one loaded partition of __transaction_state.
+type partition struct {
+	id      int
+	epoch   int32 // coordinator epoch: the partition's leader epoch
+	loading bool  // requests get COORDINATOR_LOAD_IN_PROGRESS
+	log     Log
+	ctx     context.Context // done when unloaded: marker senders stop
+	cancel  context.CancelFunc
+}
+
+// entry is one transactional id in memory.
+type entry struct {
+	md      Metadata // as the log has it
+	p       *partition
+	pending State // the state being written; noPending when none
+}
+
+// noPending marks an entry with no write in flight.
+const noPending State = -1
+
+// New returns a coordinator that owns no partition yet: every request
+// answers NOT_COORDINATOR until Load has loaded the id's partition.
+func New(cfg Config) (*Coordinator, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Coordinator{cfg: cfg, stop: make(chan struct{})}
+	c.mu.partitions = map[int]*partition{}
+	c.mu.txns = map[string]*entry{}
+	c.wg.Add(1)
+	go c.timers()
+	return c, nil
+}
+
+// PartitionFor returns the partition of __transaction_state that holds a
+// transactional id, as Kafka computes it: abs(Java String.hashCode(id)) % n.
+func PartitionFor(id string, n int) int {
+	var h int32
+	for _, u := range utf16.Encode([]rune(id)) {
+		h = 31*h + int32(u)
+	}
+	if h == math.MinInt32 { // Kafka's Utils.abs
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return int(h) % n
+}
+
+// PartitionFor is PartitionFor under the coordinator's NumPartitions.
+func (c *Coordinator) PartitionFor(id string) int { return PartitionFor(id, c.cfg.NumPartitions) }
+
+// NumPartitions is the partition count the coordinator was built with.
+func (c *Coordinator) NumPartitions() int { return c.cfg.NumPartitions }
+
+// MaxTimeout is transaction.max.timeout.ms.
+func (c *Coordinator) MaxTimeout() time.Duration { return c.cfg.MaxTimeout }
+
+func (c *Coordinator) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+
+// lookupLocked finds the partition and entry of id, or the Kafka error
+// that keeps the coordinator from serving it: COORDINATOR_NOT_AVAILABLE
+// after Close, NOT_COORDINATOR for a partition it does not own,
+// COORDINATOR_LOAD_IN_PROGRESS while the partition loads. The entry is nil
+// when the id is unknown.
+func (c *Coordinator) lookupLocked(id string) (*partition, *entry, *kerr.Error) {
+	if c.mu.closed {
+		return nil, nil, kerr.CoordinatorNotAvailable
+	}
+	p := c.mu.partitions[c.PartitionFor(id)]
+	switch {
+	case p == nil:
+		return nil, nil, kerr.NotCoordinator
+	case p.loading:
+		return nil, nil, kerr.CoordinatorLoadInProgress
+	}
+	return p, c.mu.txns[id], nil
+}
+
+// Status is the Kafka error that keeps the coordinator from serving id
+// (lookupLocked's), or nil.
+func (c *Coordinator) Status(id string) *kerr.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _, ke := c.lookupLocked(id)
+	return ke
+}
+
+// current reports whether e is still the live entry of its id on a
+// loaded partition.
+func (c *Coordinator) currentLocked(e *entry) bool {
+	return !c.mu.closed && c.mu.partitions[e.p.id] == e.p && c.mu.txns[e.md.TransactionalID] == e
+}
+
+// write appends one record (next, or a tombstone when next is nil) for
+// id to p's log and maps a failure to the Kafka error the client gets, as
+// Kafka's TransactionStateManager.appendTransactionToLog does.
+func (c *Coordinator) write(p *partition, id string, next *Metadata) *kerr.Error {
+	rec := segment.Record{Timestamp: c.nowMs(), Key: EncodeKey(id)}
+	if next != nil {
+		rec.Value = EncodeValue(*next)
+	}
+	batch, err := segment.BuildBatch(segment.BatchSpec{PartitionLeaderEpoch: -1, Records: []segment.Record{rec}})
+	if err != nil {
+		c.cfg.Logger.Error("txn: building a record of __transaction_state failed", "transactional_id", id, "err", err)
+		return kerr.UnknownServerError
+	}
+	if _, err := p.log.Append(batch, segment.AppendOptions{LeaderEpoch: -1 /* the server's to set */}); err != nil {
+		c.cfg.Logger.Warn("txn: append to __transaction_state failed", "transactional_id", id, "partition", p.id, "err", err)
+		return appendError(err)
+	}
+	return nil
+}
+
+// appendError is the Kafka error a client gets for a failed append.
+func appendError(err error) *kerr.Error {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return kerr.CoordinatorNotAvailable
+	}
+	switch ke {
+	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+		return kerr.CoordinatorNotAvailable
+	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+		return kerr.NotCoordinator
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		return kerr.UnknownServerError
+	}
+	return kerr.CoordinatorNotAvailable
+}
+
+// commit writes next for e, whose pending state the caller set under the
+// lock, and makes it e's state once appended. NOT_COORDINATOR when the
+// partition was unloaded meanwhile.
+func (c *Coordinator) commit(e *entry, next Metadata) *kerr.Error {
+	if !CanTransition(e.md.State, next.State) {
+		panic(fmt.Sprintf("txn: illegal transition %v -> %v of %q", e.md.State, next.State, next.TransactionalID))
+	}
+	ke := c.write(e.p, next.TransactionalID, &next)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.pending = noPending
+	if ke != nil {
+		return ke
+	}
+	if !c.currentLocked(e) {
+		return kerr.NotCoordinator
+	}
+	e.md = next
+	return nil
+}
+
+// epochExhausted is Kafka's limit: an epoch at or above it is not bumped;
+// the producer gets a new id.
+const epochExhausted = math.MaxInt16 - 1
+
+func isEpochExhausted(e int16) bool { return e >= epochExhausted }
+
+// InitProducerID serves InitProducerId for a transactional id (Kafka's
+// TransactionCoordinator.handleInitProducerId). pid and epoch are the
+// producer's current id and epoch (KIP-360, v3+), or -1 and -1. It returns
+// the producer id and epoch to use, or a Kafka error: INVALID_REQUEST for
+// an empty id, INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS while a
+// transaction ends (an ongoing one is aborted first, with the epoch bumped,
+// and the client retries), PRODUCER_FENCED, and lookupLocked's.
+func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoch int16) (int64, int16, *kerr.Error) {
+	if id == "" {
+		return -1, -1, kerr.InvalidRequest
+	}
+	if timeoutMs <= 0 || int64(timeoutMs) > c.cfg.MaxTimeout.Milliseconds() {
+		return -1, -1, kerr.InvalidTransactionTimeout
+	}
+	given := pid != -1 || epoch != -1
+	c.mu.Lock()
+	p, e, ke := c.lookupLocked(id)
+	if ke != nil {
+		c.mu.Unlock()
+		return -1, -1, ke
+	}
+	if e == nil {
+		newID, err := c.cfg.NewProducerID()
+		if err != nil {
+			c.mu.Unlock()
+			c.cfg.Logger.Error("txn: no producer id available", "err", err)
+			return -1, -1, kerr.CoordinatorLoadInProgress
+		}
+		e = &entry{p: p, pending: noPending, md: Metadata{
+			TransactionalID: id, ProducerID: newID, ProducerEpoch: -1,
+			LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: timeoutMs,
+			State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: c.nowMs(),
+		}}
+		c.mu.txns[id] = e
+	}
+	md := e.md
+	switch {
+	case e.pending != noPending:
+		c.mu.Unlock()
+		return -1, -1, kerr.ConcurrentTransactions
+	case given && !(md.ProducerEpoch == -1 || pid == md.ProducerID || (pid == md.LastProducerID && isEpochExhausted(epoch))):
+		c.mu.Unlock()
+		return -1, -1, kerr.ProducerFenced
+	}
+	switch md.State {
+	case Empty, CompleteCommit, CompleteAbort:
+	case Ongoing:
+		// Abort it first with the epoch bumped (fencing the current
+		// producer); the client retries and gets the epoch bumped again.
+		next := c.fenceLocked(e)
+		c.mu.Unlock()
+		if ke := c.commit(e, next); ke != nil {
+			return -1, -1, ke
+		}
+		c.completeAsync(e, next)
+		return -1, -1, kerr.ConcurrentTransactions
+	default: // PrepareCommit, PrepareAbort
+		c.mu.Unlock()
+		return -1, -1, kerr.ConcurrentTransactions
+	}
+	next := md.clone()
+	if isEpochExhausted(md.ProducerEpoch) && (!given || epoch == md.ProducerEpoch) {
+		newID, err := c.cfg.NewProducerID()
+		if err != nil {
+			c.mu.Unlock()
+			c.cfg.Logger.Error("txn: no producer id available", "err", err)
+			return -1, -1, kerr.CoordinatorLoadInProgress
+		}
+		next.ProducerID, next.ProducerEpoch, next.LastProducerID, next.LastProducerEpoch = newID, 0, -1, -1
+		if given {
+			next.LastProducerID, next.LastProducerEpoch = md.ProducerID, md.ProducerEpoch
+		}
+	} else {
+		switch {
+		case !given:
+			next.ProducerEpoch, next.LastProducerEpoch = md.ProducerEpoch+1, -1
+		case md.ProducerEpoch == -1 || epoch == md.ProducerEpoch:
+			next.ProducerEpoch, next.LastProducerEpoch = md.ProducerEpoch+1, md.ProducerEpoch
+		case epoch == md.LastProducerEpoch:
+			// A retry of a bump whose answer was lost: same epoch.
+		default:
+			c.mu.Unlock()
+			return -1, -1, kerr.ProducerFenced
+		}
+	}
+	next.State, next.TimeoutMs, next.Partitions, next.StartMs, next.LastUpdateMs = Empty, timeoutMs, map[TopicPartition]struct{}{}, -1, c.nowMs()
+	e.pending = Empty
+	c.mu.Unlock()
+	if ke := c.commit(e, next); ke != nil {
+		return -1, -1, ke
+	}
+	return next.ProducerID, next.ProducerEpoch, nil
+}
+
+// fenceLocked prepares the abort of e's ongoing transaction with the
+// producer epoch bumped (Kafka's prepareFenceProducerEpoch followed by
+// PrepareAbort), so that the producer that began it is fenced.
+func (c *Coordinator) fenceLocked(e *entry) Metadata {
+	next := e.md.clone()
+	if next.ProducerEpoch < math.MaxInt16 {
+		next.ProducerEpoch++
+	}
+	next.LastProducerEpoch = -1
+	next.State, next.LastUpdateMs = PrepareAbort, c.nowMs()
+	e.pending = PrepareAbort
+	return next
+}
+
+// AddPartitions adds partitions to the producer's transaction
+// (AddPartitionsToTxn and AddOffsetsToTxn; Kafka's handleAddPartitionsToTransaction),
+// beginning it if none is ongoing. The error applies to every partition:
+// INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+// CONCURRENT_TRANSACTIONS while a transaction ends, and lookupLocked's.
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []TopicPartition) *kerr.Error {
+	if id == "" {
+		return kerr.InvalidRequest
+	}
+	c.mu.Lock()
+	_, e, ke := c.lookupLocked(id)
+	switch {
+	case ke != nil:
+	case e == nil || e.md.ProducerID != pid:
+		ke = kerr.InvalidProducerIDMapping
+	case e.md.ProducerEpoch != epoch:
+		ke = kerr.ProducerFenced
+	case e.pending != noPending || e.md.State == PrepareCommit || e.md.State == PrepareAbort:
+		ke = kerr.ConcurrentTransactions
+	case e.md.State != Ongoing && !e.md.State.ended():
+		ke = kerr.InvalidTxnState
+	}
+	if ke != nil {
+		c.mu.Unlock()
+		return ke
+	}
+	next := e.md.clone()
+	added := false
+	for _, tp := range tps {
+		if _, ok := next.Partitions[tp]; !ok {
+			next.Partitions[tp] = struct{}{}
+			added = true
+		}
+	}
+	if e.md.State == Ongoing && !added {
+		c.mu.Unlock()
+		return nil // all there already
+	}
+	if e.md.State.ended() {
+		next.StartMs = c.nowMs()
+	}
+	next.State, next.LastUpdateMs = Ongoing, c.nowMs()
+	e.pending = Ongoing
+	c.mu.Unlock()
+	return c.commit(e, next)
+}
+
+// VerifyPartitions answers AddPartitionsToTxn v4+ VerifyOnly (KIP-890):
+// for each partition, nil when it is part of the producer's ongoing
+// transaction, else INVALID_TXN_STATE; or one error for all:
+// INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+// CONCURRENT_TRANSACTIONS, and lookupLocked's. Nothing is added.
+func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []TopicPartition) (map[TopicPartition]*kerr.Error, *kerr.Error) {
+	if id == "" {
+		return nil, kerr.InvalidRequest
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, e, ke := c.lookupLocked(id)
+	switch {
+	case ke != nil:
+		return nil, ke
+	case e == nil || e.md.ProducerID != pid:
+		return nil, kerr.InvalidProducerIDMapping
+	case e.md.ProducerEpoch != epoch:
+		return nil, kerr.ProducerFenced
+	case e.md.State == PrepareCommit || e.md.State == PrepareAbort:
+		return nil, kerr.ConcurrentTransactions
+	}
+	out := make(map[TopicPartition]*kerr.Error, len(tps))
+	for _, tp := range tps {
+		_, in := e.md.Partitions[tp]
+		if in && e.md.State == Ongoing {
+			out[tp] = nil
+		} else {
+			out[tp] = kerr.InvalidTxnState
+		}
+	}
+	return out, nil
+}
+
+// EndTxn commits or aborts the producer's transaction (Kafka's
+// handleEndTransaction from a client): PrepareCommit or PrepareAbort is
+// written, EndTxn returns, and the markers go out in the background, after
+// which CompleteCommit or CompleteAbort is written. A retry of the decision
+// already taken answers nil (completed) or CONCURRENT_TRANSACTIONS (markers
+// still going out); the other decision, or no transaction, is
+// INVALID_TXN_STATE. Also INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING,
+// PRODUCER_FENCED and lookupLocked's.
+func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *kerr.Error {
+	if id == "" {
+		return kerr.InvalidRequest
+	}
+	c.mu.Lock()
+	_, e, ke := c.lookupLocked(id)
+	switch {
+	case ke != nil:
+	case e == nil || e.md.ProducerID != pid:
+		ke = kerr.InvalidProducerIDMapping
+	case e.md.ProducerEpoch != epoch:
+		ke = kerr.ProducerFenced
+	case e.pending != noPending:
+		ke = kerr.ConcurrentTransactions
+	}
+	if ke != nil {
+		c.mu.Unlock()
+		return ke
+	}
+	switch st := e.md.State; {
+	case st == Ongoing:
+	case st == CompleteCommit && commit, st == CompleteAbort && !commit:
+		c.mu.Unlock()
+		return nil
+	case st == PrepareCommit && commit, st == PrepareAbort && !commit:
+		c.mu.Unlock()
+		return kerr.ConcurrentTransactions
+	default:
+		c.mu.Unlock()
+		c.cfg.Logger.Debug("txn: EndTxn in an invalid state", "transactional_id", id, "state", st, "commit", commit)
+		return kerr.InvalidTxnState
+	}
+	next := e.md.clone()
+	next.State, next.LastUpdateMs = PrepareAbort, c.nowMs()
+	if commit {
+		next.State = PrepareCommit
+	}
+	e.pending = next.State
+	c.mu.Unlock()
+	if ke := c.commit(e, next); ke != nil {
+		return ke
+	}
+	c.completeAsync(e, next)
+	return nil
+}
+
+// Describe returns the state of a transactional id (DescribeTransactions):
+// TRANSACTIONAL_ID_NOT_FOUND for an unknown id, and lookupLocked's errors.
+func (c *Coordinator) Describe(id string) (Metadata, *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, e, ke := c.lookupLocked(id)
+	switch {
+	case ke != nil:
+		return Metadata{}, ke
+	case e == nil:
+		return Metadata{}, kerr.TransactionalIDNotFound
+	}
+	return e.md.clone(), nil
+}
+
+// ListFilter selects transactions for List; zero values select all.
+type ListFilter struct {
+	States      []State
+	ProducerIDs []int64
+	// MinDurationMs, when >= 0, keeps only the transactions that began
+	// more than that long ago (ListTransactions v1); -1: all.
+	MinDurationMs int64
+}
+
+// List returns the transactions of the loaded partitions that match f
+// (ListTransactions), ordered by transactional id; COORDINATOR_LOAD_IN_PROGRESS
+// while a partition loads, COORDINATOR_NOT_AVAILABLE after Close.
+func (c *Coordinator) List(f ListFilter) ([]Metadata, *kerr.Error) {
+	now := c.nowMs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, kerr.CoordinatorNotAvailable
+	}
+	for _, p := range c.mu.partitions {
+		if p.loading {
+			return nil, kerr.CoordinatorLoadInProgress
+		}
+	}
+	var out []Metadata
+	for _, e := range c.mu.txns {
+		md := e.md
+		switch {
+		case md.State == Dead:
+			continue
+		case len(f.ProducerIDs) > 0 && !containsInt64(f.ProducerIDs, md.ProducerID):
+			continue
+		case len(f.States) > 0 && !containsState(f.States, md.State):
+			continue
+		case f.MinDurationMs >= 0 && now-md.StartMs <= f.MinDurationMs:
+			continue
+		}
+		out = append(out, md.clone())
+	}
+	sortByID(out)
+	return out, nil
+}
+
+func containsInt64(xs []int64, x int64) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func containsState(xs []State, x State) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Unload gives up a partition (its leadership moved away): its
+// transactions are dropped from memory and its marker senders stop; the
+// new coordinator carries on from what the log holds. Unloading a
+// partition that is not loaded does nothing.
+func (c *Coordinator) Unload(partitionID int) {
+	c.mu.Lock()
+	p := c.mu.partitions[partitionID]
+	if p == nil || p.loading {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.mu.partitions, partitionID)
+	for id, e := range c.mu.txns {
+		if e.p == p {
+			delete(c.mu.txns, id)
+		}
+	}
+	c.mu.Unlock()
+	p.cancel()
+}
+
+// Close stops the coordinator: later requests get COORDINATOR_NOT_AVAILABLE;
+// marker senders and the timers stop. Close returns once they have. It
+// does not close the logs.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	ps := c.mu.partitions
+	c.mu.partitions = map[int]*partition{}
+	c.mu.txns = map[string]*entry{}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.cancel()
+	}
+	close(c.stop)
+	c.wg.Wait()
+	return nil
+}

@@ -1,0 +1,383 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/broker/txn"
+	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// This file connects the transaction coordinator (package txn) to the
+// server, as group_coordinator.go connects the group coordinator. A
+// transactional id is coordinated by the leader of its partition of the
+// internal topic __transaction_state (txn.PartitionFor); the coordinator
+// epoch is that partition's leader epoch. Each broker loads the partitions
+// it leads (txnLoader) and unloads those it stops leading; a broker that
+// does not coordinate an id answers NOT_COORDINATOR.
+//
+// __transaction_state is created by the first FindCoordinator or
+// InitProducerId for a transactional id, as Kafka does, with
+// transaction.state.log.num.partitions partitions,
+// min(transaction.state.log.replication.factor, live brokers) replicas,
+// cleanup.policy=compact, segment.bytes=transaction.state.log.segment.bytes
+// and min.insync.replicas=min(transaction.state.log.min.isr, replicas).
+// Clients cannot produce to it, delete it or add partitions to it.
+//
+// Markers (txn_markers.go) go to each partition's leader: this broker's
+// writeTxnMarkers for the partitions it leads, the Transactions gRPC
+// service on the replication listener for the others.
+
+// TransactionConfig holds the transaction coordinator's settings.
+type TransactionConfig struct {
+	// StateLogNumPartitions is transaction.state.log.num.partitions.
+	StateLogNumPartitions int
+	// StateLogReplicationFactor is transaction.state.log.replication.factor.
+	StateLogReplicationFactor int16
+	// StateLogMinISR is transaction.state.log.min.isr.
+	StateLogMinISR int
+	// StateLogSegmentBytes is transaction.state.log.segment.bytes.
+	StateLogSegmentBytes int32
+	// MaxTimeout is transaction.max.timeout.ms.
+	MaxTimeout time.Duration
+	// IDExpiration is transactional.id.expiration.ms.
+	IDExpiration time.Duration
+	// AbortInterval is transaction.abort.timed.out.transaction.cleanup.interval.ms.
+	AbortInterval time.Duration
+	// RemoveExpiredInterval is transaction.remove.expired.transaction.cleanup.interval.ms.
+	RemoveExpiredInterval time.Duration
+}
+
+// txnStateTopicConfigs are the config overrides __transaction_state is
+// created with, for rf replicas.
+func (s *Server) txnStateTopicConfigs(rf int) map[string]string {
+	return map[string]string{
+		"cleanup.policy":      "compact",
+		"retention.ms":        "-1",
+		"retention.bytes":     "-1",
+		"segment.bytes":       strconv.Itoa(int(s.cfg.Transactions.StateLogSegmentBytes)),
+		"min.insync.replicas": strconv.Itoa(max(1, min(s.cfg.Transactions.StateLogMinISR, rf))),
+	}
+}
+
+// ensureTxnStateTopic creates __transaction_state if the cluster does not
+// have it and returns it as the snapshot after the creation shows it.
+func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
+	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
+		return t, nil
+	}
+	live := len(s.coord.Snapshot().Brokers)
+	rf := min(int(s.cfg.Transactions.StateLogReplicationFactor), live)
+	if rf < 1 {
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", txn.Topic)
+	}
+	_, err := s.createTopic(createTopicSpec{
+		name:       txn.Topic,
+		partitions: int32(partitions),
+		replFactor: int16(rf),
+		configs:    s.txnStateTopicConfigs(rf),
+	})
+	var ke *kafkaError
+	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
+		return nil, err
+	}
+	t, ok := s.coord.Snapshot().Topic(txn.Topic)
+	if !ok {
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", txn.Topic)
+	}
+	return t, nil
+}
+
+// startTxns creates the transaction coordinator: with the partition count
+// of __transaction_state if it exists, else the setting.
+func (s *Server) startTxns() error {
+	tc := s.cfg.Transactions
+	n := tc.StateLogNumPartitions
+	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
+		if len(t.Partitions) != n {
+			s.log.Warn("transaction.state.log.num.partitions differs from the existing topic; using the topic's partition count",
+				"topic", txn.Topic, "setting", n, "partitions", len(t.Partitions))
+		}
+		n = len(t.Partitions)
+	}
+	c, err := txn.New(txn.Config{
+		NumPartitions:  n,
+		MaxTimeout:     tc.MaxTimeout,
+		IDExpiration:   tc.IDExpiration,
+		AbortInterval:  tc.AbortInterval,
+		ExpireInterval: tc.RemoveExpiredInterval,
+		NewProducerID:  s.pids.Next,
+		Markers:        txnMarkerWriter{s},
+		Now:            s.nowFn,
+		Logger:         s.log.With("component", "txn"),
+	})
+	if err != nil {
+		return fmt.Errorf("broker: transaction coordinator: %w", err)
+	}
+	s.txns = c
+	s.txnLoader.s = s
+	return nil
+}
+
+// closeTxns stops the transaction coordinator (its marker senders and
+// timers) and the connections to other brokers' Transactions services.
+// It runs before the logs are closed.
+func (s *Server) closeTxns() error {
+	if s.txns == nil {
+		return nil
+	}
+	err := s.txns.Close()
+	s.txnPeers.close()
+	return err
+}
+
+// txnStateLog is one partition of __transaction_state as the coordinator
+// writes it: like offsetsLog, stamped with the leader epoch under the
+// partition's append lock, and acknowledged once the ISR has it
+// (acks=all) with at least the topic's min.insync.replicas in sync
+// (NOT_ENOUGH_REPLICAS before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// after, as Kafka's acks=-1 write of the transaction log).
+type txnStateLog struct {
+	*segment.Log
+	s      *Server
+	p      *partition
+	minISR int
+	self   int32
+}
+
+// txnStateWriteTimeout bounds the wait for replication of one write
+// (Kafka uses request.timeout.ms for it).
+const txnStateWriteTimeout = 5 * time.Second
+
+// Append appends the coordinator's batch and waits for it to be
+// replicated.
+func (l txnStateLog) Append(batches []byte, o segment.AppendOptions) (segment.AppendResult, error) {
+	if n := l.p.repl.ISRSize(); n < l.minISR {
+		return segment.AppendResult{}, newKafkaError(kerr.NotEnoughReplicas, "in-sync replicas %d are below min.insync.replicas %d", n, l.minISR)
+	}
+	l.p.appendMu.Lock()
+	lead, err := l.p.leaderCheck(l.self)
+	if err != nil {
+		l.p.appendMu.Unlock()
+		return segment.AppendResult{}, err
+	}
+	o.LeaderEpoch = lead.epoch
+	res, err := l.Log.Append(batches, o)
+	l.p.appendMu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	l.p.repl.AdvanceHighWatermark()
+	if err := l.s.awaitHighWatermark(context.Background(), l.p, lead.epoch, res.LastOffset+1, l.minISR, l.s.nowFn().Add(txnStateWriteTimeout)); err != nil {
+		return segment.AppendResult{}, err
+	}
+	return res, nil
+}
+
+// noteTxnLeadership hands the __transaction_state partitions this broker
+// leads in snap, with their leader epochs, to the loader.
+func (s *Server) noteTxnLeadership(snap *coord.Snapshot) {
+	t, ok := snap.Topic(txn.Topic)
+	if !ok {
+		return
+	}
+	led := map[int]int32{}
+	for i, p := range t.Partitions {
+		if p.State.Leader == s.cfg.BrokerID {
+			led[i] = p.State.LeaderEpoch
+		}
+	}
+	s.txnLoader.want(led)
+}
+
+// txnLoader loads into the transaction coordinator the partitions of
+// __transaction_state this broker leads, each at its leader epoch, and
+// unloads those it stops leading (or leads at a new epoch, which is then
+// loaded again: the coordinator epoch changed). One goroutine does it.
+type txnLoader struct {
+	s    *Server
+	wake chan struct{} // buffered, 1
+
+	mu struct {
+		sync.Mutex
+		want   map[int]int32 // partition -> leader epoch, as last applied
+		loaded map[int]int32
+		errs   map[int]error
+	}
+}
+
+func (g *txnLoader) init() {
+	g.wake = make(chan struct{}, 1)
+	g.mu.want = map[int]int32{}
+	g.mu.loaded = map[int]int32{}
+	g.mu.errs = map[int]error{}
+}
+
+func (g *txnLoader) want(led map[int]int32) {
+	g.mu.Lock()
+	g.mu.want = led
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *txnLoader) loadErr(p int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.errs[p]
+}
+
+// run loads and unloads until the server shuts down; a partition that
+// failed to load is tried again every second.
+func (g *txnLoader) run() {
+	defer g.s.bgWG.Done()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for {
+		select {
+		case <-g.s.closed:
+			return
+		case <-g.wake:
+			g.sync()
+		case <-retry.C:
+			g.mu.Lock()
+			failed := len(g.mu.errs) > 0
+			g.mu.Unlock()
+			if failed {
+				g.sync()
+			}
+		}
+	}
+}
+
+// sync makes the loaded partitions the wanted ones.
+func (g *txnLoader) sync() {
+	s := g.s
+	if s.txns == nil {
+		return
+	}
+	g.mu.Lock()
+	want := g.mu.want
+	var unload []int
+	load := map[int]int32{}
+	for p, e := range g.mu.loaded {
+		if we, ok := want[p]; !ok || we != e {
+			unload = append(unload, p)
+		}
+	}
+	for p, e := range want {
+		if le, ok := g.mu.loaded[p]; (!ok || le != e) && p < s.txns.NumPartitions() {
+			load[p] = e
+		}
+	}
+	g.mu.Unlock()
+
+	for _, p := range unload {
+		s.txns.Unload(p)
+		s.log.Info("transactions unloaded: leadership moved away", "topic", txn.Topic, "partition", p)
+		g.mu.Lock()
+		delete(g.mu.loaded, p)
+		g.mu.Unlock()
+	}
+	if len(load) == 0 {
+		return
+	}
+	t := s.topic(txn.Topic)
+	if t == nil {
+		t = &topicState{}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	for p, epoch := range load {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := errors.New("this broker has no open replica of the partition")
+			if lp := t.local(int32(p)); lp != nil {
+				l := txnStateLog{Log: lp.log, s: s, p: lp, minISR: int(t.cfg.minInsyncReps), self: s.cfg.BrokerID}
+				_, err = s.txns.Load(p, epoch, l)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if err != nil {
+				s.log.Error("loading transactions failed; their coordinator is unavailable", "topic", txn.Topic, "partition", p, "err", err)
+				g.mu.errs[p] = err
+				return
+			}
+			delete(g.mu.errs, p)
+			g.mu.loaded[p] = epoch
+		}()
+	}
+	wg.Wait()
+}
+
+// txnCoordinator returns the broker that coordinates transactional id:
+// the leader of its partition of __transaction_state, which is created
+// here when create is set and the cluster does not have it yet.
+// COORDINATOR_NOT_AVAILABLE when the partition has no live leader, failed
+// to load on this broker, or the broker shuts down.
+func (s *Server) txnCoordinator(id string, create bool) (coord.BrokerInfo, error) {
+	if s.shuttingDown() || s.txns == nil {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
+	}
+	var t *coord.TopicInfo
+	if create {
+		var err error
+		if t, err = s.ensureTxnStateTopic(s.txns.NumPartitions()); err != nil {
+			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", txn.Topic, err)
+		}
+	} else if ti, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
+		t = ti
+	} else {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s does not exist", txn.Topic)
+	}
+	if len(t.Partitions) != s.txns.NumPartitions() {
+		s.log.Error("the transaction coordinator was started with another partition count than the cluster's transaction state topic has; restart the broker",
+			"topic", txn.Topic, "partitions", len(t.Partitions), "coordinator_partitions", s.txns.NumPartitions())
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s has %d partitions, this broker's coordinator %d", txn.Topic, len(t.Partitions), s.txns.NumPartitions())
+	}
+	p := s.txns.PartitionFor(id)
+	leader := t.Partitions[p].State.Leader
+	b, ok := s.coord.Snapshot().Broker(leader)
+	if !ok {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s has no live leader", p, txn.Topic)
+	}
+	if leader == s.cfg.BrokerID {
+		if err := s.txnLoader.loadErr(p); err != nil {
+			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, txn.Topic)
+		}
+	}
+	return b, nil
+}
+
+// txnErr turns a coordinator error into a response code, answering
+// PRODUCER_FENCED as INVALID_PRODUCER_EPOCH to versions below fencedSince
+// (the clients before KIP-588 do not know it), as Kafka's KafkaApis does.
+func txnErr(ke *kerr.Error, version, fencedSince int16) int16 {
+	if ke == nil {
+		return 0
+	}
+	if ke == kerr.ProducerFenced && version < fencedSince {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return ke.Code
+}
+
+// txnPartitions converts kmsg topics to the coordinator's partitions.
+func txnPartitions(topic string, parts []int32, out []txn.TopicPartition) []txn.TopicPartition {
+	for _, p := range parts {
+		out = append(out, txn.TopicPartition{Topic: topic, Partition: p})
+	}
+	return out
+}
