@@ -132,7 +132,9 @@ func matrixRows() []matrixRow {
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
 		rt.Topic = e.topic
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 1
+		// A partition that does not exist: past the checks the answer is
+		// UNKNOWN_TOPIC_OR_PARTITION, before any transaction is looked at.
+		rp.Partition, rp.Offset = 99, 1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		return e.request(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
@@ -321,13 +323,13 @@ func matrixRows() []matrixRow {
 			call: commit, denied: codeTopicAuth},
 		{api: "TxnOffsetCommit", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
 			deny: []grant{txnGrant(acl.OpDescribe), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
-			call: txnCommit, denied: codeTxnAuth},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeTxnAuth},
 		{api: "TxnOffsetCommit/group", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
 			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpDescribe), topicGrant(acl.OpRead)},
-			call: txnCommit, denied: codeGroupAuth},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeGroupAuth},
 		{api: "TxnOffsetCommit/topic", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
 			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpDescribe)},
-			call: txnCommit, denied: codeTopicAuth},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeTopicAuth},
 		{api: "OffsetFetch", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{topicGrant(acl.OpDescribe)},
 			call: offsetFetch, denied: codeGroupAuth},
 		{api: "OffsetFetch/topic", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{groupGrant(acl.OpRead)},
