@@ -400,18 +400,19 @@ func TestTxnPythonSendOffsets(t *testing.T) {
 	for i := range 10 {
 		want = append(want, fmt.Sprintf("again-%d", i))
 	}
-	got := kcatReadCommitted(t, b.Addr, out)
+	got := kcatRead(t, b.Addr, out, "read_committed")
 	checkExactlyOnce(t, "read_committed (kcat) after librdkafka transactions", got, want)
 	if c := txnGroupOffsets(t, b, group, src); c[0] != 57 {
 		t.Errorf("group %s offset of %s/0: got %d, want 57 (the last committed transaction's)", group, src, c[0])
 	}
 }
 
-// kcatReadCommitted reads topic from the start to its end with kcat at
-// read_committed and returns the values.
-func kcatReadCommitted(t *testing.T, addr, topic string) []string {
+// kcatRead reads topic from the start to its end with kcat at the
+// isolation level ("read_committed", librdkafka's default, or
+// "read_uncommitted") and returns the values.
+func kcatRead(t *testing.T, addr, topic, isolation string) []string {
 	t.Helper()
-	out := runCmd(t, 30*time.Second, "", "kcat", "-C", "-b", addr, "-t", topic, "-X", "isolation.level=read_committed",
+	out := runCmd(t, 30*time.Second, "", "kcat", "-C", "-b", addr, "-t", topic, "-X", "isolation.level="+isolation,
 		"-o", "beginning", "-e", "-q", "-f", `%s\n`)
 	var vs []string
 	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
@@ -492,7 +493,7 @@ func TestTxnSarama(t *testing.T) {
 	}
 	t.Logf("sarama: %d transactions in %v", n, time.Since(start))
 
-	checkExactlyOnce(t, "read_committed (sarama) after sarama transactions", saramaReadCommitted(t, cons, out), want)
+	checkExactlyOnce(t, "read_committed (sarama) after sarama transactions", saramaReadCommitted(t, b, cons, out), want)
 	if c := txnGroupOffsets(t, b, group, src); c[0] != lastCommitted {
 		t.Errorf("group %s offset of %s/0: got %d, want %d (the last committed transaction's)", group, src, c[0], lastCommitted)
 	}
@@ -521,10 +522,15 @@ func saramaTxn(prod sarama.SyncProducer, msg *sarama.ConsumerMessage, out, group
 }
 
 // saramaReadCommitted reads partition 0 of topic with the read_committed
-// consumer up to its high watermark as the consumer reports it once the
-// last transaction is committed.
-func saramaReadCommitted(t *testing.T, cons sarama.Consumer, topic string) []string {
+// consumer up to a sentinel record it first appends (non-transactional,
+// with franz-go): everything committed before it has then been read.
+func saramaReadCommitted(t *testing.T, b *Broker, cons sarama.Consumer, topic string) []string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Client(t).ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("sentinel")}).FirstErr(); err != nil {
+		t.Fatalf("produce the sentinel to %s: %v", topic, err)
+	}
 	pc, err := cons.ConsumePartition(topic, 0, sarama.OffsetOldest)
 	if err != nil {
 		t.Fatal(err)
@@ -535,16 +541,14 @@ func saramaReadCommitted(t *testing.T, cons sarama.Consumer, topic string) []str
 	for {
 		select {
 		case m := <-pc.Messages():
-			vs = append(vs, string(m.Value))
-			// The last record of the partition is a commit marker, which
-			// the consumer skips: the data ends just below it.
-			if m.Offset+2 >= pc.HighWaterMarkOffset() {
+			if string(m.Value) == "sentinel" {
 				return vs
 			}
+			vs = append(vs, string(m.Value))
 		case err := <-pc.Errors():
 			t.Fatalf("consume %s: %v", topic, err)
 		case <-deadline:
-			t.Fatalf("consume %s: %d records after 30s, high watermark %d", topic, len(vs), pc.HighWaterMarkOffset())
+			t.Fatalf("consume %s: %d records and no sentinel after 30s, high watermark %d", topic, len(vs), pc.HighWaterMarkOffset())
 		}
 	}
 }
@@ -588,13 +592,8 @@ func TestTxnKcatReadCommitted(t *testing.T) {
 	}
 	plain := produceInputs(t, b, topic, 10)
 	want := append(append([]string{}, committed...), plain...)
-	checkExactlyOnce(t, "kcat read_committed", kcatReadCommitted(t, b.Addr, topic), want)
+	checkExactlyOnce(t, "kcat read_committed", kcatRead(t, b.Addr, topic, "read_committed"), want)
 
-	var all []string
-	for _, rs := range kcatConsume(t, b.Addr, topic) {
-		for _, r := range rs {
-			all = append(all, r.Value)
-		}
-	}
+	all := kcatRead(t, b.Addr, topic, "read_uncommitted")
 	checkExactlyOnce(t, "kcat read_uncommitted", all, append(append([]string{}, want...), aborted...))
 }
