@@ -146,9 +146,8 @@ func (p *txnProducer) end(commit bool) {
 
 // txnOffsetFetch is OffsetFetch v7 of one partition, with require_stable
 // as given.
-func txnOffsetFetch(t *testing.T, s *Server, groupID, topic string, partition int32, stable bool) (int64, int16) {
+func txnOffsetFetch(t *testing.T, cl *kgo.Client, groupID, topic string, partition int32, stable bool) (int64, int16) {
 	t.Helper()
-	cl := newClient(t, s)
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Version = 7
 	req.Group = groupID
@@ -167,13 +166,13 @@ func txnOffsetFetch(t *testing.T, s *Server, groupID, topic string, partition in
 
 // waitStableOffset polls OffsetFetch with require_stable until it answers
 // want (the markers are written after EndTxn returns, as in Kafka).
-func waitStableOffset(t *testing.T, s *Server, groupID, topic string, partition int32, want int64) {
+func waitStableOffset(t *testing.T, cl *kgo.Client, groupID, topic string, partition int32, want int64) {
 	t.Helper()
 	var off int64
 	var code int16
 	start := time.Now()
 	if !poll.For(30*time.Second, func() bool {
-		off, code = txnOffsetFetch(t, s, groupID, topic, partition, true)
+		off, code = txnOffsetFetch(t, cl, groupID, topic, partition, true)
 		return code == 0 && off == want
 	}) {
 		t.Fatalf("%s %s/%d: require_stable answers %d %v after 30s, want %d", groupID, topic, partition, off, kerr.ErrorForCode(code), want)
@@ -216,10 +215,10 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 	if open, _ := lp.producers.InTransaction(p.pid); !open {
 		t.Errorf("producer state of %s/%d: producer %d has no open transaction", group.Topic, part, p.pid)
 	}
-	if off, code := txnOffsetFetch(t, s, "g", "in", 1, false); off != -1 || code != 0 {
+	if off, code := txnOffsetFetch(t, cl, "g", "in", 1, false); off != -1 || code != 0 {
 		t.Errorf("before the marker: got %d %v, want -1 and no error", off, kerr.ErrorForCode(code))
 	}
-	if _, code := txnOffsetFetch(t, s, "g", "in", 1, true); code != kerr.UnstableOffsetCommit.Code {
+	if _, code := txnOffsetFetch(t, cl, "g", "in", 1, true); code != kerr.UnstableOffsetCommit.Code {
 		t.Errorf("before the marker, require_stable: got %v, want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(code))
 	}
 
@@ -230,8 +229,8 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 	}
 
 	p.end(true)
-	waitStableOffset(t, s, "g", "in", 0, 10)
-	waitStableOffset(t, s, "g", "in", 1, 11)
+	waitStableOffset(t, cl, "g", "in", 0, 10)
+	waitStableOffset(t, cl, "g", "in", 1, 11)
 	if open, _ := lp.producers.InTransaction(p.pid); open {
 		t.Errorf("producer %d's transaction still open in %s/%d after its marker", p.pid, group.Topic, part)
 	}
@@ -254,13 +253,13 @@ func TestTxnOffsetsCompletedByMarkers(t *testing.T) {
 	a.addOffsets("g")
 	a.mustCommitOffsets("g", "in", map[int32]int64{0: 10})
 	a.end(true)
-	waitStableOffset(t, s, "g", "in", 0, 10)
+	waitStableOffset(t, cl, "g", "in", 0, 10)
 
 	b := initTxnProducer(t, s, "b")
 	b.addOffsets("g")
 	b.mustCommitOffsets("g", "in", map[int32]int64{0: 50})
 	b.end(false)
-	waitStableOffset(t, s, "g", "in", 0, 10) // the abort marker dropped 50
+	waitStableOffset(t, cl, "g", "in", 0, 10) // the abort marker dropped 50
 
 	hwBefore := latestOffset(t, cl, group.Topic, part, 0)
 	c := initTxnProducer(t, s, "c")
@@ -276,10 +275,11 @@ func TestTxnOffsetsCompletedByMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = startServerConfig(t, cfg)
+	cl = newClient(t, s)
 	var off int64
 	var code int16
 	if !poll.For(30*time.Second, func() bool {
-		off, code = txnOffsetFetch(t, s, "g", "in", 0, false)
+		off, code = txnOffsetFetch(t, cl, "g", "in", 0, false)
 		return code == 0
 	}) {
 		t.Fatalf("after restart: OffsetFetch answers %v after 30s", kerr.ErrorForCode(code))
@@ -287,10 +287,10 @@ func TestTxnOffsetsCompletedByMarkers(t *testing.T) {
 	if off != 10 {
 		t.Errorf("after restart: got %d, want 10", off)
 	}
-	if _, code := txnOffsetFetch(t, s, "g", "in", 0, true); code != kerr.UnstableOffsetCommit.Code {
+	if _, code := txnOffsetFetch(t, cl, "g", "in", 0, true); code != kerr.UnstableOffsetCommit.Code {
 		t.Errorf("after restart, require_stable with c's transaction open: got %v, want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(code))
 	}
-	c.cl = newClient(t, s)
+	c.cl = cl
 	c.end(true)
-	waitStableOffset(t, s, "g", "in", 0, 70)
+	waitStableOffset(t, cl, "g", "in", 0, 70)
 }

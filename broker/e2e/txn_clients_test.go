@@ -155,11 +155,11 @@ func head(vs []string) []string {
 }
 
 // txnGroupOffsets returns the group's committed offsets of topic.
-func txnGroupOffsets(t *testing.T, b *Broker, group, topic string) map[int32]int64 {
+func txnGroupOffsets(t *testing.T, adm *kadm.Client, group, topic string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	os, err := kadm.NewClient(b.Client(t)).FetchOffsets(ctx, group)
+	os, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatalf("fetch offsets of %s: %v", group, err)
 	}
@@ -295,8 +295,9 @@ func TestTxnFranzGroupTransactSession(t *testing.T) {
 		t.Fatalf("first worker: %d records committed after 60s (%d commits, %d aborts, %d errors, last %v)", recs, c, a, e, err)
 	}
 	w2 := startETLWorker(t, b, "two", group, in, out)
+	adm := kadm.NewClient(b.Client(t))
 	allDone := func() bool {
-		got := txnGroupOffsets(t, b, group, in)
+		got := txnGroupOffsets(t, adm, group, in)
 		var sum int64
 		for _, o := range got {
 			sum += o
@@ -308,7 +309,7 @@ func TestTxnFranzGroupTransactSession(t *testing.T) {
 			c, a, e, recs, err := w.stats()
 			t.Logf("worker %s: %d commits, %d aborts, %d end errors (last %v), %d records", w.name, c, a, e, err, recs)
 		}
-		t.Fatalf("the group's committed offsets of %s did not reach %d: %v", in, n, txnGroupOffsets(t, b, group, in))
+		t.Fatalf("the group's committed offsets of %s did not reach %d: %v", in, n, txnGroupOffsets(t, adm, group, in))
 	}
 	w1.stop()
 	w2.stop()
@@ -324,11 +325,11 @@ func TestTxnFranzGroupTransactSession(t *testing.T) {
 	}
 	checkExactlyOnce(t, "pipeline output (read_committed)", readCommitted(t, b, out, partitions), want)
 	// The group's offsets are at the end of each input partition.
-	ends, err := kadm.NewClient(b.Client(t)).ListEndOffsets(context.Background(), in)
+	ends, err := adm.ListEndOffsets(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := txnGroupOffsets(t, b, group, in)
+	got := txnGroupOffsets(t, adm, group, in)
 	ends.Each(func(o kadm.ListedOffset) {
 		if got[o.Partition] != o.Offset {
 			t.Errorf("%s/%d: committed %d, end %d", in, o.Partition, got[o.Partition], o.Offset)
@@ -402,7 +403,7 @@ func TestTxnPythonSendOffsets(t *testing.T) {
 	}
 	got := kcatRead(t, b.Addr, out, "read_committed")
 	checkExactlyOnce(t, "read_committed (kcat) after librdkafka transactions", got, want)
-	if c := txnGroupOffsets(t, b, group, src); c[0] != 57 {
+	if c := txnGroupOffsets(t, kadm.NewClient(b.Client(t)), group, src); c[0] != 57 {
 		t.Errorf("group %s offset of %s/0: got %d, want 57 (the last committed transaction's)", group, src, c[0])
 	}
 }
@@ -494,7 +495,7 @@ func TestTxnSarama(t *testing.T) {
 	t.Logf("sarama: %d transactions in %v", n, time.Since(start))
 
 	checkExactlyOnce(t, "read_committed (sarama) after sarama transactions", saramaReadCommitted(t, b, cons, out), want)
-	if c := txnGroupOffsets(t, b, group, src); c[0] != lastCommitted {
+	if c := txnGroupOffsets(t, kadm.NewClient(b.Client(t)), group, src); c[0] != lastCommitted {
 		t.Errorf("group %s offset of %s/0: got %d, want %d (the last committed transaction's)", group, src, c[0], lastCommitted)
 	}
 }
