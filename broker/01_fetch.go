@@ -30,8 +30,10 @@ import (
 //   after the fetch offset and whose first offset is below the end of the
 //   returned records, as Kafka's collectAbortedTransactions; an empty
 //   array when there are none. read_uncommitted (0) reads up to the high
-//   watermark and gets a null array. A partition served from the object
-//   store (tiered) gets the aborted transactions of the local index only.
+//   watermark and gets a null array. Records served from the object store
+//   (tiered) get theirs from the remote segments' .txnindex objects; when
+//   those cannot be read the partition returns no records and
+//   KAFKA_STORAGE_ERROR, which consumers retry.
 // * A fetch offset below the log start or above the log end is
 //   OFFSET_OUT_OF_RANGE; one at the end returns no records.
 // * CurrentLeaderEpoch (v9+), unless -1, is checked against the
@@ -199,14 +201,29 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 	if readCommitted {
 		upTo = lso
 		defer func() {
-			if pr.size > 0 {
-				pr.aborted = p.abortedTxns(rp.FetchOffset, pr.nextOffset)
+			if pr.size == 0 {
+				return
+			}
+			var err error
+			if pr.aborted, err = s.abortedTxns(p, rp.FetchOffset, pr.nextOffset); err != nil {
+				// Records without their aborted transactions would
+				// show aborted data: none, and a retriable error.
+				s.log.Warn("fetch: aborted transactions not read", "topic", p.topic, "partition", p.index, "err", err)
+				*budget += pr.size
+				for _, rel := range pr.releases {
+					rel()
+				}
+				pr.ranges, pr.size, pr.releases, pr.aborted = nil, 0, nil, nil
+				pr.errorCode = kerr.KafkaStorageError.Code
 			}
 		}()
 	}
 	hw = upTo
 	limit := min(int64(rp.PartitionMaxBytes), *budget)
 	off := rp.FetchOffset
+	if readCommitted && off >= upTo && off >= p.logStart() && off <= p.log.LogEndOffset() {
+		return // nothing stable yet (remote reads are not bounded by it)
+	}
 	for {
 		if limit <= 0 && !*minOne {
 			return

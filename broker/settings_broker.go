@@ -215,7 +215,7 @@ func checkAcrossSettings(c *Config) *ConfigError {
 	for _, need := range []struct {
 		name string
 		n    int32
-	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}, {"transaction.state.log.num.partitions", int32(c.Transactions.StateLogNumPartitions)}} {
+	}{{"num.partitions", c.NumPartitions}, {"offsets.topic.num.partitions", int32(c.Groups.NumPartitions)}} {
 		if need.n > c.MaxPartitionsPerRequest {
 			k := "strata.max.partitions.per.request"
 			return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be at least %s (%d), or no such topic could be created", need.name, need.n)}

@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/tiering"
 )
@@ -343,14 +342,15 @@ func (s *Server) remoteCleanConfig() tiering.RemoteCleanConfig {
 }
 
 // newPartTier returns the tiering of a partition about to be opened.
-// Internal topics (__consumer_offsets) are never tiered.
+// Internal topics (__consumer_offsets, __transaction_state) are never
+// tiered.
 func newPartTier(topic string, cfg topicConfig) *partTier {
 	return &partTier{gate: tiering.NewGate(tiered(topic, cfg))}
 }
 
 // tiered reports whether the topic's partitions are offloaded.
 func tiered(topic string, cfg topicConfig) bool {
-	return cfg.remoteStorage && topic != group.Topic
+	return cfg.remoteStorage && !isInternalTopic(topic)
 }
 
 // segConfig is the segment configuration of the partition's local log:
@@ -411,7 +411,7 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 		return
 	}
 	if !tiered(p.topic, cfg) {
-		if p.topic != group.Topic {
+		if !isInternalTopic(p.topic) {
 			s.loadFrozenManifest(p, topicID)
 		}
 		return
@@ -444,6 +444,7 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 			}
 		},
 		ProducerSnapshot: p.rollSnaps.get,
+		TxnIndex:         p.txns.SegmentFile,
 		Logger:           s.log,
 	})
 	if err != nil {

@@ -143,12 +143,17 @@ func (s *Server) closeTxns() error {
 // partition's append lock, and acknowledged once the ISR has it
 // (acks=all) with at least the topic's min.insync.replicas in sync
 // (NOT_ENOUGH_REPLICAS before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND
-// after, as Kafka's acks=-1 write of the transaction log).
+// after, as Kafka's acks=-1 write of the transaction log). It appends only
+// at the leader epoch the partition was loaded at (the coordinator
+// epoch): a write of a coordinator that was unloaded, still in flight
+// when this broker loaded the partition again at a newer epoch, gets
+// NOT_LEADER_OR_FOLLOWER instead of landing after the new coordinator's.
 type txnStateLog struct {
 	*segment.Log
 	s      *Server
 	p      *partition
 	minISR int
+	epoch  int32
 	self   int32
 }
 
@@ -164,6 +169,9 @@ func (l txnStateLog) Append(batches []byte, o segment.AppendOptions) (segment.Ap
 	}
 	l.p.appendMu.Lock()
 	lead, err := l.p.leaderCheck(l.self)
+	if err == nil && lead.epoch != l.epoch {
+		err = newKafkaError(kerr.NotLeaderForPartition, "%s-%d is led at epoch %d, the coordinator loaded it at %d", l.p.topic, l.p.index, lead.epoch, l.epoch)
+	}
 	if err != nil {
 		l.p.appendMu.Unlock()
 		return segment.AppendResult{}, err
@@ -175,7 +183,7 @@ func (l txnStateLog) Append(batches []byte, o segment.AppendOptions) (segment.Ap
 		return res, err
 	}
 	l.p.repl.AdvanceHighWatermark()
-	if err := l.s.awaitHighWatermark(context.Background(), l.p, lead.epoch, res.LastOffset+1, l.minISR, l.s.nowFn().Add(txnStateWriteTimeout)); err != nil {
+	if err := l.s.awaitHighWatermark(context.Background(), l.p, l.epoch, res.LastOffset+1, l.minISR, l.s.nowFn().Add(txnStateWriteTimeout)); err != nil {
 		return segment.AppendResult{}, err
 	}
 	return res, nil
@@ -305,7 +313,7 @@ func (g *txnLoader) sync() {
 			defer func() { <-sem }()
 			err := errors.New("this broker has no open replica of the partition")
 			if lp := t.local(int32(p)); lp != nil {
-				l := txnStateLog{Log: lp.log, s: s, p: lp, minISR: int(t.cfg.minInsyncReps), self: s.cfg.BrokerID}
+				l := txnStateLog{Log: lp.log, s: s, p: lp, minISR: int(t.cfg.minInsyncReps), epoch: epoch, self: s.cfg.BrokerID}
 				_, err = s.txns.Load(p, epoch, l)
 			}
 			g.mu.Lock()
@@ -335,6 +343,7 @@ func (s *Server) txnCoordinator(id string, create bool) (coord.BrokerInfo, error
 	if create {
 		var err error
 		if t, err = s.ensureTxnStateTopic(s.txns.NumPartitions()); err != nil {
+			s.log.Warn("transaction coordinator unavailable: the transaction state topic could not be created", "topic", txn.Topic, "err", err)
 			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", txn.Topic, err)
 		}
 	} else if ti, ok := s.coord.Snapshot().Topic(txn.Topic); ok {

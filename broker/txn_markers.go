@@ -68,7 +68,7 @@ func (w txnMarkerWriter) WriteMarkers(ctx context.Context, b txn.MarkerBatch) ma
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := markerRequest(b, tps)
+			req := txnMarkersRequest(b, tps)
 			var resp *kmsg.WriteTxnMarkersResponse
 			if leader == s.cfg.BrokerID {
 				resp = s.writeTxnMarkers(ctx, req)
@@ -100,8 +100,8 @@ func (w txnMarkerWriter) WriteMarkers(ctx context.Context, b txn.MarkerBatch) ma
 	return out
 }
 
-// markerRequest is the WriteTxnMarkers request of b's markers to tps.
-func markerRequest(b txn.MarkerBatch, tps []txn.TopicPartition) *kmsg.WriteTxnMarkersRequest {
+// txnMarkersRequest is the WriteTxnMarkers request of b's markers to tps.
+func txnMarkersRequest(b txn.MarkerBatch, tps []txn.TopicPartition) *kmsg.WriteTxnMarkersRequest {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = writeTxnMarkersVersion
 	m := kmsg.NewWriteTxnMarkersRequestMarker()

@@ -13,9 +13,9 @@ import (
 	"github.com/stratastream/strata/segment/poll"
 )
 
-// txnProducer is a transactional producer driven with raw requests:
+// rawTxnProducer is a transactional producer driven with raw requests:
 // InitProducerId, AddOffsetsToTxn, TxnOffsetCommit, EndTxn.
-type txnProducer struct {
+type rawTxnProducer struct {
 	t     *testing.T
 	cl    *kgo.Client
 	id    string
@@ -48,9 +48,9 @@ func retryTxn(t *testing.T, what string, call func() int16) int16 {
 	return code
 }
 
-func initTxnProducer(t *testing.T, s *Server, id string) *txnProducer {
+func initTxnProducer(t *testing.T, s *Server, id string) *rawTxnProducer {
 	t.Helper()
-	p := &txnProducer{t: t, cl: newClient(t, s), id: id}
+	p := &rawTxnProducer{t: t, cl: newClient(t, s), id: id}
 	code := retryTxn(t, "InitProducerId "+id, func() int16 {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &p.id
@@ -68,7 +68,7 @@ func initTxnProducer(t *testing.T, s *Server, id string) *txnProducer {
 	return p
 }
 
-func (p *txnProducer) addOffsets(groupID string) {
+func (p *rawTxnProducer) addOffsets(groupID string) {
 	p.t.Helper()
 	code := retryTxn(p.t, "AddOffsetsToTxn "+p.id, func() int16 {
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
@@ -86,7 +86,7 @@ func (p *txnProducer) addOffsets(groupID string) {
 
 // commitOffsets sends TxnOffsetCommit v3 and returns the codes per topic
 // and partition.
-func (p *txnProducer) commitOffsets(groupID string, offsets map[string]map[int32]int64) map[string]map[int32]int16 {
+func (p *rawTxnProducer) commitOffsets(groupID string, offsets map[string]map[int32]int64) map[string]map[int32]int16 {
 	p.t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.Version = 3
@@ -117,7 +117,7 @@ func (p *txnProducer) commitOffsets(groupID string, offsets map[string]map[int32
 
 // mustCommitOffsets is commitOffsets that fails the test unless every
 // partition is committed.
-func (p *txnProducer) mustCommitOffsets(groupID, topic string, offsets map[int32]int64) {
+func (p *rawTxnProducer) mustCommitOffsets(groupID, topic string, offsets map[int32]int64) {
 	p.t.Helper()
 	for tp, codes := range p.commitOffsets(groupID, map[string]map[int32]int64{topic: offsets}) {
 		for part, code := range codes {
@@ -128,7 +128,7 @@ func (p *txnProducer) mustCommitOffsets(groupID, topic string, offsets map[int32
 	}
 }
 
-func (p *txnProducer) end(commit bool) {
+func (p *rawTxnProducer) end(commit bool) {
 	p.t.Helper()
 	code := retryTxn(p.t, "EndTxn "+p.id, func() int16 {
 		req := kmsg.NewPtrEndTxnRequest()

@@ -130,9 +130,35 @@ func (p *partition) lastStableOffset() int64 {
 }
 
 // abortedTxns are the aborted transactions a read_committed fetch of
-// [from, upTo) returns.
-func (p *partition) abortedTxns(from, upTo int64) []segment.AbortedTxn {
-	return p.txns.CollectAborted(from, upTo)
+// [from, upTo) returns: from the remote segments' indexes when from is
+// below the local log start of a tiered partition (until an entry says
+// no earlier transaction is open any more), then from the local index.
+func (s *Server) abortedTxns(p *partition, from, upTo int64) ([]segment.AbortedTxn, error) {
+	var out []segment.AbortedTxn
+	if s.tier != nil && from < p.log.LogStartOffset() {
+		if m := p.remoteManifest(); m != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
+			remote, complete, err := s.tier.reader.AbortedTxns(ctx, m, from, upTo)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			if complete {
+				return remote, nil
+			}
+			out = remote
+		}
+	}
+	seen := make(map[int64]bool, len(out))
+	for _, a := range out {
+		seen[a.LastOffset] = true
+	}
+	for _, a := range p.txns.CollectAborted(from, upTo) {
+		if !seen[a.LastOffset] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // verifyFirstTxnBatch is KIP-890's verification of a producer's first

@@ -309,14 +309,15 @@ func (x *TxnIndex) CollectAborted(from, upTo int64) []AbortedTxn {
 	return out
 }
 
-// SegmentFile returns the encoded entries of the segment at base (its
-// .txnindex file's content; nil when it has none), for the archiver.
-func (x *TxnIndex) SegmentFile(base int64) []byte {
+// SegmentFile returns the encoded entries of the segment at base whose
+// marker is at or after from (its .txnindex file's content when from is
+// base; nil when there are none), for the archiver.
+func (x *TxnIndex) SegmentFile(base, from int64) []byte {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var b []byte
 	for _, e := range x.mu.entries {
-		if e.seg == base {
+		if e.seg == base && e.LastOffset >= from {
 			b = EncodeAbortedTxn(b, e.AbortedTxn)
 		}
 	}

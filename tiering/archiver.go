@@ -96,6 +96,12 @@ type ArchiverConfig struct {
 	// partition directory, if any.
 	ProducerSnapshot func(offset int64) ([]byte, bool)
 
+	// TxnIndex, if set, returns the aborted-transaction index entries
+	// (segment.TxnIndex's file format) of the local segment at base whose
+	// marker is at or after from; the archiver uploads them with the
+	// segment (or the slice of it from from on).
+	TxnIndex func(base, from int64) []byte
+
 	Logger *slog.Logger
 	// Now is the wall clock (retention.ms, times written into the
 	// manifest, backoff); time.Now when nil.

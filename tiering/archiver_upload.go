@@ -171,6 +171,11 @@ func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.
 		return RemoteSegment{}, err
 	}
 	rs.HasSnapshot = snapshot != nil
+	var txnIndex []byte
+	if f := a.cfg.TxnIndex; f != nil {
+		txnIndex = f(info.BaseOffset, from)
+	}
+	rs.HasTxnIndex = len(txnIndex) > 0
 
 	put := func(suffix string, r io.Reader, size int64) error {
 		key := m.SegmentKey(&rs, suffix)
@@ -178,6 +183,11 @@ func (a *Archiver) uploadObjects(ctx context.Context, m *Manifest, info segment.
 			return fmt.Errorf("tiering: upload %s: %w", key, err)
 		}
 		return nil
+	}
+	if rs.HasTxnIndex {
+		if err := put(SuffixTxnIndex, bytes.NewReader(txnIndex), int64(len(txnIndex))); err != nil {
+			return RemoteSegment{}, err
+		}
 	}
 	if err := put(SuffixLog, io.NewSectionReader(f, pos, rs.Size), rs.Size); err != nil {
 		return RemoteSegment{}, err

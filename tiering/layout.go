@@ -146,7 +146,7 @@ func parsePartition(s string) (int32, bool) {
 // <20 digits>-<epoch>-<id><suffix>.
 func isSegmentObjectName(name string) bool {
 	var suffix string
-	for _, s := range []string{SuffixLog, SuffixIndex, SuffixTimeIndex, SuffixSnapshot} {
+	for _, s := range []string{SuffixLog, SuffixIndex, SuffixTimeIndex, SuffixSnapshot, SuffixTxnIndex} {
 		if strings.HasSuffix(name, s) {
 			suffix = s
 			break
@@ -203,6 +203,9 @@ func segmentKeys(prefix string, s *RemoteSegment) []string {
 	keys := []string{name + SuffixLog, name + SuffixIndex, name + SuffixTimeIndex}
 	if s.HasSnapshot {
 		keys = append(keys, name+SuffixSnapshot)
+	}
+	if s.HasTxnIndex {
+		keys = append(keys, name+SuffixTxnIndex)
 	}
 	return keys
 }

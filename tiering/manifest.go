@@ -44,6 +44,9 @@ const (
 	SuffixIndex     = ".index"
 	SuffixTimeIndex = ".timeindex"
 	SuffixSnapshot  = ".snapshot"
+	// SuffixTxnIndex is the segment's aborted-transaction index
+	// (segment.TxnIndex's file format), present when HasTxnIndex.
+	SuffixTxnIndex = ".txnindex"
 )
 
 // manifestName is the last component of a manifest's key.

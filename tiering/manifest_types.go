@@ -14,6 +14,7 @@ import (
 //	<BaseOffset>-<Epoch>-<ID>.index
 //	<BaseOffset>-<Epoch>-<ID>.timeindex
 //	<BaseOffset>-<Epoch>-<ID>.snapshot (producer state at NextOffset, optional)
+//	<BaseOffset>-<Epoch>-<ID>.txnindex (aborted transactions, optional)
 //
 // where Epoch is the leader epoch of the uploading leader and ID a random
 // token, so a retried or concurrent upload never overwrites an object a
@@ -33,7 +34,10 @@ type RemoteSegment struct {
 	ID           string               `json:"id"`
 	LeaderEpochs []segment.EpochEntry `json:"leader_epochs"` // epochs whose start falls in or before the segment, clamped to BaseOffset
 	HasSnapshot  bool                 `json:"has_snapshot,omitempty"`
-	UploadedAt   time.Time            `json:"uploaded_at"`
+	// HasTxnIndex says the segment has a .txnindex object: the
+	// transactions aborted by markers in it (read_committed fetches).
+	HasTxnIndex bool      `json:"has_txn_index,omitempty"`
+	UploadedAt  time.Time `json:"uploaded_at"`
 }
 
 // ObjectName is the object base name (without extension) of the segment.

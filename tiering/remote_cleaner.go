@@ -627,6 +627,28 @@ func (a *Archiver) putReplacement(ctx context.Context, m *Manifest, r *replaceme
 		}
 	}
 	r.rs.HasSnapshot = snapshot != nil
+	// The aborted transactions of the source segments go with the
+	// replacement.
+	var txnIndex []byte
+	for i := range m.Segments {
+		src := &m.Segments[i]
+		if !src.HasTxnIndex || src.BaseOffset < r.rs.BaseOffset || src.NextOffset > r.rs.NextOffset {
+			continue
+		}
+		rc, err := a.cfg.Store.Get(ctx, m.SegmentKey(src, SuffixTxnIndex), 0, -1)
+		var b []byte
+		if err == nil {
+			b, err = io.ReadAll(rc)
+			if cerr := rc.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("tiering: remote clean: copy transaction index of %s: %w", src.ObjectName(), err)
+		}
+		txnIndex = append(txnIndex, b...)
+	}
+	r.rs.HasTxnIndex = len(txnIndex) > 0
 	put := func(suffix string, rd io.Reader, size int64) error {
 		key := m.SegmentKey(&r.rs, suffix)
 		if _, err := a.cfg.Store.Put(ctx, key, rd, size, PutCondition{}); err != nil {
@@ -649,6 +671,11 @@ func (a *Archiver) putReplacement(ctx context.Context, m *Manifest, r *replaceme
 	}
 	if snapshot != nil {
 		if err := put(SuffixSnapshot, bytes.NewReader(snapshot), int64(len(snapshot))); err != nil {
+			return err
+		}
+	}
+	if r.rs.HasTxnIndex {
+		if err := put(SuffixTxnIndex, bytes.NewReader(txnIndex), int64(len(txnIndex))); err != nil {
 			return err
 		}
 	}

@@ -279,7 +279,12 @@ func appendError(err error) *kerr.Error {
 // partition was unloaded meanwhile.
 func (c *Coordinator) commit(e *entry, next Metadata) *kerr.Error {
 	if !CanTransition(e.md.State, next.State) {
-		panic(fmt.Sprintf("txn: illegal transition %v -> %v of %q", e.md.State, next.State, next.TransactionalID))
+		// A bug: Kafka throws IllegalStateException here.
+		c.cfg.Logger.Error("txn: illegal transition refused", "transactional_id", next.TransactionalID, "from", e.md.State, "to", next.State)
+		c.mu.Lock()
+		e.pending = noPending
+		c.mu.Unlock()
+		return kerr.UnknownServerError
 	}
 	ke := c.write(e.p, next.TransactionalID, &next)
 	c.mu.Lock()
@@ -323,18 +328,28 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 		return -1, -1, ke
 	}
 	if e == nil {
+		// The allocator may reserve a block on disk: not under the lock.
+		// (Another request may create the entry meanwhile: the id drawn
+		// here then goes unused, as in Kafka.)
+		c.mu.Unlock()
 		newID, err := c.cfg.NewProducerID()
 		if err != nil {
-			c.mu.Unlock()
 			c.cfg.Logger.Error("txn: no producer id available", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress
 		}
-		e = &entry{p: p, pending: noPending, md: Metadata{
-			TransactionalID: id, ProducerID: newID, ProducerEpoch: -1,
-			LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: timeoutMs,
-			State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: c.nowMs(),
-		}}
-		c.mu.txns[id] = e
+		c.mu.Lock()
+		if p, e, ke = c.lookupLocked(id); ke != nil {
+			c.mu.Unlock()
+			return -1, -1, ke
+		}
+		if e == nil {
+			e = &entry{p: p, pending: noPending, md: Metadata{
+				TransactionalID: id, ProducerID: newID, ProducerEpoch: -1,
+				LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: timeoutMs,
+				State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: c.nowMs(),
+			}}
+			c.mu.txns[id] = e
+		}
 	}
 	md := e.md
 	switch {
@@ -363,8 +378,12 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 	}
 	next := md.clone()
 	if isEpochExhausted(md.ProducerEpoch) && (!given || epoch == md.ProducerEpoch) {
+		e.pending = Empty // the id is drawn without the lock
+		c.mu.Unlock()
 		newID, err := c.cfg.NewProducerID()
+		c.mu.Lock()
 		if err != nil {
+			e.pending = noPending
 			c.mu.Unlock()
 			c.cfg.Logger.Error("txn: no producer id available", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress

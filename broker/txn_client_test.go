@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/coord/zktest"
+	"github.com/stratastream/strata/segment/poll"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// These tests drive the coordinator with franz-go's transactional
+// producer against in-process brokers, the partition side merged in:
+// committed records are read by read_committed consumers, aborted ones
+// are not, and a zombie producer is fenced.
+
+// runTxns runs n transactions of per records each on cl, committing the
+// even ones, and returns the values committed and aborted.
+func runTxns(t *testing.T, cl *kgo.Client, topic string, n, per int, prefix string) (committed, aborted []string) {
+	t.Helper()
+	ctx := testCtx(t)
+	for i := range n {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatalf("begin %d: %v", i, err)
+		}
+		var vals []string
+		for j := range per {
+			v := fmt.Sprintf("%s-%d-%d", prefix, i, j)
+			vals = append(vals, v)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+		}
+		commit := i%2 == 0
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end %d (commit %v): %v", i, commit, err)
+		}
+		if commit {
+			committed = append(committed, vals...)
+		} else {
+			aborted = append(aborted, vals...)
+		}
+	}
+	return committed, aborted
+}
+
+// readAll consumes topic from the start with the isolation level until
+// it has read want records (or a minute passed), and returns them
+// sorted: a record that should not be visible takes the place of one
+// that should, which the caller's comparison shows.
+func readAll(t *testing.T, seeds []string, topic string, committedOnly bool, want int) []string {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if committedOnly {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []string
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < want && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	sort.Strings(got)
+	return got
+}
+
+func sortedCopy(xs []string) []string {
+	out := append([]string(nil), xs...)
+	sort.Strings(out)
+	return out
+}
+
+// TestTxnProducerSingleNode: commits and aborts on one broker, then a
+// zombie: a second producer with the same transactional id fences the
+// first, whose open transaction is aborted.
+func TestTxnProducerSingleNode(t *testing.T) {
+	s := startServer(t, txnProps)
+	seeds := []string{s.Addr().String()}
+	admin := newClient(t, s)
+	createTopic(t, admin, "tx-client", 3, nil)
+
+	p1 := txnProducer(t, seeds, "client-1")
+	committed, aborted := runTxns(t, p1, "tx-client", 6, 20, "a")
+
+	// The zombie: p1 opens a transaction, p2 (same id) initializes and
+	// fences it; p1 cannot commit, p2 can.
+	ctx := testCtx(t)
+	if err := p1.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.ProduceSync(ctx, &kgo.Record{Topic: "tx-client", Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p2 := txnProducer(t, seeds, "client-1")
+	c2, a2 := runTxns(t, p2, "tx-client", 1, 5, "b") // p2's first InitProducerId aborts p1's open transaction
+	committed, aborted = append(committed, c2...), append(aborted, a2...)
+	err := p1.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		t.Fatal("the fenced producer committed")
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	aborted = append(aborted, "zombie")
+	// A last committed record, so that the readers know they are done.
+	c3, _ := runTxns(t, p2, "tx-client", 1, 1, "end")
+	committed = append(committed, c3...)
+
+	got := readAll(t, seeds, "tx-client", true, len(committed))
+	if fmt.Sprint(got) != fmt.Sprint(sortedCopy(committed)) {
+		t.Fatalf("read_committed: %d records, want the %d committed (aborted: %d)", len(got), len(committed), len(aborted))
+	}
+	all := readAll(t, seeds, "tx-client", false, len(committed)+len(aborted))
+	if fmt.Sprint(all) != fmt.Sprint(sortedCopy(append(append([]string(nil), committed...), aborted...))) {
+		t.Fatalf("read_uncommitted: %d records, want %d", len(all), len(committed)+len(aborted))
+	}
+	if !poll.For(30*time.Second, func() bool { return describeTxn(t, admin, "client-1").State == "CompleteCommit" }) {
+		t.Errorf("state %s after the last commit, want CompleteCommit", describeTxn(t, admin, "client-1").State)
+	}
+	t.Logf("%d committed, %d aborted records; read_committed saw exactly the committed ones", len(committed), len(aborted))
+}
+
+// TestTxnProducerCluster: three in-process brokers on real ZooKeeper,
+// __transaction_state and the data topic with three replicas: markers go
+// to leaders on other brokers over the Transactions service; then the
+// coordinator's broker shuts down, and the next transactions run on the
+// new coordinator.
+func TestTxnProducerCluster(t *testing.T) {
+	zk := zktest.Start(t)
+	connect := zk.ConnectString("/strata-txn-client")
+	var brokers []*Server
+	var seeds []string
+	for i := range 3 {
+		b := startServer(t, map[string]string{"broker.id": fmt.Sprint(i + 1), "zookeeper.connect": connect,
+			"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "3",
+			"offsets.topic.replication.factor": "3"})
+		brokers = append(brokers, b)
+		seeds = append(seeds, b.Addr().String())
+	}
+	waitFor(t, "every broker registered", func() bool { return len(brokers[0].coord.Snapshot().Brokers) == 3 })
+	admin := newClient(t, brokers[0], kgo.SeedBrokers(seeds...))
+	createTopicRF(t, admin, "tx-cluster", 6, 3)
+
+	const id = "cluster-1"
+	p := txnProducer(t, seeds, id)
+	committed, aborted := runTxns(t, p, "tx-cluster", 4, 30, "x")
+
+	coordB, err := brokers[0].txnCoordinator(id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("coordinator of %q: broker %d; shutting it down", id, coordB.ID)
+	victim := brokers[coordB.ID-1]
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	_ = victim.Shutdown(sctx)
+	cancel()
+	var rest []string
+	for _, b := range brokers {
+		if b != victim {
+			rest = append(rest, b.Addr().String())
+		}
+	}
+	if !poll.For(60*time.Second, func() bool {
+		nb, err := brokers[(coordB.ID)%3].txnCoordinator(id, false)
+		return err == nil && nb.ID != coordB.ID
+	}) {
+		t.Fatal("no new transaction coordinator")
+	}
+	c2, a2 := runTxns(t, p, "tx-cluster", 3, 30, "y")
+	committed, aborted = append(committed, c2...), append(aborted, a2...)
+	got := readAll(t, rest, "tx-cluster", true, len(committed))
+	if fmt.Sprint(got) != fmt.Sprint(sortedCopy(committed)) {
+		t.Fatalf("read_committed after the coordinator moved: %d records, want the %d committed", len(got), len(committed))
+	}
+	t.Logf("%d committed, %d aborted across a coordinator move", len(committed), len(aborted))
+}
+
+func createTopicRF(t *testing.T, cl *kgo.Client, name string, partitions int32, rf int16) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Topics[0].ErrorCode; c != 0 {
+		t.Fatalf("create topic %s: %v", name, kerr.ErrorForCode(c))
+	}
+}
+
+// txnProducer is a franz-go transactional producer (idempotent, as
+// transactions need) with generous retries.
+func txnProducer(t *testing.T, seeds []string, id string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.TransactionTimeout(30*time.Second),
+		kgo.RetryTimeout(60*time.Second), kgo.MetadataMinAge(50*time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

@@ -1,0 +1,152 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/broker/e2e/history"
+	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/tiering"
+	"github.com/stratastream/strata/tiering/miniotest"
+)
+
+// TestTxnTieredReadCommittedMinIO tiers a partition with aborted
+// transactions to MinIO: each uploaded segment carries its .txnindex
+// object, the local index forgets what local retention deleted, and a
+// read_committed franz-go consumer reading from offset 0 (the bucket,
+// then the local log) gets exactly the committed records, the aborted
+// transactions coming from the remote indexes. The history checker holds
+// every acknowledged record in the final (read_uncommitted) log.
+func TestTxnTieredReadCommittedMinIO(t *testing.T) {
+	mio := miniotest.Start(t)
+	bucket := mio.NewBucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", miniotest.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", miniotest.SecretKey)
+	props := maps.Clone(tieredProps)
+	props["remote.storage.s3.endpoint"], props["remote.storage.s3.bucket"] = mio.Endpoint(), bucket
+	s := startServer(t, props)
+	cl := newClient(t, s)
+	const topic = "ttx"
+	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	pids := []int64{}
+	for range 2 {
+		pid, _ := initProducerID(t, cl)
+		pids = append(pids, pid)
+	}
+	seq := map[int64]int32{}
+	tp := history.TP{Topic: topic, Partition: 0}
+	h := history.New()
+	var committed []string
+	var aborted []segment.AbortedTxn
+	all := 0
+	for txn := range 60 {
+		pid := pids[txn%2]
+		var values []string
+		first := int64(-1)
+		for b := range 2 {
+			spec := segment.BatchSpec{Idempotent: true, Transactional: true, ProducerID: pid, BaseSequence: seq[pid]}
+			for i := range 5 {
+				v := fmt.Sprintf("t%02d-%d-%d-%s", txn, b, i, strings.Repeat("x", 60))
+				spec.Records = append(spec.Records, segment.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
+				values = append(values, v)
+				h.Sent("p"+fmt.Sprint(pid), tp, v)
+			}
+			seq[pid] += 5
+			batch, err := segment.BuildBatch(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := produceRaw(t, cl, topic, 0, batch)
+			if sp.ErrorCode != 0 {
+				t.Fatalf("txn %d: %v", txn, kerr.ErrorForCode(sp.ErrorCode))
+			}
+			if first < 0 {
+				first = sp.BaseOffset
+			}
+			for i := range 5 {
+				h.Answered(tp, values[b*5+i], history.Acked, sp.BaseOffset+int64(i), "")
+			}
+			all += 5
+		}
+		commit := txn%3 != 0
+		if code := writeMarker(t, s, topic, 0, pid, 0, commit, 0); code != 0 {
+			t.Fatalf("txn %d marker: %v", txn, kerr.ErrorForCode(code))
+		}
+		if commit {
+			committed = append(committed, values...)
+		} else {
+			aborted = append(aborted, segment.AbortedTxn{ProducerID: pid, FirstOffset: first})
+		}
+	}
+	p := s.topic(topic).local(0)
+	firstAbortEnd := p.txns.Entries()[0].LastOffset
+	var m *tiering.Manifest
+	waitFor(t, "the first aborted transaction's segments in the bucket and gone locally", func() bool {
+		m = p.remoteManifest()
+		return m != nil && p.log.LogStartOffset() > firstAbortEnd+1
+	})
+	withIndex := 0
+	for i := range m.Segments {
+		if m.Segments[i].HasTxnIndex {
+			withIndex++
+			key := m.SegmentKey(&m.Segments[i], tiering.SuffixTxnIndex)
+			if _, err := mio.Client().StatObject(testCtx(t), bucket, key, minio.StatObjectOptions{}); err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+		}
+	}
+	local := p.txns.Entries()
+	t.Logf("%d remote segments (%d with a .txnindex) up to %d, local log from %d holding %d of %d aborted transactions",
+		len(m.Segments), withIndex, m.EndOffset(), p.log.LogStartOffset(), len(local), len(aborted))
+	if withIndex == 0 || len(local) >= len(aborted) {
+		t.Fatalf("%d remote .txnindex objects, %d local entries of %d: want remote ones and fewer local", withIndex, len(local), len(aborted))
+	}
+
+	// A raw read_committed fetch at 0 is served from the bucket with the
+	// first aborted transaction.
+	req := fetchRequest(topic, 0, 0, 1<<20)
+	req.IsolationLevel = 1
+	kresp, err := cl.Broker(0).Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if fp.ErrorCode != 0 || len(fp.AbortedTransactions) == 0 || fp.AbortedTransactions[0].ProducerID != aborted[0].ProducerID || fp.AbortedTransactions[0].FirstOffset != aborted[0].FirstOffset {
+		t.Fatalf("remote read_committed fetch at 0: error %d aborted %+v, want first %+v", fp.ErrorCode, fp.AbortedTransactions, aborted[0])
+	}
+
+	consume := func(level kgo.IsolationLevel, n int) []*kgo.Record {
+		c := newClient(t, s, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}), kgo.FetchIsolationLevel(level))
+		var out []*kgo.Record
+		ctx := testCtx(t)
+		for len(out) < n && ctx.Err() == nil {
+			c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		}
+		return out
+	}
+	var values []string
+	for _, r := range consume(kgo.ReadCommitted(), len(committed)) {
+		values = append(values, string(r.Value))
+	}
+	if !reflect.DeepEqual(values, committed) {
+		t.Fatalf("read_committed consumer: %d records, want %d committed", len(values), len(committed))
+	}
+	var final []history.Record
+	for _, r := range consume(kgo.ReadUncommitted(), all) {
+		final = append(final, history.Record{Offset: r.Offset, Value: string(r.Value)})
+	}
+	rep := h.Check(map[history.TP][]history.Record{tp: final})
+	t.Logf("history: %v", rep)
+	if !rep.OK() || rep.Acknowledged != all {
+		t.Fatalf("history: %v %v", rep, rep.Problems)
+	}
+}
