@@ -306,6 +306,25 @@ func matrixRows() []matrixRow {
 				req.Topics = append(req.Topics, rt)
 				return e.request(req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode
 			}, denied: codeTopicAuth},
+		{api: "WriteTxnMarkers", allow: []grant{clusterGrant(acl.OpClusterAction)}, deny: []grant{clusterGrant(acl.OpAlter)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrWriteTxnMarkersRequest()
+				m := kmsg.NewWriteTxnMarkersRequestMarker()
+				m.ProducerID, m.Committed = 4242, true // unknown producer: an empty transaction's marker
+				mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+				mt.Topic, mt.Partitions = e.topic, []int32{0}
+				m.Topics = append(m.Topics, mt)
+				req.Markers = append(req.Markers, m)
+				return e.request(req).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+			}, denied: codeClusterAuth},
+		{api: "DescribeProducers", allow: []grant{topicGrant(acl.OpRead)}, deny: []grant{topicGrant(acl.OpDescribe)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrDescribeProducersRequest()
+				rt := kmsg.NewDescribeProducersRequestTopic()
+				rt.Topic, rt.Partitions = e.topic, []int32{0}
+				req.Topics = append(req.Topics, rt)
+				return e.request(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+			}, denied: codeTopicAuth},
 		{api: "Metadata", allow: []grant{topicGrant(acl.OpDescribe)}, deny: []grant{{op: acl.OpDescribe, rt: acl.ResourceTopic, name: "other"}},
 			call: func(e *matrixEnv) int16 { return metadata(e, e.topic, false) }, denied: codeTopicAuth},
 		{api: "Metadata/unknown-topic", allow: []grant{{op: acl.OpDescribe, rt: acl.ResourceTopic, name: "fresh-*"}},

@@ -268,6 +268,12 @@ func (c *logCleaner) cleanConfig(job *cleanCandidate, m *segment.OffsetMap) segm
 		MinCompactionLagMs:  job.cfg.minCompactionLagMs,
 		IOBufferBytes:       c.ioBuffer(),
 		ProducerLastOffsets: job.p.activeProducerLastOffsets(),
+		// Open transactions are not cleaned (the dirty section ends
+		// at the last stable offset; UncleanableFrom 0 would mean no
+		// bound, and a log whose LSO is 0 has nothing to clean), and
+		// aborted ones are dropped.
+		UncleanableFrom: max(job.p.lastStableOffset(), 1),
+		AbortedTxns:     job.p.txns.CollectAborted(0, math.MaxInt64),
 	}
 	if c.limiter != nil {
 		cc.Limiter = c.limiter
@@ -299,7 +305,7 @@ func (c *logCleaner) grab() (*cleanCandidate, context.Context) {
 		if !c.mayClean(cand.p) {
 			continue
 		}
-		info, err := cand.p.log.Cleanable(segment.CleanConfig{MinCompactionLagMs: cand.cfg.minCompactionLagMs})
+		info, err := cand.p.log.Cleanable(segment.CleanConfig{MinCompactionLagMs: cand.cfg.minCompactionLagMs, UncleanableFrom: max(cand.p.lastStableOffset(), 1)})
 		if err != nil {
 			if !errors.Is(err, segment.ErrClosed) && !errors.Is(err, segment.ErrPoisoned) {
 				c.markUncleanable(cand.p, err)

@@ -171,11 +171,8 @@ func (s *Server) runMove(p *partition, f *futureReplica) error {
 	oldDir := p.path()
 	p.appendMu.Lock()
 	err := m.Finish(func(dir string) error {
-		// The aborted-transaction index and the producer state as of
-		// the log end go with the log.
-		if err := p.txns.WriteFiles(dir); err != nil {
-			return err
-		}
+		// The producer state as of the log end goes with the log (the
+		// .txnindex files are copied with the other plain files).
 		end := p.log.LogEndOffset()
 		if end == p.snapshotEnd {
 			return nil

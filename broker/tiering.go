@@ -444,7 +444,7 @@ func (s *Server) tierStart(p *partition, topicID string, cfg topicConfig, overri
 			}
 		},
 		ProducerSnapshot: p.rollSnaps.get,
-		TxnIndex:         p.txns.SegmentFile,
+		TxnIndex:         p.segmentTxnIndex,
 		Logger:           s.log,
 	})
 	if err != nil {

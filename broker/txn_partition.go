@@ -122,6 +122,17 @@ func (p *partition) appendMarker(self int32, producerID int64, epoch int16, comm
 	return res, lead.epoch, nil
 }
 
+// segmentTxnIndex implements tiering.ArchiverConfig.TxnIndex: the index
+// entries of the local segment at base with a marker at or after from.
+func (p *partition) segmentTxnIndex(base, from int64) []byte {
+	for _, si := range p.log.Segments() {
+		if si.BaseOffset == base {
+			return p.txns.EncodeRange(max(base, from), si.NextOffset)
+		}
+	}
+	return nil
+}
+
 // lastStableOffset is what read_committed consumers may read up to: the
 // high watermark, held at the first offset of the earliest transaction
 // that is open or whose marker is not replicated yet.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -311,4 +312,108 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 		removeSuffix(segment.SnapshotSuffix)(d)
 		removeSuffix(segment.TxnIndexSuffix)(d)
 	})
+}
+
+// TestTxnIndexFollowsLogDirMove moves a partition with an aborted
+// transaction to the broker's other log directory: its .txnindex files
+// go with it, new aborts are written there, and a restart loads the same
+// index.
+func TestTxnIndexFollowsLogDirMove(t *testing.T) {
+	d1, d2 := t.TempDir(), t.TempDir()
+	props := map[string]string{"log.dirs": d1 + "," + d2, "log.segment.bytes": "1024"}
+	s := startServer(t, props)
+	cl := newClient(t, s)
+	createTopic(t, cl, "mv", 1, nil)
+	pid, ep := initProducerID(t, cl)
+	var want []segment.AbortedTxn
+	seq := int32(0)
+	abortOne := func() {
+		t.Helper()
+		p := s.topic("mv").local(0)
+		first := p.log.LogEndOffset()
+		if sp := produceRaw(t, cl, "mv", 0, txnBatch(t, pid, ep, seq, 20, "x")); sp.ErrorCode != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(sp.ErrorCode))
+		}
+		seq += 20
+		if code := writeMarker(t, s, "mv", 0, pid, ep, false, 0); code != 0 {
+			t.Fatalf("abort: %v", kerr.ErrorForCode(code))
+		}
+		want = append(want, segment.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: first + 20, LastStableOffset: first + 21})
+	}
+	abortOne()
+	abortOne()
+	from := s.topic("mv").local(0).path()
+	to := d2
+	if filepath.Dir(from) == filepath.Clean(d2) {
+		to = d1
+	}
+	if codes := alterLogDir(t, cl, to, "mv", 0); codes[0] != 0 {
+		t.Fatalf("AlterReplicaLogDirs: %v", kerr.ErrorForCode(codes[0]))
+	}
+	waitFor(t, "the replica in the other directory", func() bool {
+		p := s.topic("mv").local(0)
+		return p != nil && filepath.Dir(p.path()) == filepath.Clean(to)
+	})
+	abortOne()
+	p := s.topic("mv").local(0)
+	if got := p.txns.Entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the move: %+v, want %+v", got, want)
+	}
+	files := 0
+	des, _ := os.ReadDir(p.path())
+	for _, de := range des {
+		if filepath.Ext(de.Name()) == segment.TxnIndexSuffix {
+			files++
+		}
+	}
+	if files == 0 {
+		t.Fatalf("no .txnindex file in %s", p.path())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = startServer(t, props)
+	waitFor(t, "the partition after the restart", func() bool { return s.topic("mv") != nil && s.topic("mv").local(0) != nil })
+	if got := s.topic("mv").local(0).txns.Entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the restart: %+v, want %+v", got, want)
+	}
+}
+
+// TestTxnReadCommittedLongPoll: a read_committed fetch parked behind an
+// open transaction is not answered by appends that leave the LSO where it
+// is (it parks again), and is answered once the commit marker moves it.
+func TestTxnReadCommittedLongPoll(t *testing.T) {
+	s := startServer(t, nil)
+	cl := newClient(t, s)
+	createTopic(t, cl, "lp", 1, nil)
+	pid, ep := initProducerID(t, cl)
+	mustProduce(t, cl, "lp", txnBatch(t, pid, ep, 0, 2, "a"), 0)
+
+	rc := dialRaw(t, s)
+	req := fetchRequest("lp", 0, 0, 1<<20)
+	req.IsolationLevel, req.MaxWaitMillis, req.MinBytes = 1, math.MaxInt32, 1
+	rc.send(1, req)
+	waitFetchesWaiting(t, s, 1)
+	// A plain append wakes it; the LSO is still 0, so it is not answered
+	// (an answer now would carry no records and LSO 0: checked below).
+	mustProduce(t, cl, "lp", buildBatch(t, segment.CodecNone, 1), 2)
+	if code := writeMarker(t, s, "lp", 0, pid, ep, true, 0); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	corr, body, err := rc.readFrame()
+	if err != nil || corr != 1 {
+		t.Fatalf("read_committed fetch not answered after the commit: corr %d err %v", corr, err)
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	decodeResponse(t, resp, body)
+	fp := resp.Topics[0].Partitions[0]
+	var bases []int64
+	if err := segment.SplitBatches(fp.RecordBatches, func(h segment.Header, _ []byte) error { bases = append(bases, h.BaseOffset); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fp.LastStableOffset != 4 || len(bases) == 0 || bases[0] != 0 {
+		t.Fatalf("woken fetch: lso %d, batches at %v; want lso 4 and batches from 0", fp.LastStableOffset, bases)
+	}
 }

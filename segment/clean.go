@@ -78,6 +78,9 @@ type CleanConfig struct {
 	// MaxDecompressed bounds the decompressed records of one batch. Zero
 	// means DefaultMaxDecompressed.
 	MaxDecompressed int
+	// AbortedTxns are the partition's aborted transactions (its
+	// TxnIndex): their records are dropped (clean_txn.go).
+	AbortedTxns []AbortedTxn
 }
 
 // CleanResult reports one Clean.
@@ -104,6 +107,7 @@ type CleanResult struct {
 	TombstonesRemoved     int64
 	KeylessDropped        int64
 	EmptyBatchesKept      int64 // batches emptied but kept for their producer's state
+	AbortedRecordsDropped int64 // records of aborted transactions (clean_txn.go)
 	MapUtilization        float64
 	Duration, MapDuration time.Duration
 }
@@ -344,6 +348,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 	f := &batchFilter{
 		m: cc.Map, end: end, nowMs: nowMs, deleteRetentionMs: cc.DeleteRetentionMs,
 		lastOfProducer: lastOf, maxDecompressed: cc.MaxDecompressed, stats: &res,
+		aborted: newAbortedSet(cc.AbortedTxns),
 	}
 	var srcs []cleanSource
 	for _, src := range p.srcs {

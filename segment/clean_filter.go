@@ -34,6 +34,7 @@ type batchFilter struct {
 	nowMs             int64
 	deleteRetentionMs int64
 	lastOfProducer    map[int64]int64 // producer id -> last offset of its last batch
+	aborted           abortedSet      // aborted transactions (clean_txn.go)
 	maxDecompressed   int
 	stats             *CleanResult
 
@@ -73,6 +74,9 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	if h.Control() || h.BaseOffset >= f.end {
 		f.stats.RecordsKept += int64(h.RecordCount)
 		return append(dst, b...), nil
+	}
+	if out, ok := f.filterAborted(dst, b, h); ok {
+		return out, nil
 	}
 	it, err := NewRecordIter(b, f.maxDecompressed)
 	if err != nil {

@@ -91,6 +91,10 @@
 // offset; Strata's indexes are its own to rebuild, and recovery rebuilds them
 // when they are missing or do not match the log.
 //
+// Beside them, <base>.txnindex is Kafka's aborted-transaction index of the
+// segment (txnindex.go), and control batches carry transaction markers
+// (control.go).
+//
 // Segment is the one package that knows these files: names.go names every
 // file of a partition directory (the producer snapshots that live beside
 // the segments included) and the directory itself, index.go and

@@ -309,17 +309,20 @@ func (x *TxnIndex) CollectAborted(from, upTo int64) []AbortedTxn {
 	return out
 }
 
-// SegmentFile returns the encoded entries of the segment at base whose
-// marker is at or after from (its .txnindex file's content when from is
-// base; nil when there are none), for the archiver.
-func (x *TxnIndex) SegmentFile(base, from int64) []byte {
+// EncodeRange returns the encoded entries (a .txnindex file's content)
+// whose marker is in [from, to), nil when there are none: a segment's
+// entries for the archiver, whichever file they are filed in (a cleaned
+// segment replaces several).
+func (x *TxnIndex) EncodeRange(from, to int64) []byte {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var b []byte
-	for _, e := range x.mu.entries {
-		if e.seg == base && e.LastOffset >= from {
-			b = EncodeAbortedTxn(b, e.AbortedTxn)
+	i := sort.Search(len(x.mu.entries), func(i int) bool { return x.mu.entries[i].LastOffset >= from })
+	for _, e := range x.mu.entries[i:] {
+		if e.LastOffset >= to {
+			break
 		}
+		b = EncodeAbortedTxn(b, e.AbortedTxn)
 	}
 	return b
 }
@@ -341,21 +344,4 @@ func (x *TxnIndex) FollowDir(dir func() string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.mu.dir = dir
-}
-
-// WriteFiles writes the index's files, fsynced, into dir (a partition's
-// copy in another log directory).
-func (x *TxnIndex) WriteFiles(dir string) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	files := map[int64][]byte{}
-	for _, e := range x.mu.entries {
-		files[e.seg] = EncodeAbortedTxn(files[e.seg], e.AbortedTxn)
-	}
-	for base, b := range files {
-		if err := atomicfile.WriteFile(filepath.Join(dir, TxnIndexFileName(base)), b, 0o644); err != nil {
-			return fmt.Errorf("segment: txn index: %w", err)
-		}
-	}
-	return nil
 }

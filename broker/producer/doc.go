@@ -1,7 +1,8 @@
-// Package producer owns the broker's idempotent-producer state: the
-// allocation of producer ids (InitProducerId) and, per partition, the
-// sequence bookkeeping that turns a producer's retries into exactly-once
-// appends, with its snapshots and its rebuild from the log.
+// Package producer owns the broker's producer state: the allocation of
+// producer ids (InitProducerId) and, per partition, the sequence
+// bookkeeping that turns a producer's retries into exactly-once appends
+// and the producers' open transactions that hold the last stable offset,
+// with its snapshots and its rebuild from the log.
 //
 // It knows record batches only through package segment's header; it does not
 // append, read or own segment files, and it knows nothing of connections.
@@ -64,10 +65,33 @@
 //     only when retention, DeleteRecords or expiry removed its state: the
 //     KIP-360 case, where Kafka 2.5+ accepts too (and never returns
 //     UNKNOWN_PRODUCER_ID from an append);
-//   - transactional batches are refused with INVALID_TXN_STATE (there is no
-//     transaction coordinator), control batches from clients with
-//     INVALID_RECORD, a negative epoch or sequence with a producer id with
-//     INVALID_RECORD.
+//   - transactional batches follow the same rules and open the producer's
+//     transaction in the partition (its first offset is kept, Kafka's
+//     currentTxnFirstOffset); a non-transactional batch while it is open
+//     is INVALID_TXN_STATE; control batches from clients are
+//     INVALID_RECORD, and so is a negative epoch or sequence with a
+//     producer id.
+//
+// # Transactions
+//
+// CheckMarker and ApplyMarker are a transaction marker's Check and Update:
+// a marker from an epoch below the producer's is INVALID_PRODUCER_EPOCH,
+// one of a coordinator epoch below that of the producer's last marker
+// TRANSACTION_COORDINATOR_FENCED. ApplyMarker (leader, follower and
+// replay) ends the open transaction and returns it as a CompletedTxn
+// (producer, first offset, marker offset, aborted, and Kafka's last
+// stable offset at completion: the first offset of the earliest other
+// open transaction); a marker without an open transaction returns
+// nothing, as in Kafka. LastStableOffset(hw) is min(hw, the first offset
+// of the earliest open transaction or completed one whose marker is not
+// below hw yet). Update applies transactional batches with base sequence
+// -1 (the group coordinator's offset commits) without sequence
+// bookkeeping. InTransaction tells the server whether a batch is the
+// producer's first of a transaction, which KIP-890 verifies with the
+// coordinator, and counts markers so a marker during that verification
+// is noticed. Load reports the transactions the replay completed
+// (LoadReport.Completed), from which the server rebuilds the
+// aborted-transaction index from the replay's start on.
 //
 // Errors from Check wrap a *kerr.Error; ErrorCode extracts the code.
 //
@@ -99,22 +123,33 @@
 //	+-------+---------+---------+-----------------+---------+-------------
 //
 //	magic      "STPS"
-//	version    1
+//	version    2 (1 is still read: its entries have no transaction fields)
 //	crc        CRC-32C (Castagnoli) of bytes [10, end of file)
 //	log offset the state reflects every batch below it; equals the file name
 //	count      number of entries
 //
-//	entry, in strictly ascending producer id order:
-//	0                 8       10  11
-//	+-----------------+-------+---+------------------------------------
-//	|   producer id   | epoch | n | n batches, oldest first (1 <= n <= 5)
-//	+-----------------+-------+---+------------------------------------
+//	entry, in strictly ascending producer id order (version 1: the
+//	first 11 bytes, then 1 <= n <= 5 batches):
+//	0                 8       10  11      15          23          31          39
+//	+-----------------+-------+---+-------+-----------+-----------+-----------+----
+//	|   producer id   | epoch | n | coord | txn first | last off  | last ts   | n batches, oldest first (0 <= n <= 5)
+//	+-----------------+-------+---+-------+-----------+-----------+-----------+----
+//
+//	coord      coordinator epoch of the last marker, -1 before one
+//	txn first  first offset of the open transaction, -1 when none
+//	last off   offset of the producer's last batch (data or marker)
+//	last ts    its timestamp
 //
 //	batch (32 bytes):
 //	0         4         8                 16                24             32
 //	+---------+---------+-----------------+-----------------+--------------+
 //	|first seq|last seq |  first offset   |   last offset   |  timestamp   |
 //	+---------+---------+-----------------+-----------------+--------------+
+//
+// After the entries (version 2): a count int32 and that many completed
+// transactions whose marker may not be replicated yet, in marker order,
+// 33 bytes each: producer id int64, first offset int64, marker offset
+// int64, aborted byte (0 or 1), last stable offset int64.
 //
 // A decoder accepts a file only when every byte is accounted for: known
 // magic and version, matching CRC, producer ids >= 0 and ascending, epochs

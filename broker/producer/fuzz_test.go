@@ -52,7 +52,7 @@ func checkDecode(t *testing.T, b []byte) {
 		return // no log gets there; offset arithmetic below would overflow
 	}
 	s := NewStateManager(off)
-	s.mu.producers = ps
+	s.setProducersLocked(ps)
 	s.Update(hdr(1, 0, 0, 3), off)
 	if _, err := s.EncodeSnapshot(off + 3); err != nil {
 		t.Fatal(err)

@@ -110,7 +110,7 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 
 	// Build the new state aside, swap it in at the end.
 	fresh := NewStateManager(logStart)
-	fresh.mu.producers = producers
+	fresh.setProducersLocked(producers)
 	fresh.mu.unreplicated = unreplicated
 	rep.ReplayFrom = max(rep.SnapshotOffset, logStart)
 	if rep.Batches, rep.Completed, err = fresh.replay(rep.ReplayFrom, logEnd, read); err != nil {
@@ -120,7 +120,8 @@ func (s *StateManager) LoadRetaining(dir string, logStart, logEnd, retainFrom in
 	rep.Producers = len(fresh.mu.producers)
 
 	s.mu.Lock()
-	s.mu.producers, s.mu.end, s.mu.unreplicated = fresh.mu.producers, logEnd, fresh.mu.unreplicated
+	s.mu.producers, s.mu.ongoing, s.mu.end, s.mu.unreplicated = fresh.mu.producers, fresh.mu.ongoing, logEnd, fresh.mu.unreplicated
+	s.noteUnstableLocked()
 	if s.mu.markers == nil {
 		s.mu.markers = make(map[int64]uint64)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratastream/strata/segment"
@@ -78,7 +79,11 @@ func newEntry(epoch int16) *entry { return &entry{epoch: epoch, coordEpoch: -1, 
 // one step under the partition's append lock (see the package
 // documentation).
 type StateManager struct {
-	mu struct {
+	// unstable is len(mu.ongoing) + len(mu.unreplicated), kept so that
+	// LastStableOffset of a partition without transactions (every fetch
+	// asks) takes no lock.
+	unstable atomic.Int64
+	mu       struct {
 		sync.Mutex
 		producers map[int64]*entry
 		// end is the offset up to which batches have been applied: the
@@ -89,6 +94,10 @@ type StateManager struct {
 		// the last stable offset at their first offset until it is
 		// (Kafka's unreplicatedTxns).
 		unreplicated []CompletedTxn
+		// ongoing maps the producers with an open transaction to its
+		// first offset (the entries' txnFirst), so that the last
+		// stable offset does not scan every producer.
+		ongoing map[int64]int64
 		// markers counts the markers applied to each producer (never
 		// reset while the producer is known): KIP-890 verification
 		// compares it before and after asking the coordinator.
@@ -103,8 +112,28 @@ func NewStateManager(end int64) *StateManager {
 	s := &StateManager{}
 	s.mu.producers = make(map[int64]*entry)
 	s.mu.markers = make(map[int64]uint64)
+	s.mu.ongoing = make(map[int64]int64)
 	s.mu.end = end
 	return s
+}
+
+// noteUnstableLocked refreshes s.unstable after the open or unreplicated
+// transactions changed.
+func (s *StateManager) noteUnstableLocked() {
+	s.unstable.Store(int64(len(s.mu.ongoing) + len(s.mu.unreplicated)))
+}
+
+// setProducersLocked installs producers (from a snapshot or a rebuild)
+// and derives the open transactions from them.
+func (s *StateManager) setProducersLocked(producers map[int64]*entry) {
+	s.mu.producers = producers
+	s.mu.ongoing = make(map[int64]int64)
+	for pid, e := range producers {
+		if e.txnFirst >= 0 {
+			s.mu.ongoing[pid] = e.txnFirst
+		}
+	}
+	s.noteUnstableLocked()
 }
 
 // Check decides whether a batch fresh from a producer may be appended.
@@ -204,6 +233,8 @@ func (s *StateManager) updateLocked(h segment.Header, baseOffset int64) {
 	e.lastOffset, e.lastTs = lastOffset, h.MaxTimestamp
 	if h.Transactional() && e.txnFirst < 0 {
 		e.txnFirst = baseOffset
+		s.mu.ongoing[h.ProducerID] = baseOffset
+		s.noteUnstableLocked()
 	}
 }
 
@@ -271,15 +302,15 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 	}
 	c := CompletedTxn{ProducerID: pid, FirstOffset: e.txnFirst, LastOffset: offset, Aborted: !m.Commit()}
 	e.txnFirst = -1
+	delete(s.mu.ongoing, pid)
 	// Kafka's lastStableOffset(completedTxn): the first offset of the
 	// earliest other open transaction.
 	c.LastStableOffset = offset + 1
-	for _, o := range s.mu.producers {
-		if o.txnFirst >= 0 && o.txnFirst < c.LastStableOffset {
-			c.LastStableOffset = o.txnFirst
-		}
+	for _, first := range s.mu.ongoing {
+		c.LastStableOffset = min(c.LastStableOffset, first)
 	}
 	s.mu.unreplicated = append(s.mu.unreplicated, c)
+	s.noteUnstableLocked()
 	return c, true
 }
 
@@ -287,9 +318,9 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 // unreplicated transactions.
 func (s *StateManager) firstUnstableLocked() (int64, bool) {
 	first, ok := int64(math.MaxInt64), false
-	for _, e := range s.mu.producers {
-		if e.txnFirst >= 0 && e.txnFirst < first {
-			first, ok = e.txnFirst, true
+	for _, f := range s.mu.ongoing {
+		if f < first {
+			first, ok = f, true
 		}
 	}
 	for _, c := range s.mu.unreplicated {
@@ -314,9 +345,13 @@ func (s *StateManager) FirstUnstableOffset() (int64, bool) {
 // transactions whose marker is below hw stop holding it (Kafka's
 // onHighWatermarkUpdated).
 func (s *StateManager) LastStableOffset(hw int64) int64 {
+	if s.unstable.Load() == 0 {
+		return hw
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < hw })
+	s.noteUnstableLocked()
 	if fu, ok := s.firstUnstableLocked(); ok && fu < hw {
 		return fu
 	}
@@ -353,10 +388,12 @@ func (s *StateManager) truncateHeadLocked(logStart int64) int {
 		if e.lastOffset < logStart {
 			delete(s.mu.producers, pid)
 			delete(s.mu.markers, pid)
+			delete(s.mu.ongoing, pid)
 			n++
 		}
 	}
 	s.mu.unreplicated = slices.DeleteFunc(s.mu.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < logStart })
+	s.noteUnstableLocked()
 	return n
 }
 
