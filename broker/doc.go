@@ -105,6 +105,18 @@
 // requests block their connection while they wait, as in Kafka, which
 // handles one request per connection at a time.
 //
+// # Transactions
+//
+// The transaction coordinator (package txn) serves InitProducerId with a
+// transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions for the transactional ids of
+// the partitions of __transaction_state this broker leads
+// (txn_coordinator.go loads and unloads them). Its markers go through
+// writeTxnMarkers to the partitions this broker leads and through the
+// Transactions gRPC service on the replication listener to the others
+// (txn_markers.go), which also carries KIP-890's verification
+// (txn_verify.go) from partition leaders to coordinators.
+//
 // # Cluster
 //
 // A Server is one broker of a cluster whose metadata lives in a

@@ -302,8 +302,8 @@ func TestGroupConsumeCommitRestartResume(t *testing.T) {
 }
 
 // TestFindCoordinatorVersions asks for coordinators at every version: groups
-// get this broker, transactions UNSUPPORTED_VERSION, unknown key types
-// INVALID_REQUEST.
+// and transactions get this broker (the first transaction key creates
+// __transaction_state), unknown key types INVALID_REQUEST.
 func TestFindCoordinatorVersions(t *testing.T) {
 	s := startServer(t, map[string]string{"broker.id": "4"})
 	rc := dialRaw(t, s)
@@ -325,7 +325,7 @@ func TestFindCoordinatorVersions(t *testing.T) {
 			code    int16
 		}{
 			{0, 0},
-			{1, kerr.UnsupportedVersion.Code},
+			{1, 0},
 			{2, kerr.InvalidRequest.Code},
 		} {
 			if v == 0 && tc.keyType != 0 {
@@ -358,7 +358,7 @@ func TestFindCoordinatorVersions(t *testing.T) {
 			t.Fatalf("v4 type %d: %d coordinators, want 3", keyType, len(resp.Coordinators))
 		}
 		for j, c := range resp.Coordinators {
-			wantCode := []int16{0, kerr.UnsupportedVersion.Code, kerr.InvalidRequest.Code}[i]
+			wantCode := []int16{0, 0, kerr.InvalidRequest.Code}[i]
 			if c.Key != req.CoordinatorKeys[j] || c.ErrorCode != wantCode {
 				t.Fatalf("v4 type %d #%d: key %q error %d, want %q and %d", keyType, j, c.Key, c.ErrorCode, req.CoordinatorKeys[j], wantCode)
 			}

@@ -188,6 +188,14 @@ func TestConcurrentWhileMarkersPending(t *testing.T) {
 	if md := e.state("p"); md.State != PrepareCommit {
 		t.Fatalf("state %v", md.State)
 	}
+	// As in Kafka, the partition that has its marker leaves the
+	// transaction shown; the one still waiting stays.
+	if !poll.For(10*time.Second, func() bool {
+		got := e.state("p").SortedPartitions()
+		return len(got) == 1 && got[0] == parts[1]
+	}) {
+		t.Errorf("partitions while b waits: %v, want [b-1]", e.state("p").SortedPartitions())
+	}
 	e.mk.setFail(nil) // the leader is back
 	e.awaitState("p", CompleteCommit)
 	if len(e.mk.get(parts[0])) != 1 || len(e.mk.get(parts[1])) != 1 {

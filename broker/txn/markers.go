@@ -24,6 +24,7 @@ import (
 
 // completeAsync starts the sender of e's transaction, prepared as md.
 func (c *Coordinator) completeAsync(e *entry, md Metadata) {
+	md = md.clone() // e.md's partitions shrink as markers are written
 	c.wg.Add(1)
 	c.senders.Add(1)
 	go func() {
@@ -55,13 +56,14 @@ func (c *Coordinator) complete(e *entry, md Metadata) {
 			ProducerID: md.ProducerID, ProducerEpoch: md.ProducerEpoch, Commit: commit,
 			CoordinatorEpoch: e.p.epoch, Partitions: left,
 		})
-		var retry []TopicPartition
+		var retry, done []TopicPartition
 		var codes []string
 		for _, tp := range left {
 			r, ok := res[tp]
 			switch {
 			case !ok:
 				retry = append(retry, tp)
+				continue
 			case r.Gone:
 				log.Info("txn: partition no longer exists; its marker is dropped", "partition", tp.String())
 			case r.Code == 0:
@@ -74,8 +76,20 @@ func (c *Coordinator) complete(e *entry, md Metadata) {
 			default:
 				retry = append(retry, tp)
 				codes = append(codes, tp.String()+":"+kerr.ErrorForCode(r.Code).Error())
+				continue
+			}
+			done = append(done, tp)
+		}
+		// As Kafka, the partitions that have their marker leave the
+		// transaction in memory (DescribeTransactions shows the rest);
+		// the log keeps them all until CompleteCommit/CompleteAbort.
+		c.mu.Lock()
+		if c.currentLocked(e) {
+			for _, tp := range done {
+				delete(e.md.Partitions, tp)
 			}
 		}
+		c.mu.Unlock()
 		left = retry
 		if len(left) == 0 {
 			break
