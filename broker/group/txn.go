@@ -120,8 +120,11 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	if !validGroupID(req.Group, false) {
 		return kerr.InvalidGroupID.Code
 	}
-	if req.ProducerID < 0 || req.ProducerEpoch < 0 {
-		return kerr.InvalidProducerIDMapping.Code
+	switch {
+	case req.ProducerID < 0:
+		return kerr.InvalidProducerIDMapping.Code // no producer: what the verification answers
+	case req.ProducerEpoch < 0:
+		return kerr.InvalidProducerEpoch.Code
 	}
 	if _, code := c.lookup(req.Group, false); code != 0 {
 		return code

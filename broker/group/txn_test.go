@@ -475,3 +475,28 @@ func TestLoadTransactionalOffsetsSegmentLog(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetCommitNoProducer: a request without a producer id or epoch
+// is refused before anything is verified or written.
+func TestTxnOffsetCommitNoProducer(t *testing.T) {
+	e := newEnv(t, nil)
+	verify := func(context.Context, int) error {
+		t.Error("verifier asked for a request without a producer")
+		return nil
+	}
+	for i, c := range []struct {
+		pid   int64
+		epoch int16
+		want  int16
+	}{
+		{-1, 0, kerr.InvalidProducerIDMapping.Code},
+		{5, -1, kerr.InvalidProducerEpoch.Code},
+	} {
+		if got := txnCodes(e.c.TxnOffsetCommit(context.Background(), txnReq(3, "g", c.pid, c.epoch, "t", 1, 7), verify)); got[0] != c.want {
+			t.Errorf("#%d: got %s, want %s", i, errName(got[0]), errName(c.want))
+		}
+	}
+	if n := e.logOf("g").appends(); n != 0 {
+		t.Errorf("%d appends, want none", n)
+	}
+}
