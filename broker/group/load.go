@@ -218,25 +218,17 @@ func (r *replay) run(log Log) error {
 // ABORT drops them. Other control records (and a batch the cleaner
 // emptied) change nothing.
 func (r *replay) control(h segment.Header, batch []byte) error {
-	it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
-	if err != nil {
-		return err
-	}
-	rec, ok, err := it.Next()
-	if err != nil || !ok {
-		return err
-	}
-	var k kmsg.ControlRecordKey
-	if err := k.ReadFrom(rec.Key); err != nil {
-		r.logger.Warn("group: skipping control record of __consumer_offsets", "partition", r.partition, "offset", rec.Offset, "err", err)
+	m, ok, err := segment.ParseControlBatch(batch)
+	switch {
+	case errors.Is(err, segment.ErrBadControl):
+		r.logger.Warn("group: skipping control batch of __consumer_offsets", "partition", r.partition, "offset", h.BaseOffset, "err", err)
 		return nil
-	}
-	if k.Type != kmsg.ControlRecordKeyTypeAbort && k.Type != kmsg.ControlRecordKeyTypeCommit {
-		return nil
+	case err != nil || !ok:
+		return err
 	}
 	pend := r.pending[h.ProducerID]
 	delete(r.pending, h.ProducerID)
-	if k.Type != kmsg.ControlRecordKeyTypeCommit {
+	if !m.Commit() {
 		return nil
 	}
 	for group, offsets := range pend {

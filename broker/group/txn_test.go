@@ -66,20 +66,7 @@ func (e *env) marker(group string, pid int64, epoch int16, commit bool) {
 
 func appendMarker(t *testing.T, l Log, pid int64, epoch int16, commit bool) {
 	t.Helper()
-	typ := kmsg.ControlRecordKeyTypeAbort
-	if commit {
-		typ = kmsg.ControlRecordKeyTypeCommit
-	}
-	key := kmsg.ControlRecordKey{Version: 0, Type: typ}
-	val := kmsg.EndTxnMarker{Version: 0, CoordinatorEpoch: 1}
-	b, err := segment.BuildBatch(segment.BatchSpec{
-		PartitionLeaderEpoch: -1, Idempotent: true, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1,
-		Transactional: true, Control: true,
-		Records: []segment.Record{{Timestamp: 1, Key: key.AppendTo(nil), Value: val.AppendTo(nil)}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := segment.ControlBatch(pid, epoch, commit, 1 /* coordinator epoch */, 1 /* timestamp */)
 	if _, err := l.Append(b, segment.AppendOptions{LeaderEpoch: -1}); err != nil {
 		t.Fatalf("append marker: %v", err)
 	}
