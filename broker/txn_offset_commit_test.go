@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/segment"
 	"github.com/stratastream/strata/segment/poll"
 )
 
@@ -293,4 +295,150 @@ func TestTxnOffsetsCompletedByMarkers(t *testing.T) {
 	c.cl = cl
 	c.end(true)
 	waitStableOffset(t, cl, "g", "in", 0, 70)
+}
+
+// offsetsInLog returns the committed offsets of group/topic/partition that
+// records of l hold (plain and transactional), in log order.
+func offsetsInLog(t *testing.T, l *segment.Log, groupID, topic string, partition int32) []int64 {
+	t.Helper()
+	var out []int64
+	off, end := l.LogStartOffset(), l.LogEndOffset()
+	for off < end {
+		buf, err := l.ReadCopy(off, 1<<20, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
+			off = h.NextOffset()
+			if h.Control() {
+				return nil
+			}
+			it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
+			if err != nil {
+				return err
+			}
+			for {
+				rec, ok, err := it.Next()
+				if err != nil || !ok {
+					return err
+				}
+				var k kmsg.OffsetCommitKey
+				if len(rec.Key) < 2 || rec.Key[1] > 1 || k.ReadFrom(rec.Key) != nil || rec.Value == nil {
+					continue // group metadata, tombstones
+				}
+				if k.Group != groupID || k.Topic != topic || k.Partition != partition {
+					continue
+				}
+				var v kmsg.OffsetCommitValue
+				if err := v.ReadFrom(rec.Value); err != nil {
+					return err
+				}
+				out = append(out, v.Offset)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestTxnOffsetsCompacted: __consumer_offsets holding a plain commit, a
+// committed, an aborted and an open transaction's offsets of one key,
+// cleaned by the broker's log cleaner: the aborted transaction's record is
+// removed, the committed and open ones are kept (the cleaner keeps
+// transactional records and stops at the last stable offset), and a
+// restart loads the committed transaction's offset with the open one
+// pending; once it commits, a restart loads its offset.
+func TestTxnOffsetsCompacted(t *testing.T) {
+	cfg := testConfig(t, map[string]string{
+		"offsets.topic.num.partitions":    "1",
+		"offsets.topic.segment.bytes":     "1024",
+		"log.cleaner.backoff.ms":          "50",
+		"log.cleaner.min.cleanable.ratio": "0.01",
+	})
+	s := startServerConfig(t, cfg)
+	cl := newClient(t, s)
+	createTopic(t, cl, "in", 2, nil)
+	alter(t, cl, group.Topic, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "0", "segment.bytes": "1024"})
+	l := s.topic(group.Topic).local(0).log
+	fillers := 0
+	fill := func(n int) { // plain commits of another group roll segments
+		for range n {
+			simpleCommit(t, cl, "filler", "in", 2, int64(fillers))
+			fillers++
+		}
+	}
+
+	simpleCommit(t, cl, "g", "in", 1, 5)
+	a := initTxnProducer(t, s, "a")
+	a.addOffsets("g")
+	a.mustCommitOffsets("g", "in", map[int32]int64{0: 10})
+	a.end(true)
+	waitStableOffset(t, cl, "g", "in", 0, 10)
+	b := initTxnProducer(t, s, "b")
+	b.addOffsets("g")
+	b.mustCommitOffsets("g", "in", map[int32]int64{0: 20})
+	b.end(false)
+	waitStableOffset(t, cl, "g", "in", 0, 10)
+	fill(20)
+	c := initTxnProducer(t, s, "c")
+	c.addOffsets("g")
+	c.mustCommitOffsets("g", "in", map[int32]int64{0: 30})
+	if got := offsetsInLog(t, l, "g", "in", 0); len(got) != 4 {
+		t.Fatalf("records of g/in/0 before cleaning: %v, want [5 10 20 30]", got)
+	}
+
+	start := time.Now()
+	var got []int64
+	if !poll.For(time.Minute, func() bool {
+		fill(1)
+		s.cleaner.kick()
+		got = offsetsInLog(t, l, "g", "in", 0)
+		return len(got) == 3
+	}) {
+		t.Fatalf("records of g/in/0 after a minute of cleaning: %v, want the aborted 20 gone", got)
+	}
+	t.Logf("aborted record cleaned after %v (%d filler commits), cleaner checkpoint %d, log end %d; records of the key %v",
+		time.Since(start), fillers, l.CleanerCheckpoint(), l.LogEndOffset(), got)
+	if want := []int64{5, 10, 30}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records of g/in/0 after cleaning: %v, want %v", got, want)
+	}
+
+	restart := func() {
+		t.Helper()
+		if err := s.Shutdown(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		s = startServerConfig(t, cfg)
+		cl = newClient(t, s)
+		l = s.topic(group.Topic).local(0).log
+	}
+	restart()
+	var off int64
+	var code int16
+	if !poll.For(30*time.Second, func() bool { off, code = txnOffsetFetch(t, cl, "g", "in", 0, false); return code == 0 }) {
+		t.Fatalf("after restart: OffsetFetch answers %v after 30s", kerr.ErrorForCode(code))
+	}
+	if off != 10 {
+		t.Errorf("after cleaning and a restart: got %d, want 10", off)
+	}
+	if _, code := txnOffsetFetch(t, cl, "g", "in", 0, true); code != kerr.UnstableOffsetCommit.Code {
+		t.Errorf("after cleaning and a restart, require_stable with c open: got %v, want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(code))
+	}
+	c.cl = cl
+	c.end(true)
+	waitStableOffset(t, cl, "g", "in", 0, 30)
+	fill(20)
+	s.cleaner.kick()
+	restart()
+	if !poll.For(30*time.Second, func() bool { off, code = txnOffsetFetch(t, cl, "g", "in", 0, true); return code == 0 }) {
+		t.Fatalf("after the second restart: OffsetFetch answers %v after 30s", kerr.ErrorForCode(code))
+	}
+	if off != 30 {
+		t.Errorf("after the second restart: got %d, want 30", off)
+	}
 }
