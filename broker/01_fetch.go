@@ -193,7 +193,7 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 		return
 	}
 	hw := p.log.HighWatermark()
-	lso := p.producers.LastStableOffset(hw)
+	lso := p.lastStableOffsetAt(hw)
 	pr.highWatermark = hw
 	pr.lastStableOffset = lso
 	pr.logStartOffset = p.logStart()

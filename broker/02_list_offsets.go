@@ -103,7 +103,7 @@ func (s *Server) listOffset(p *partition, version int16, readCommitted bool, rp 
 	// hw is the last offset a consumer of the isolation level may read.
 	hw := p.log.HighWatermark()
 	if readCommitted {
-		hw = p.producers.LastStableOffset(hw)
+		hw = p.lastStableOffsetAt(hw)
 	}
 	switch rp.Timestamp {
 	case listLatest:

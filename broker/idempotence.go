@@ -171,6 +171,7 @@ func (p *partition) producerStart() int64 {
 // log grew since the last one.
 func (p *partition) snapshotProducers() error {
 	p.appendMu.Lock()
+	p.producers.LastStableOffset(p.log.HighWatermark()) // forget replicated completed transactions
 	end := p.log.LogEndOffset()
 	if end == p.snapshotEnd {
 		p.appendMu.Unlock()
@@ -235,6 +236,9 @@ func (p *partition) appendReplicatedLocked(recs []byte) error {
 		}
 		off += h.Size()
 	}
+	// Completed transactions stop being tracked once the high watermark
+	// passes their markers; a follower serves no fetch that would do it.
+	p.producers.LastStableOffset(p.log.HighWatermark())
 	return nil
 }
 

@@ -137,7 +137,19 @@ func (p *partition) segmentTxnIndex(base, from int64) []byte {
 // high watermark, held at the first offset of the earliest transaction
 // that is open or whose marker is not replicated yet.
 func (p *partition) lastStableOffset() int64 {
-	return p.producers.LastStableOffset(p.log.HighWatermark())
+	return p.lastStableOffsetAt(p.log.HighWatermark())
+}
+
+// lastStableOffsetAt is lastStableOffset for the high watermark hw, never
+// below the log start (an open transaction whose first records
+// DeleteRecords or retention removed: Kafka's
+// maybeIncrementFirstUnstableOffset clamps it the same way).
+func (p *partition) lastStableOffsetAt(hw int64) int64 {
+	lso := p.producers.LastStableOffset(hw)
+	if lso < hw {
+		lso = min(max(lso, p.logStart()), hw)
+	}
+	return lso
 }
 
 // abortedTxns are the aborted transactions a read_committed fetch of

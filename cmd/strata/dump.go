@@ -29,8 +29,8 @@ A DIR is a partition directory (topic-N: its .log files, oldest first) or a
 data directory, one of log.dirs (every partition directory in it); give
 each directory of log.dirs to dump them all.
 A .log file gives a line per record batch: offsets, position, size, CRC
-check, codec, producer, flags, timestamps and leader epoch. A .index or
-.timeindex file gives its entries. Files are named by their 20-digit base
+check, codec, producer, flags, timestamps and leader epoch. A .index,
+.timeindex or .txnindex (aborted transactions) file gives its entries. Files are named by their 20-digit base
 offset. Flags may come before or after the files.
 
 A corrupt or torn tail of a .log is reported on stderr with its position;
@@ -167,6 +167,9 @@ func (d *dumper) problem(format string, args ...any) {
 
 // dumpFile prints one file and reports whether it was intact.
 func (d *dumper) dumpFile(verifyIndex bool) bool {
+	if base, ok := segment.ParseTxnIndexFileName(filepath.Base(d.path)); ok {
+		return d.dumpTxnIndex(base)
+	}
 	base, suffix, err := segment.ParseSegmentFileName(filepath.Base(d.path))
 	if err != nil {
 		d.problem("%v", err)
@@ -413,4 +416,24 @@ func (d *dumper) verifyTimeIndex(path string, base int64, batches []segment.Batc
 		d.problem("%s: %s", filepath.Base(path), m)
 	}
 	fmt.Fprintf(d.out, "Time index %s: %d entries, %d mismatches\n", filepath.Base(path), ix.Len(), len(mismatches))
+}
+
+// dumpTxnIndex prints the aborted transactions of a .txnindex file, as
+// Kafka's DumpLogSegments does, and reports whether it was intact.
+func (d *dumper) dumpTxnIndex(base int64) bool {
+	b, err := os.ReadFile(d.path)
+	if err != nil {
+		d.problem("%v", err)
+		return false
+	}
+	fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, len(b))
+	ents, _, err := segment.DecodeTxnIndex(b, base)
+	for _, e := range ents {
+		fmt.Fprintf(d.out, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n", e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
+	}
+	fmt.Fprintf(d.out, "Summary: %d entries\n", len(ents))
+	if err != nil {
+		d.problem("%v", err)
+	}
+	return d.problems == 0
 }

@@ -269,6 +269,24 @@ func TestDumpIndexFiles(t *testing.T) {
 	}
 }
 
+func TestDumpTxnIndex(t *testing.T) {
+	dir := t.TempDir()
+	b := segment.EncodeAbortedTxn(nil, segment.AbortedTxn{ProducerID: 7, FirstOffset: 101, LastOffset: 105, LastStableOffset: 106})
+	b = segment.EncodeAbortedTxn(b, segment.AbortedTxn{ProducerID: 8, FirstOffset: 103, LastOffset: 110, LastStableOffset: 111})
+	good := writeFile(t, dir, "00000000000000000100.txnindex", b)
+	status, out, errs := runDumpArgs(t, good)
+	for _, w := range []string{"version: 0 producerId: 7 firstOffset: 101 lastOffset: 105 lastStableOffset: 106\n", "producerId: 8 firstOffset: 103 lastOffset: 110", "Summary: 2 entries\n"} {
+		if status != 0 || errs != "" || !strings.Contains(out, w) {
+			t.Fatalf("status %d, stderr %q, output lacks %q:\n%s", status, errs, w, out)
+		}
+	}
+	torn := writeFile(t, t.TempDir(), "00000000000000000100.txnindex", b[:40])
+	status, out, errs = runDumpArgs(t, torn)
+	if status != 1 || !strings.Contains(errs, "trailing bytes") || !strings.Contains(out, "Summary: 1 entries") {
+		t.Fatalf("torn: status %d, stderr %q, output %q", status, errs, out)
+	}
+}
+
 func TestDumpUsage(t *testing.T) {
 	tests := []struct {
 		args       []string
