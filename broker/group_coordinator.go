@@ -79,7 +79,7 @@ func checkInternalTopicConfig(name string, cfg topicConfig) error {
 		return nil
 	}
 	if cfg.seg.RetentionMs != -1 || cfg.seg.RetentionBytes >= 0 {
-		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete committed offsets", name)
+		return newKafkaError(kerr.InvalidConfig, "%s keeps cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1): retention would delete what its coordinator still needs (committed offsets, transaction state)", name)
 	}
 	return nil
 }

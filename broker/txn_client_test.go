@@ -24,27 +24,56 @@ import (
 // even ones, and returns the values committed and aborted.
 func runTxns(t *testing.T, cl *kgo.Client, topic string, n, per int, prefix string) (committed, aborted []string) {
 	t.Helper()
+	return runTxnsRetrying(t, cl, topic, n, per, prefix, 0)
+}
+
+// runTxnsRetrying is runTxns where a transaction whose produce fails is
+// aborted and run again with new values, up to retries times, as an
+// application does while brokers move (franz-go fails a produce whose
+// broker left the metadata: "unknown broker"). The failed attempts'
+// values count as aborted.
+func runTxnsRetrying(t *testing.T, cl *kgo.Client, topic string, n, per int, prefix string, retries int) (committed, aborted []string) {
+	t.Helper()
 	ctx := testCtx(t)
 	for i := range n {
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatalf("begin %d: %v", i, err)
-		}
-		var vals []string
-		for j := range per {
-			v := fmt.Sprintf("%s-%d-%d", prefix, i, j)
-			vals = append(vals, v)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatalf("produce %s: %v", v, err)
-			}
-		}
 		commit := i%2 == 0
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatalf("end %d (commit %v): %v", i, commit, err)
-		}
-		if commit {
-			committed = append(committed, vals...)
-		} else {
-			aborted = append(aborted, vals...)
+		for attempt := 0; ; attempt++ {
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatalf("begin %d: %v", i, err)
+			}
+			var vals []string
+			var failed error
+			for j := range per {
+				v := fmt.Sprintf("%s-%d-%d-a%d", prefix, i, j, attempt)
+				vals = append(vals, v)
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+					failed = fmt.Errorf("produce %s: %w", v, err)
+					break
+				}
+			}
+			if failed != nil {
+				if attempt >= retries {
+					t.Fatal(failed)
+				}
+				t.Logf("transaction %d attempt %d: %v; aborting and retrying", i, attempt, failed)
+				if err := cl.AbortBufferedRecords(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+					t.Fatalf("abort after a failed produce: %v", err)
+				}
+				aborted = append(aborted, vals...)
+				continue
+			}
+			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatalf("end %d (commit %v): %v", i, commit, err)
+			}
+			if commit {
+				committed = append(committed, vals...)
+			} else {
+				aborted = append(aborted, vals...)
+			}
+			break
 		}
 	}
 	return committed, aborted
@@ -179,7 +208,7 @@ func TestTxnProducerCluster(t *testing.T) {
 	}) {
 		t.Fatal("no new transaction coordinator")
 	}
-	c2, a2 := runTxns(t, p, "tx-cluster", 3, 30, "y")
+	c2, a2 := runTxnsRetrying(t, p, "tx-cluster", 3, 30, "y", 5)
 	committed, aborted = append(committed, c2...), append(aborted, a2...)
 	got := readAll(t, rest, "tx-cluster", true, len(committed))
 	if fmt.Sprint(got) != fmt.Sprint(sortedCopy(committed)) {
