@@ -34,7 +34,7 @@ func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, tag string
 }
 
 // marker is a WriteTxnMarkers request for one producer and partition.
-func markerReq(topic string, partition int32, pid int64, epoch int16, commit bool, coordEpoch int32) *kmsg.WriteTxnMarkersRequest {
+func markerRequest(topic string, partition int32, pid int64, epoch int16, commit bool, coordEpoch int32) *kmsg.WriteTxnMarkersRequest {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
@@ -50,7 +50,7 @@ func markerReq(topic string, partition int32, pid int64, epoch int16, commit boo
 // and returns the partition's error code.
 func writeMarker(t *testing.T, s *Server, topic string, partition int32, pid int64, epoch int16, commit bool, coordEpoch int32) int16 {
 	t.Helper()
-	resp := s.writeTxnMarkers(testCtx(t), markerReq(topic, partition, pid, epoch, commit, coordEpoch))
+	resp := s.writeTxnMarkers(testCtx(t), markerRequest(topic, partition, pid, epoch, commit, coordEpoch))
 	if len(resp.Markers) != 1 || len(resp.Markers[0].Topics) != 1 || len(resp.Markers[0].Topics[0].Partitions) != 1 {
 		t.Fatalf("response shape: %+v", resp)
 	}
@@ -234,7 +234,7 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 		t.Fatalf("unknown partition: %v", kerr.ErrorForCode(code))
 	}
 	// Over the wire, API 27.
-	resp, err := cl.Broker(0).Request(testCtx(t), markerReq("tx", 0, pidC, 1, false, 5))
+	resp, err := cl.Broker(0).Request(testCtx(t), markerRequest("tx", 0, pidC, 1, false, 5))
 	if err != nil {
 		t.Fatal(err)
 	}
