@@ -64,7 +64,8 @@ import (
 //   epoch INVALID_PRODUCER_EPOCH or PRODUCER_FENCED, the coordinator
 //   unavailable (or a marker arriving meanwhile) NOT_ENOUGH_REPLICAS,
 //   which clients retry. Without a transactional id there is no
-//   verification, as in Kafka.
+//   verification (Kafka refuses such a request with
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; no client sends one).
 // * A topic whose cleanup.policy holds compact refuses a batch with a
 //   record without a key (the records are decompressed to check):
 //   INVALID_RECORD, "Compacted topic cannot accept message without key

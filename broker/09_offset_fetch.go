@@ -19,7 +19,9 @@ import (
 // * Errors of the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS):
 //   v2+ in the top-level error code, v1 on every partition.
 // * v8 asks for several groups, each answered on its own.
-// * RequireStable (v7+) needs no waiting: there are no transactions.
+// * RequireStable (v7+, KIP-447): a partition with a commit still pending
+//   (a transactional one before its marker, or a plain one being written)
+//   answers UNSTABLE_OFFSET_COMMIT, which clients retry.
 // * Authorization (with an authorizer, as Kafka): DESCRIBE on the group,
 //   else GROUP_AUTHORIZATION_FAILED (v2+ top-level, v1 per partition, v8
 //   per group); a named topic the principal may not DESCRIBE answers

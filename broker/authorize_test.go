@@ -125,6 +125,20 @@ func matrixRows() []matrixRow {
 		req.Topics = append(req.Topics, rt)
 		return e.request(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 	}
+	txnCommit := func(e *matrixEnv) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version = 3
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = e.txn, e.group, 1, 0, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = e.topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		// A partition that does not exist: past the checks the answer is
+		// UNKNOWN_TOPIC_OR_PARTITION, before any transaction is looked at.
+		rp.Partition, rp.Offset = 99, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return e.request(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
 	offsetFetch := func(e *matrixEnv) int16 {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Group = e.group
@@ -326,6 +340,15 @@ func matrixRows() []matrixRow {
 			call: commit, denied: codeGroupAuth},
 		{api: "OffsetCommit/topic", allow: []grant{groupGrant(acl.OpRead), topicGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpRead), topicGrant(acl.OpDescribe)},
 			call: commit, denied: codeTopicAuth},
+		{api: "TxnOffsetCommit", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpDescribe), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeTxnAuth},
+		{api: "TxnOffsetCommit/group", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpDescribe), topicGrant(acl.OpRead)},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeGroupAuth},
+		{api: "TxnOffsetCommit/topic", allow: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpRead)},
+			deny: []grant{txnGrant(acl.OpWrite), groupGrant(acl.OpRead), topicGrant(acl.OpDescribe)},
+			call: txnCommit, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeTopicAuth},
 		{api: "OffsetFetch", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{topicGrant(acl.OpDescribe)},
 			call: offsetFetch, denied: codeGroupAuth},
 		{api: "OffsetFetch/topic", allow: []grant{groupGrant(acl.OpDescribe), topicGrant(acl.OpDescribe)}, deny: []grant{groupGrant(acl.OpRead)},

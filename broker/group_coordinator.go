@@ -98,6 +98,25 @@ type offsetsLog struct {
 	self int32
 }
 
+// recordProducersLocked records the transactional batches of
+// TxnOffsetCommit in the partition's producer state, as appendProduced does
+// for produced batches (followers do it in appendReplicatedLocked), so the
+// state knows where each producer's transaction began. Append rewrote the
+// base offsets in place. __consumer_offsets is never tiered: no roll
+// snapshots. Caller holds appendMu.
+func (l offsetsLog) recordProducersLocked(batches []byte) {
+	for off := 0; off < len(batches); {
+		h, err := segment.ParseHeader(batches[off:])
+		if err != nil {
+			return // validated by Append: not reached
+		}
+		if h.ProducerID >= 0 && !h.Control() {
+			l.p.producers.Update(h, h.BaseOffset)
+		}
+		off += h.Size()
+	}
+}
+
 // offsetsCommitTimeout is Kafka's offsets.commit.timeout.ms default.
 const offsetsCommitTimeout = 5 * time.Second
 
@@ -112,6 +131,9 @@ func (l offsetsLog) Append(batches []byte, o segment.AppendOptions) (segment.App
 	}
 	o.LeaderEpoch = lead.epoch
 	res, err := l.Log.Append(batches, o)
+	if err == nil {
+		l.recordProducersLocked(batches)
+	}
 	l.p.appendMu.Unlock()
 	if err != nil {
 		return res, err

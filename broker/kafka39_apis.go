@@ -78,7 +78,7 @@ var Kafka39APIs = []Kafka39API{
 	{25, "AddOffsetsToTxn", 0, 4, 0, 4, 0, ""},
 	{26, "EndTxn", 0, 4, 0, 4, 0, ""},
 	{27, "WriteTxnMarkers", 0, 1, 0, 1, 0, ""},
-	{28, "TxnOffsetCommit", 0, 4, -1, -1, 19, "transactions"},
+	{28, "TxnOffsetCommit", 0, 4, 0, 3, 19, "v4 TRANSACTION_ABORTABLE (KIP-890)"},
 	{29, "DescribeAcls", 0, 3, 0, 3, 0, ""},
 	{30, "CreateAcls", 0, 3, 0, 3, 0, ""},
 	{31, "DeleteAcls", 0, 3, 0, 3, 0, ""},

@@ -241,7 +241,6 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 		t.Fatalf("restored partition: log end %d, LSO %d, want %d", end, got, wantLSO)
 	}
 	s = r
-	cl = newClient(t, r)
 	values = values[:0]
 	for _, rec := range consume(kgo.ReadCommitted(), len(wantValues)) {
 		values = append(values, string(rec.Value))

@@ -208,6 +208,7 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 	for _, v := range committed {
 		want[v] = true
 	}
+	t.Logf("%d records committed, %d in aborted transactions", len(committed), len(aborted))
 	if len(got) != len(committed) {
 		t.Errorf("read_committed: %d records, want %d", len(got), len(committed))
 	}

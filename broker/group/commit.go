@@ -102,7 +102,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			e := offsetEntry{offset: p.Offset, leaderEpoch: -1, metadata: meta, commitTime: now, expireTime: -1}
+			e := offsetEntry{offset: p.Offset, leaderEpoch: -1, metadata: meta, commitTime: now, expireTime: -1, at: -1}
 			if req.Version >= 6 {
 				e.leaderEpoch = p.LeaderEpoch
 			}
@@ -136,12 +136,13 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		g.pendingCommits[s.tp]++
 	}
 	done := make(chan error, 1)
-	err = g.part.w.enqueue(data, func(err error) {
+	err = g.part.w.enqueue(data, func(at int64, err error) {
 		g.mu.Lock()
 		for _, s := range batch {
 			g.unpendCommitLocked(s.tp)
 			if err == nil {
-				g.setOffsetLocked(s.tp, s.entry)
+				s.entry.at = at
+				g.commitOffsetLocked(s.tp, s.entry)
 			}
 		}
 		g.mu.Unlock()
@@ -200,6 +201,19 @@ func (g *group) unpendCommitLocked(t tp) {
 	if g.pendingCommits[t]--; g.pendingCommits[t] <= 0 {
 		delete(g.pendingCommits, t)
 	}
+}
+
+// commitOffsetLocked applies an appended commit unless the group holds a
+// commit of the same partition that is newer in log order, as Kafka's
+// GroupMetadata does: a transactional commit completed by its marker may
+// have been appended before a plain commit applied earlier, and it must
+// not replace it.
+func (g *group) commitOffsetLocked(t tp, e offsetEntry) bool {
+	if cur, ok := g.offsets[t.topic][t.partition]; ok && cur.at > e.at {
+		return false
+	}
+	g.setOffsetLocked(t, e)
+	return true
 }
 
 func (g *group) setOffsetLocked(t tp, e offsetEntry) {

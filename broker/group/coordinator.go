@@ -32,6 +32,9 @@ type Coordinator struct {
 		closed     bool
 		partitions map[int]*partition // loading or loaded
 		groups     map[string]*group  // the groups of loaded partitions
+		// txnProducers lists, per producer id, the groups holding
+		// transactional offsets of it that wait for its marker.
+		txnProducers map[int64]map[*group]struct{}
 	}
 
 	stopSweep chan struct{}
@@ -43,8 +46,9 @@ type Coordinator struct {
 // false; then they no longer change.
 type partition struct {
 	id      int
-	loading bool    // requests get COORDINATOR_LOAD_IN_PROGRESS
-	w       *writer // set by Load once the log is replayed
+	loading bool        // requests get COORDINATOR_LOAD_IN_PROGRESS
+	w       *writer     // set by Load once the log is replayed
+	markers []txnMarker // arrived while loading; Load applies them
 }
 
 // New returns a coordinator that owns no partition yet: every group
@@ -57,6 +61,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, stopSweep: make(chan struct{}), sweepDone: make(chan struct{})}
 	c.mu.partitions = make(map[int]*partition)
 	c.mu.groups = make(map[string]*group)
+	c.mu.txnProducers = make(map[int64]map[*group]struct{})
 	go c.sweepLoop()
 	return c, nil
 }
@@ -159,6 +164,9 @@ func (c *Coordinator) forget(g *group) {
 	if c.mu.groups[g.id] == g {
 		delete(c.mu.groups, g.id)
 	}
+	for pid := range g.txnOffsets {
+		c.removeTxnProducerLocked(pid, g)
+	}
 	c.mu.Unlock()
 }
 
@@ -195,6 +203,7 @@ func (c *Coordinator) Unload(partitionID int) {
 			delete(c.mu.groups, id)
 		}
 	}
+	c.forgetTxnProducersLocked(func(g *group) bool { return g.part == p })
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
@@ -224,6 +233,7 @@ func (c *Coordinator) Close() error {
 	gs := c.mu.groups
 	c.mu.partitions = make(map[int]*partition)
 	c.mu.groups = make(map[string]*group)
+	c.mu.txnProducers = make(map[int64]map[*group]struct{})
 	c.mu.Unlock()
 
 	close(c.stopSweep)

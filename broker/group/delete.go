@@ -86,7 +86,7 @@ func (g *group) appendLocked(recs []kv, apply func()) (int16, chan error) {
 		return kerr.UnknownServerError.Code, nil
 	}
 	done := make(chan error, 1)
-	err = g.part.w.enqueue(batch, func(err error) {
+	err = g.part.w.enqueue(batch, func(_ int64, err error) {
 		if err == nil && apply != nil {
 			g.mu.Lock()
 			apply()

@@ -1,7 +1,8 @@
 // Package group is Strata's classic consumer group coordinator: the group
 // state machine of Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch,
-// OffsetDelete), group administration (DescribeGroups, ListGroups,
+// OffsetDelete, and TxnOffsetCommit with the transaction markers that
+// complete it), group administration (DescribeGroups, ListGroups,
 // DeleteGroups), and their durability in the internal topic
 // __consumer_offsets. It knows nothing of sockets: the Kafka server decodes
 // each request with kmsg, calls the Coordinator method of its API and
@@ -68,7 +69,10 @@
 // one uncompressed record batch v2 (no producer id, timestamps from
 // Config.Now) appended to the group's partition: an OffsetCommit one
 // record per partition, a group change one record, a deletion the
-// tombstones together. A tombstone is a record with a null value; the last
+// tombstones together. A TxnOffsetCommit is the same offset records in a
+// transactional batch of the producer (its id and epoch, base sequence
+// -1); the transaction's COMMIT or ABORT control batch, which the
+// transaction coordinator has the partition leader append, ends it. A tombstone is a record with a null value; the last
 // record of a key wins. The keys and values are Kafka's own schemas
 // (OffsetCommitKey/Value, GroupMetadataKey/Value, encoded by kmsg): each
 // begins with an int16 version that says what follows, so the format is
@@ -119,6 +123,24 @@
 // a group with members as Stable at its generation with its sessions
 // restarted. Values of versions 0-4 are read; other key or value versions
 // are skipped and counted in the LoadReport.
+//
+// # Offsets in transactions
+//
+// A transactional commit is held pending per (group, producer) from its
+// append until the producer's marker: OffsetFetch does not show it, and
+// with require_stable answers UNSTABLE_OFFSET_COMMIT for its partitions.
+// TxnMarker, called once the marker is durable in the partition, applies
+// a COMMIT's offsets unless the group holds a commit of the same
+// partition that is newer in log order (each offset remembers the log
+// offset of its batch, as Kafka's CommitRecordMetadataAndOffset does), and
+// drops an ABORT's. Load replays the same way: transactional offset
+// records wait per producer for the control batch that ends them, a
+// COMMIT applies them with the same log-order rule, an ABORT drops them,
+// and those whose marker is not in the log stay pending after the load. A
+// marker announced while the partition loads is applied when the load
+// ends (the replay may have read it already; the second application finds
+// nothing). A group tombstone drops the group's pending offsets (DeleteGroups
+// kills the group in memory); offset tombstones leave them pending.
 //
 // # Compaction
 //

@@ -78,7 +78,7 @@ func (g *group) expireLocked(now time.Time) {
 	}
 	recs := g.offsetTombstonesLocked(expired)
 	deleteGroup := g.state == StateEmpty && len(expired) == g.numOffsetsLocked() &&
-		len(g.pendingCommits) == 0 && len(g.pending) == 0
+		len(g.pendingCommits) == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0
 	if deleteGroup {
 		recs = append(recs, kv{key: groupKey(g.id)})
 		g.killLocked(kerr.GroupIDNotFound.Code)

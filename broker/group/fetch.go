@@ -12,8 +12,10 @@ package group
 //     unknown group, answer offset -1, leader epoch -1, metadata "" and no
 //     error. Metadata is never null.
 //   - Null topics (v2+) ask for every committed offset of the group.
-//   - RequireStable (v7+) needs nothing: there are no transactional
-//     commits pending.
+//   - RequireStable (v7+, KIP-447): a partition with a commit still
+//     pending (a transactional one waiting for its marker, or a plain one
+//     being appended) answers offset -1 and UNSTABLE_OFFSET_COMMIT, which
+//     clients retry; without it the last committed offset is answered.
 
 import (
 	"context"
@@ -28,6 +30,7 @@ type fetchedTopic struct {
 	topic      string
 	partitions []int32
 	entries    []offsetEntry // offset -1 where nothing is committed
+	codes      []int16       // per partition: UNSTABLE_OFFSET_COMMIT or 0
 }
 
 // OffsetFetch handles an OffsetFetch request. It does not block.
@@ -39,7 +42,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			for _, t := range rg.Topics {
 				want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
 			}
-			code, got := c.fetchOffsets(rg.Group, want, rg.Topics == nil)
+			code, got := c.fetchOffsets(rg.Group, want, rg.Topics == nil, req.RequireStable)
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
 			sg.ErrorCode = code
@@ -53,6 +56,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					sp.Offset = e.offset
 					sp.LeaderEpoch = e.leaderEpoch
 					sp.Metadata = kmsg.StringPtr(e.metadata)
+					sp.ErrorCode = ft.codes[i]
 					st.Partitions = append(st.Partitions, sp)
 				}
 				sg.Topics = append(sg.Topics, st)
@@ -67,7 +71,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 		want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
 	}
 	all := req.Topics == nil && req.Version >= 2
-	code, got := c.fetchOffsets(req.Group, want, all)
+	code, got := c.fetchOffsets(req.Group, want, all, req.Version >= 7 && req.RequireStable)
 	if code != 0 {
 		if req.Version >= 2 {
 			resp.ErrorCode = code
@@ -86,6 +90,9 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			sp.LeaderEpoch = e.leaderEpoch
 			sp.Metadata = kmsg.StringPtr(e.metadata)
 			sp.ErrorCode = code
+			if code == 0 {
+				sp.ErrorCode = ft.codes[i]
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -98,7 +105,7 @@ var noOffset = offsetEntry{offset: -1, leaderEpoch: -1, expireTime: -1}
 func unknownOffsets(want []fetchedTopic) []fetchedTopic {
 	out := make([]fetchedTopic, len(want))
 	for i, t := range want {
-		out[i] = fetchedTopic{topic: t.topic, partitions: t.partitions, entries: make([]offsetEntry, len(t.partitions))}
+		out[i] = fetchedTopic{topic: t.topic, partitions: t.partitions, entries: make([]offsetEntry, len(t.partitions)), codes: make([]int16, len(t.partitions))}
 		for j := range t.partitions {
 			out[i].entries[j] = noOffset
 		}
@@ -107,8 +114,9 @@ func unknownOffsets(want []fetchedTopic) []fetchedTopic {
 }
 
 // fetchOffsets returns a group error, or the committed offsets of the
-// wanted partitions (all of them when all is set).
-func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all bool) (int16, []fetchedTopic) {
+// wanted partitions (all of them when all is set); with stable, partitions
+// with a pending commit get UNSTABLE_OFFSET_COMMIT instead.
+func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all, stable bool) (int16, []fetchedTopic) {
 	if !validGroupID(groupID, true) {
 		return kerr.InvalidGroupID.Code, nil
 	}
@@ -142,15 +150,26 @@ func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all bool
 			for _, p := range ps {
 				ft.partitions = append(ft.partitions, p)
 				ft.entries = append(ft.entries, g.offsets[t][p])
+				ft.codes = append(ft.codes, 0)
 			}
 			out = append(out, ft)
 		}
-		return 0, out
+	} else {
+		for i := range out {
+			for j, p := range out[i].partitions {
+				if e, ok := g.offsets[out[i].topic][p]; ok {
+					out[i].entries[j] = e
+				}
+			}
+		}
 	}
-	for i := range out {
-		for j, p := range out[i].partitions {
-			if e, ok := g.offsets[out[i].topic][p]; ok {
-				out[i].entries[j] = e
+	if stable {
+		for i := range out {
+			for j, p := range out[i].partitions {
+				if g.hasPendingLocked(tp{out[i].topic, p}) {
+					out[i].entries[j] = noOffset
+					out[i].codes[j] = kerr.UnstableOffsetCommit.Code
+				}
 			}
 		}
 	}

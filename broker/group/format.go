@@ -47,6 +47,12 @@ type offsetEntry struct {
 	metadata    string // never null on the wire: "" when none
 	commitTime  int64  // ms since the epoch
 	expireTime  int64  // ms since the epoch; -1: expiry by OffsetsRetention
+
+	// at is the log offset of the first record of the batch that holds
+	// the commit, -1 before it is appended; it orders a transactional
+	// commit completed by its marker against plain commits (never stored:
+	// the log position is the record's own).
+	at int64
 }
 
 // kv is one record's key and value; a nil value is a tombstone.

@@ -194,6 +194,9 @@ type group struct {
 
 	offsets        map[string]map[int32]offsetEntry
 	pendingCommits map[tp]int // commits queued for the log, not applied yet
+	// txnOffsets holds, per producer id, the transactional commits
+	// waiting for the producer's marker (TxnOffsetCommit, TxnMarker).
+	txnOffsets map[int64]map[tp]*txnPending
 }
 
 type pendingJoin struct{ timer timer }
@@ -212,6 +215,7 @@ func newGroup(c *Coordinator, id string, p *partition) *group {
 		storingGen:     -1,
 		offsets:        make(map[string]map[int32]offsetEntry),
 		pendingCommits: make(map[tp]int),
+		txnOffsets:     make(map[int64]map[tp]*txnPending),
 	}
 }
 
@@ -433,7 +437,7 @@ func (g *group) storeLocked(assignments map[string][]byte, done func(error)) err
 	if err != nil {
 		return err
 	}
-	return g.part.w.enqueue(batch, done)
+	return g.part.w.enqueue(batch, func(_ int64, err error) { done(err) })
 }
 
 // assignmentOrEmpty returns a, or for a "consumer" group an encoded empty

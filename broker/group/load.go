@@ -29,6 +29,9 @@ type LoadReport struct {
 	// Groups is how many groups the partition holds; Offsets how many
 	// committed offsets.
 	Groups, Offsets int
+	// TxnPending is how many transactional offsets wait for their
+	// producer's marker (written after the replayed end, or never).
+	TxnPending int
 	// Bytes is how much of the log was read; Duration how long the load
 	// took. Compaction bounds both: one record per key plus what was
 	// appended since the last cleaning.
@@ -88,42 +91,69 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	p.w = w
 	c.mu.Unlock()
 	groups := st.build(c, p)
-	c.mu.Lock()
-	if c.mu.closed || c.mu.partitions[partitionID] != p {
-		c.mu.Unlock()
-		for _, g := range groups {
-			g.mu.Lock()
-			g.killLocked(kerr.CoordinatorNotAvailable.Code)
-			g.mu.Unlock()
+	for {
+		c.mu.Lock()
+		if c.mu.closed || c.mu.partitions[partitionID] != p {
+			c.mu.Unlock()
+			for _, g := range groups {
+				g.mu.Lock()
+				g.killLocked(kerr.CoordinatorNotAvailable.Code)
+				g.mu.Unlock()
+			}
+			w.close()
+			return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, ErrClosed)
 		}
-		w.close()
-		return rep, fmt.Errorf("%w: partition %d: %w", ErrLoad, partitionID, ErrClosed)
+		markers := p.markers
+		p.markers = nil
+		if len(markers) == 0 {
+			break // with c.mu held
+		}
+		c.mu.Unlock()
+		// Markers written while the partition loaded: the replay may
+		// have read them or not; a second application finds nothing.
+		for _, m := range markers {
+			for _, g := range groups {
+				g.mu.Lock()
+				g.completeTxnLocked(m.producerID, m.commit)
+				g.mu.Unlock()
+			}
+		}
 	}
 	for _, g := range groups {
 		c.mu.groups[g.id] = g
+		for pid := range g.txnOffsets {
+			gs := c.mu.txnProducers[pid]
+			if gs == nil {
+				gs = make(map[*group]struct{})
+				c.mu.txnProducers[pid] = gs
+			}
+			gs[g] = struct{}{}
+		}
 	}
-	rep.Groups, rep.Offsets = len(groups), st.numOffsets
+	rep.Groups, rep.Offsets, rep.TxnPending = len(groups), st.numOffsets, st.numTxnPending
 	p.loading = false
 	c.mu.Unlock()
 	rep.Duration = time.Since(began)
 	c.cfg.Logger.Info("group: loaded partition", "partition", partitionID,
-		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets,
+		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets, "txn_pending", rep.TxnPending,
 		"took", rep.Duration)
 	return rep, nil
 }
 
 // replay is the state rebuilt from one partition's records.
 type replay struct {
-	partition  int
-	logger     *slog.Logger
-	offsets    map[string]map[tp]offsetEntry       // group -> committed offsets
-	meta       map[string]*kmsg.GroupMetadataValue // group -> last metadata (nil: tombstone)
-	order      []string                            // groups in order of first appearance
-	seen       map[string]bool
-	records    int
-	skipped    int
-	bytes      int64
-	numOffsets int
+	partition     int
+	logger        *slog.Logger
+	offsets       map[string]map[tp]offsetEntry           // group -> committed offsets
+	meta          map[string]*kmsg.GroupMetadataValue     // group -> last metadata (nil: tombstone)
+	pending       map[int64]map[string]map[tp]offsetEntry // producer -> group -> transactional offsets before the marker
+	order         []string                                // groups in order of first appearance
+	seen          map[string]bool
+	records       int
+	skipped       int
+	bytes         int64
+	numOffsets    int
+	numTxnPending int
 }
 
 func newReplay(partition int, logger *slog.Logger) *replay {
@@ -131,6 +161,7 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 		partition: partition,
 		logger:    logger,
 		offsets:   make(map[string]map[tp]offsetEntry),
+		pending:   make(map[int64]map[string]map[tp]offsetEntry),
 		meta:      make(map[string]*kmsg.GroupMetadataValue),
 		seen:      make(map[string]bool),
 	}
@@ -158,10 +189,14 @@ func (r *replay) run(log Log) error {
 			if h.NextOffset() <= next {
 				return nil // wholly before the offset asked for
 			}
-			if !h.Control() {
-				if err := r.batch(batch, next); err != nil {
-					return err
-				}
+			var err error
+			if h.Control() {
+				err = r.control(h, batch)
+			} else {
+				err = r.batch(h, batch, next)
+			}
+			if err != nil {
+				return err
 			}
 			next = h.NextOffset()
 			return nil
@@ -177,7 +212,43 @@ func (r *replay) run(log Log) error {
 	return nil
 }
 
-func (r *replay) batch(batch []byte, from int64) error {
+// control applies a transaction marker of the batch's producer: a COMMIT
+// applies the producer's pending offsets unless a newer commit (in log
+// order) of the same partition was replayed, as Kafka's load does; an
+// ABORT drops them. Other control records (and a batch the cleaner
+// emptied) change nothing.
+func (r *replay) control(h segment.Header, batch []byte) error {
+	m, ok, err := segment.ParseControlBatch(batch)
+	switch {
+	case errors.Is(err, segment.ErrBadControl):
+		r.logger.Warn("group: skipping control batch of __consumer_offsets", "partition", r.partition, "offset", h.BaseOffset, "err", err)
+		return nil
+	case err != nil || !ok:
+		return err
+	}
+	pend := r.pending[h.ProducerID]
+	delete(r.pending, h.ProducerID)
+	if !m.Commit() {
+		return nil
+	}
+	for group, offsets := range pend {
+		os := r.offsets[group]
+		if os == nil {
+			os = make(map[tp]offsetEntry)
+			r.offsets[group] = os
+		}
+		for t, e := range offsets {
+			if cur, ok := os[t]; !ok || cur.at < e.at {
+				os[t] = e
+			}
+		}
+	}
+	return nil
+}
+
+// batch replays a batch of records: a transactional batch's offsets are
+// held pending per producer until its marker.
+func (r *replay) batch(h segment.Header, batch []byte, from int64) error {
 	it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
 	if err != nil {
 		return err
@@ -200,17 +271,58 @@ func (r *replay) batch(batch []byte, from int64) error {
 			r.logger.Warn("group: skipping record of __consumer_offsets", "partition", r.partition, "offset", rec.Offset, "err", err)
 			continue
 		}
+		if lr.offset != nil {
+			lr.offset.at = h.BaseOffset
+		}
+		if lr.isOffset && h.Transactional() {
+			r.applyPending(h.ProducerID, lr)
+			continue
+		}
 		r.apply(lr)
 	}
 }
 
-func (r *replay) apply(lr logRecord) {
-	if !r.seen[lr.group] {
-		r.seen[lr.group] = true
-		r.order = append(r.order, lr.group)
+// applyPending holds a transactional offset record until the producer's
+// marker; a tombstone in a transactional batch undoes the producer's
+// pending commit of the key, as in Kafka.
+func (r *replay) applyPending(producerID int64, lr logRecord) {
+	r.see(lr.group)
+	t := tp{lr.topic, lr.partition}
+	byGroup := r.pending[producerID]
+	if byGroup == nil {
+		byGroup = make(map[string]map[tp]offsetEntry)
+		r.pending[producerID] = byGroup
 	}
+	if lr.offset == nil {
+		delete(byGroup[lr.group], t)
+		return
+	}
+	os := byGroup[lr.group]
+	if os == nil {
+		os = make(map[tp]offsetEntry)
+		byGroup[lr.group] = os
+	}
+	os[t] = *lr.offset
+}
+
+func (r *replay) see(group string) {
+	if !r.seen[group] {
+		r.seen[group] = true
+		r.order = append(r.order, group)
+	}
+}
+
+func (r *replay) apply(lr logRecord) {
+	r.see(lr.group)
 	if !lr.isOffset {
 		r.meta[lr.group] = lr.meta
+		if lr.meta == nil {
+			// A deleted group takes its pending transactional offsets
+			// with it, as deleting it in memory does.
+			for _, byGroup := range r.pending {
+				delete(byGroup, lr.group)
+			}
+		}
 		return
 	}
 	t := tp{lr.topic, lr.partition}
@@ -229,9 +341,21 @@ func (r *replay) apply(lr logRecord) {
 // build turns the replayed state into groups of partition p.
 func (r *replay) build(c *Coordinator, p *partition) []*group {
 	var gs []*group
+	pendingOf := make(map[string]map[int64]map[tp]offsetEntry)
+	for pid, byGroup := range r.pending {
+		for id, os := range byGroup {
+			if len(os) == 0 {
+				continue
+			}
+			if pendingOf[id] == nil {
+				pendingOf[id] = make(map[int64]map[tp]offsetEntry)
+			}
+			pendingOf[id][pid] = os
+		}
+	}
 	for _, id := range r.order {
-		meta, offsets := r.meta[id], r.offsets[id]
-		if meta == nil && len(offsets) == 0 {
+		meta, offsets, pending := r.meta[id], r.offsets[id], pendingOf[id]
+		if meta == nil && len(offsets) == 0 && len(pending) == 0 {
 			continue // deleted
 		}
 		if want := c.PartitionFor(id); want != p.id {
@@ -243,6 +367,14 @@ func (r *replay) build(c *Coordinator, p *partition) []*group {
 		g.mu.Lock()
 		for t, e := range offsets {
 			g.setOffsetLocked(t, e)
+		}
+		for pid, os := range pending {
+			pend := make(map[tp]*txnPending, len(os))
+			for t, e := range os {
+				pend[t] = &txnPending{entry: e}
+				r.numTxnPending++
+			}
+			g.txnOffsets[pid] = pend
 		}
 		if meta != nil {
 			g.restoreLocked(meta)

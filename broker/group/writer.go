@@ -35,10 +35,12 @@ type Log interface {
 // errWriterClosed is what enqueue returns once the partition is unloaded.
 var errWriterClosed = errors.New("group: partition writer closed")
 
-// write is one batch waiting to be appended, and what to do once it was.
+// write is one batch waiting to be appended, and what to do once it was:
+// done gets the log offset the batch was given (its first record's), or
+// the append's error.
 type write struct {
 	batch []byte
-	done  func(err error)
+	done  func(base int64, err error)
 }
 
 // writer appends one partition's writes in the order they were queued,
@@ -75,7 +77,7 @@ func newWriter(log Log, maxBytes int, logger *slog.Logger) *writer {
 
 // enqueue queues batch. It may be called with a group's lock held (lock
 // order: group, then writer). done is never called when enqueue fails.
-func (w *writer) enqueue(batch []byte, done func(err error)) error {
+func (w *writer) enqueue(batch []byte, done func(base int64, err error)) error {
 	w.mu.Lock()
 	if w.mu.closed {
 		w.mu.Unlock()
@@ -138,7 +140,7 @@ func (w *writer) appendGroup(ws []write, size int) {
 			buf = append(buf, wr.batch...)
 		}
 	}
-	_, err := w.log.Append(buf, segment.AppendOptions{LeaderEpoch: -1 /* no epoch: the server's to set */})
+	res, err := w.log.Append(buf, segment.AppendOptions{LeaderEpoch: -1 /* no epoch: the server's to set */})
 	var ke *kerr.Error
 	switch {
 	case err == nil:
@@ -149,7 +151,13 @@ func (w *writer) appendGroup(ws []write, size int) {
 	default:
 		w.logger.Error("group: append to __consumer_offsets failed", "writes", len(ws), "bytes", size, "err", err)
 	}
+	// The batches are this package's own, without gaps: each takes as
+	// many offsets as it has records, in the order they were joined.
+	base := res.BaseOffset
 	for _, wr := range ws {
-		wr.done(err)
+		wr.done(base, err)
+		if h, perr := segment.ParseHeader(wr.batch); perr == nil {
+			base += int64(h.LastOffsetDelta) + 1
+		}
 	}
 }

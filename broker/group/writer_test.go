@@ -39,7 +39,7 @@ func TestWriterLogLevel(t *testing.T) {
 		var out bytes.Buffer
 		w := newWriter(failingLog{tc.err}, 1<<20, slog.New(slog.NewTextHandler(&out, nil)))
 		got := make(chan error, 1)
-		if err := w.enqueue([]byte("batch"), func(err error) { got <- err }); err != nil {
+		if err := w.enqueue([]byte("batch"), func(_ int64, err error) { got <- err }); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; !errors.Is(err, tc.err) {
