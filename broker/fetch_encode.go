@@ -154,15 +154,17 @@ func encodeFetch(res *fetchResult) *rawBody {
 			if v >= 5 {
 				b.buf = kbin.AppendInt64(b.buf, p.logStartOffset)
 			}
-			if flexible {
-				b.buf = kbin.AppendCompactNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
-			} else if v >= 4 {
-				b.buf = kbin.AppendNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
-			}
-			for _, a := range p.aborted {
-				b.buf = kbin.AppendInt64(b.buf, a.ProducerID)
-				b.buf = kbin.AppendInt64(b.buf, a.FirstOffset)
-				tags()
+			if v >= 4 { // AbortedTransactions: none before v4
+				if flexible {
+					b.buf = kbin.AppendCompactNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
+				} else {
+					b.buf = kbin.AppendNullableArrayLen(b.buf, len(p.aborted), !p.emptyAborted)
+				}
+				for _, a := range p.aborted {
+					b.buf = kbin.AppendInt64(b.buf, a.ProducerID)
+					b.buf = kbin.AppendInt64(b.buf, a.FirstOffset)
+					tags()
+				}
 			}
 			if v >= 11 {
 				b.buf = kbin.AppendInt32(b.buf, -1) // preferred read replica

@@ -406,6 +406,7 @@ func (c *logCleaner) cleanConfig(job *cleanCandidate, m *segment.OffsetMap, g *c
 		// aborted ones are dropped.
 		UncleanableFrom: max(job.p.lastStableOffset(), 1),
 		AbortedTxns:     job.p.txns.CollectAborted(0, math.MaxInt64),
+		TxnsComplete:    true,
 	}
 }
 

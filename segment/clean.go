@@ -81,6 +81,14 @@ type CleanConfig struct {
 	// AbortedTxns are the partition's aborted transactions (its
 	// TxnIndex): their records are dropped (clean_txn.go).
 	AbortedTxns []AbortedTxn
+	// TxnsComplete vouches that AbortedTxns lists every aborted
+	// transaction of the cleaned range and that UncleanableFrom is at or
+	// below the last stable offset: the records of committed transactions
+	// are then mapped, so they supersede older values as in Kafka.
+	// Without it no transactional record is mapped (an aborted one
+	// must never remove a committed value), which is safe but leaves
+	// values written by transactions uncompacted.
+	TxnsComplete bool
 }
 
 // CleanResult reports one Clean.
@@ -375,11 +383,11 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 }
 
 // buildOffsetMap fills cc.Map from the dirty section and returns the mapped
-// end. Records of control batches and of aborted transactions
-// (cc.AbortedTxns) are not mapped: an aborted record must never supersede
-// a committed one. A committed transaction's records are mapped like any
-// others; the dirty section ends at the last stable offset
-// (cc.UncleanableFrom), so every transaction in it has completed.
+// end. Records of control batches are not mapped, nor those of
+// transactional batches unless cc.TxnsComplete, and then not those of the
+// aborted transactions (cc.AbortedTxns): an aborted record must never
+// supersede a committed one. With cc.TxnsComplete the dirty section ends at
+// the last stable offset, so every transaction in it has completed.
 func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, res *CleanResult) (int64, error) {
 	m := cc.Map
 	aborted := newAbortedSet(cc.AbortedTxns)
@@ -400,7 +408,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 			if !ok {
 				break
 			}
-			if h.LastOffset() < p.firstDirty || h.Control() || (h.Transactional() && aborted.contains(h.ProducerID, h.BaseOffset)) {
+			if h.LastOffset() < p.firstDirty || h.Control() || (h.Transactional() && (!cc.TxnsComplete || aborted.contains(h.ProducerID, h.BaseOffset))) {
 				continue
 			}
 			if m.Size()+int(h.RecordCount) > m.Capacity() {

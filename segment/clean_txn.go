@@ -5,10 +5,11 @@ import "sort"
 // Transactions in compaction (Kafka's Cleaner with the aborted-transaction
 // index): the records of aborted transactions are dropped from the
 // cleaned section, as Kafka's cleaner discards them, so that they never
-// outlive or shadow committed data. A transaction's records are never
-// put in the offset map (buildOffsetMap skips transactional batches), so
-// an aborted record never removes an older committed one either; and
-// the broker bounds the dirty section by the last stable offset
+// outlive or shadow committed data. An aborted transaction's records are
+// never put in the offset map, so they never remove an older committed
+// value; a committed transaction's are, when CleanConfig.TxnsComplete
+// vouches for the aborted list (else no transactional record is mapped);
+// and the broker bounds the dirty section by the last stable offset
 // (CleanConfig.UncleanableFrom), so open transactions are not cleaned.
 // An aborted transaction's data batches are emptied like any batch that
 // keeps nothing: dropped, or kept empty when it is its producer's last.

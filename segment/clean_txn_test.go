@@ -83,3 +83,56 @@ func mustBuild(t *testing.T, spec BatchSpec) []byte {
 	}
 	return b
 }
+
+// TestCleanMapsCommittedTransactions: with TxnsComplete a committed
+// transaction's record supersedes an older plain value of its key, as in
+// Kafka, while an aborted transaction's later record of the same key
+// supersedes nothing and is dropped; without it the committed record maps
+// nothing and the plain value stays.
+func TestCleanMapsCommittedTransactions(t *testing.T) {
+	build := func(t *testing.T) *Log {
+		l := lgOpen(t, t.TempDir(), lgConfig())
+		for _, b := range [][]byte{
+			mustBuild(t, BatchSpec{Records: []Record{{Timestamp: 1, Key: []byte("a"), Value: []byte("plain")}}}),                                                           // 0
+			mustBuild(t, BatchSpec{Idempotent: true, ProducerID: 6, Transactional: true, Records: []Record{{Timestamp: 2, Key: []byte("a"), Value: []byte("committed")}}}), // 1
+			ControlBatch(6, 0, true, 0, 3), // 2: commit
+			mustBuild(t, BatchSpec{Idempotent: true, ProducerID: 5, Transactional: true, Records: []Record{{Timestamp: 4, Key: []byte("a"), Value: []byte("aborted")}}}), // 3
+			ControlBatch(5, 0, false, 0, 5), // 4: abort
+			mustBuild(t, BatchSpec{Records: []Record{{Timestamp: 6, Key: []byte("z"), Value: []byte("other")}}}), // 5
+		} {
+			lgAppend(t, l, b)
+		}
+		if _, err := l.rollForTest(); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	kept := func(t *testing.T, l *Log) (offs []int64) {
+		for _, b := range lgReadAll(t, l) {
+			rs, err := Records(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				offs = append(offs, r.Offset)
+			}
+		}
+		return offs
+	}
+	aborted := []AbortedTxn{{ProducerID: 5, FirstOffset: 3, LastOffset: 4, LastStableOffset: 5}}
+	for _, tt := range []struct {
+		complete bool
+		want     []int64
+	}{
+		{true, []int64{1, 2, 4, 5}},
+		{false, []int64{0, 1, 2, 4, 5}},
+	} {
+		l := build(t)
+		if _, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<12), ProducerLastOffsets: map[int64]int64{}, AbortedTxns: aborted, TxnsComplete: tt.complete}); err != nil {
+			t.Fatal(err)
+		}
+		if got := kept(t, l); !slices.Equal(got, tt.want) {
+			t.Errorf("TxnsComplete %v: kept %v, want %v", tt.complete, got, tt.want)
+		}
+	}
+}
