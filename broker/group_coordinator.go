@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
@@ -207,139 +205,50 @@ func (s *Server) startGroups() error {
 		return fmt.Errorf("broker: group coordinator: %w", err)
 	}
 	s.groups = c
-	s.groupLoader.s = s
 	return nil
 }
 
-// groupLoader loads into the group coordinator the __consumer_offsets
-// partitions this broker leads and unloads those it stops leading. One
-// goroutine (run) does it, so Load and Unload of a partition never
-// overlap; loads of several partitions run in parallel.
-type groupLoader struct {
-	s    *Server
-	wake chan struct{} // buffered, 1
-
-	mu struct {
-		sync.Mutex
-		want    map[int]bool             // led by this broker, as last applied
-		loaded  map[int]bool             // loaded into the coordinator
-		errs    map[int]error            // failed to load, until the next attempt
-		reports map[int]group.LoadReport // of the loaded partitions, for the metrics
+// groupLoading is the loader of __consumer_offsets' partitions into the
+// group coordinator; it keeps each partition's load report for the
+// metrics. The leader epoch does not matter: a partition stays loaded
+// while this broker leads it.
+func (s *Server) groupLoading() coordinatorLoader {
+	return coordinatorLoader{
+		s: s, topic: group.Topic, what: "consumer groups",
+		numPartitions: func() int {
+			if s.groups == nil {
+				return 0
+			}
+			return s.groups.NumPartitions()
+		},
+		load: func(_ *topicState, lp *partition, p int, _ int32) error {
+			rep, err := s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
+			if err == nil {
+				s.groupReports.Lock()
+				s.groupReports.m[p] = rep
+				s.groupReports.Unlock()
+			}
+			return err
+		},
+		unload: func(p int) {
+			s.groups.Unload(p)
+			s.groupReports.Lock()
+			delete(s.groupReports.m, p)
+			s.groupReports.Unlock()
+		},
 	}
 }
 
-func (g *groupLoader) init() {
-	g.wake = make(chan struct{}, 1)
-	g.mu.want = map[int]bool{}
-	g.mu.loaded = map[int]bool{}
-	g.mu.errs = map[int]error{}
-	g.mu.reports = map[int]group.LoadReport{}
-}
-
-// loadReports returns the load reports of the loaded partitions.
-func (g *groupLoader) loadReports() []group.LoadReport {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]group.LoadReport, 0, len(g.mu.reports))
-	for _, r := range g.mu.reports {
+// groupLoadReports returns the load reports of the loaded
+// __consumer_offsets partitions.
+func (s *Server) groupLoadReports() []group.LoadReport {
+	s.groupReports.Lock()
+	defer s.groupReports.Unlock()
+	out := make([]group.LoadReport, 0, len(s.groupReports.m))
+	for _, r := range s.groupReports.m {
 		out = append(out, r)
 	}
 	return out
-}
-
-// want records the partitions this broker leads and wakes the loader.
-func (g *groupLoader) want(led map[int]bool) {
-	g.mu.Lock()
-	g.mu.want = led
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-// loadErr is why partition p failed to load, or nil.
-func (g *groupLoader) loadErr(p int) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.mu.errs[p]
-}
-
-// run loads and unloads until the server shuts down.
-func (g *groupLoader) run() {
-	defer g.s.bgWG.Done()
-	for {
-		select {
-		case <-g.s.closed:
-			return
-		case <-g.wake:
-			g.sync()
-		}
-	}
-}
-
-// sync makes the loaded partitions the wanted ones.
-func (g *groupLoader) sync() {
-	s := g.s
-	if s.groups == nil {
-		return
-	}
-	g.mu.Lock()
-	want := g.mu.want
-	var unload, load []int
-	for p := range g.mu.loaded {
-		if !want[p] {
-			unload = append(unload, p)
-		}
-	}
-	for p := range want {
-		if !g.mu.loaded[p] && p < s.groups.NumPartitions() {
-			load = append(load, p)
-		}
-	}
-	g.mu.Unlock()
-
-	for _, p := range unload {
-		s.groups.Unload(p)
-		s.log.Info("consumer groups unloaded: leadership moved away", "topic", group.Topic, "partition", p)
-		g.mu.Lock()
-		delete(g.mu.loaded, p)
-		delete(g.mu.reports, p)
-		g.mu.Unlock()
-	}
-	if len(load) == 0 {
-		return
-	}
-	t := s.topic(group.Topic)
-	if t == nil {
-		t = &topicState{}
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	for _, p := range load {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := errors.New("this broker has no open replica of the partition")
-			var rep group.LoadReport
-			if lp := t.local(int32(p)); lp != nil {
-				rep, err = s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
-			}
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if err != nil {
-				s.log.Error("loading consumer groups failed; their coordinator is unavailable", "topic", group.Topic, "partition", p, "err", err)
-				g.mu.errs[p] = err
-				return
-			}
-			delete(g.mu.errs, p)
-			g.mu.loaded[p] = true
-			g.mu.reports[p] = rep
-		}()
-	}
-	wg.Wait()
 }
 
 // partitionExists tells the coordinator whether a commit names a partition

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 )
@@ -92,8 +91,8 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	if s.repl != nil {
 		s.repl.Sync(snap)
 	}
-	s.noteOffsetsLeadership(snap)
-	s.noteTxnLeadership(snap)
+	s.groupLoader.noteLeadership(snap)
+	s.txnLoader.noteLeadership(snap)
 }
 
 func (s *Server) swapTopics(topics map[string]*topicState) {
@@ -255,22 +254,6 @@ func (s *Server) resolveStoredConfig(name string, overrides map[string]string) t
 		cfg, _ = resolveTopicConfig(s.cfg.TopicDefaults, nil)
 	}
 	return cfg
-}
-
-// noteOffsetsLeadership hands the __consumer_offsets partitions this
-// broker leads in snap to the group loader.
-func (s *Server) noteOffsetsLeadership(snap *coord.Snapshot) {
-	t, ok := snap.Topic(group.Topic)
-	if !ok {
-		return
-	}
-	led := map[int]bool{}
-	for i, p := range t.Partitions {
-		if p.State.Leader == s.cfg.BrokerID {
-			led[i] = true
-		}
-	}
-	s.groupLoader.want(led)
 }
 
 // deleteGroupOffsets has the group coordinator delete the committed

@@ -621,7 +621,7 @@ func (c *stateCollector) collectGroups(ch chan<- prometheus.Metric) {
 	lreq.Version = 4
 	groups := s.groups.ListGroups(ctx, lreq)
 	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(len(groups.Groups)))
-	for _, r := range s.groupLoader.loadReports() {
+	for _, r := range s.groupLoadReports() {
 		p := strconv.Itoa(r.Partition)
 		ch <- prometheus.MustNewConstMetric(descGroupLoadSeconds, prometheus.GaugeValue, r.Duration.Seconds(), p)
 		ch <- prometheus.MustNewConstMetric(descGroupLoadBytes, prometheus.GaugeValue, float64(r.Bytes), p)

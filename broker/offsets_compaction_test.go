@@ -204,9 +204,7 @@ func waitCoordinatorMoved(t *testing.T, live []*Server, p int, old int32) {
 }
 
 func coordinatorLoaded(s *Server, p int) bool {
-	s.groupLoader.mu.Lock()
-	defer s.groupLoader.mu.Unlock()
-	return s.groupLoader.mu.loaded[p]
+	return s.groupLoader.isLoaded(p)
 }
 
 // checkCoordinatorLoad checks what the coordinator of partition p replayed
@@ -219,7 +217,7 @@ func checkCoordinatorLoad(t *testing.T, live []*Server, p, maxRecords int, maxBy
 		if s.cfg.BrokerID != lead {
 			continue
 		}
-		for _, r := range s.groupLoader.loadReports() {
+		for _, r := range s.groupLoadReports() {
 			if r.Partition != p {
 				continue
 			}

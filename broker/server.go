@@ -44,16 +44,21 @@ type Server struct {
 
 	// groups is the consumer group coordinator over __consumer_offsets,
 	// set by NewServer and not changed after; groupLoader loads into it
-	// the partitions this broker leads.
-	groups      *group.Coordinator
-	groupLoader groupLoader
+	// the partitions this broker leads (coordinator_loader.go), keeping
+	// their load reports in groupReports.
+	groups       *group.Coordinator
+	groupLoader  coordinatorLoader
+	groupReports struct {
+		sync.Mutex
+		m map[int]group.LoadReport
+	}
 
 	// txns is the transaction coordinator over __transaction_state
 	// (txn_coordinator.go), set by NewServer and not changed after;
 	// txnLoader loads into it the partitions this broker leads, txnPeers
 	// holds the connections of its inter-broker calls.
 	txns      *txn.Coordinator
-	txnLoader txnLoader
+	txnLoader coordinatorLoader
 	txnPeers  txnPeers
 
 	// authz is the ACL authorizer (authorize.go), nil without
@@ -138,7 +143,10 @@ func NewServer(cfg Config) (*Server, error) {
 	s.mu.topics = map[string]*topicState{}
 	s.mu.byID = map[coord.TopicID]*topicState{}
 	s.mu.conns = map[*conn]struct{}{}
+	s.groupLoader = s.groupLoading()
 	s.groupLoader.init()
+	s.groupReports.m = map[int]group.LoadReport{}
+	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
 	s.metrics = newBrokerMetrics(s)
 

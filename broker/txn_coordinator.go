@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/stratastream/strata/broker/txn"
@@ -122,7 +120,6 @@ func (s *Server) startTxns() error {
 		return fmt.Errorf("broker: transaction coordinator: %w", err)
 	}
 	s.txns = c
-	s.txnLoader.s = s
 	return nil
 }
 
@@ -189,145 +186,25 @@ func (l txnStateLog) Append(batches []byte, o segment.AppendOptions) (segment.Ap
 	return res, nil
 }
 
-// noteTxnLeadership hands the __transaction_state partitions this broker
-// leads in snap, with their leader epochs, to the loader.
-func (s *Server) noteTxnLeadership(snap *coord.Snapshot) {
-	t, ok := snap.Topic(txn.Topic)
-	if !ok {
-		return
-	}
-	led := map[int]int32{}
-	for i, p := range t.Partitions {
-		if p.State.Leader == s.cfg.BrokerID {
-			led[i] = p.State.LeaderEpoch
-		}
-	}
-	s.txnLoader.want(led)
-}
-
-// txnLoader loads into the transaction coordinator the partitions of
-// __transaction_state this broker leads, each at its leader epoch, and
-// unloads those it stops leading (or leads at a new epoch, which is then
-// loaded again: the coordinator epoch changed). One goroutine does it.
-type txnLoader struct {
-	s    *Server
-	wake chan struct{} // buffered, 1
-
-	mu struct {
-		sync.Mutex
-		want   map[int]int32 // partition -> leader epoch, as last applied
-		loaded map[int]int32
-		errs   map[int]error
-	}
-}
-
-func (g *txnLoader) init() {
-	g.wake = make(chan struct{}, 1)
-	g.mu.want = map[int]int32{}
-	g.mu.loaded = map[int]int32{}
-	g.mu.errs = map[int]error{}
-}
-
-func (g *txnLoader) want(led map[int]int32) {
-	g.mu.Lock()
-	g.mu.want = led
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (g *txnLoader) loadErr(p int) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.mu.errs[p]
-}
-
-// run loads and unloads until the server shuts down; a partition that
-// failed to load is tried again every second.
-func (g *txnLoader) run() {
-	defer g.s.bgWG.Done()
-	retry := time.NewTicker(time.Second)
-	defer retry.Stop()
-	for {
-		select {
-		case <-g.s.closed:
-			return
-		case <-g.wake:
-			g.sync()
-		case <-retry.C:
-			g.mu.Lock()
-			failed := len(g.mu.errs) > 0
-			g.mu.Unlock()
-			if failed {
-				g.sync()
+// txnLoading is the loader of __transaction_state's partitions into the
+// transaction coordinator: reloaded at each new leader epoch, which is the
+// coordinator epoch its markers carry.
+func (s *Server) txnLoading() coordinatorLoader {
+	return coordinatorLoader{
+		s: s, topic: txn.Topic, what: "transactions", reloadOnEpoch: true,
+		numPartitions: func() int {
+			if s.txns == nil {
+				return 0
 			}
-		}
+			return s.txns.NumPartitions()
+		},
+		load: func(t *topicState, lp *partition, p int, epoch int32) error {
+			l := txnStateLog{Log: lp.log, s: s, p: lp, minISR: int(t.cfg.minInsyncReps), epoch: epoch, self: s.cfg.BrokerID}
+			_, err := s.txns.Load(p, epoch, l)
+			return err
+		},
+		unload: func(p int) { s.txns.Unload(p) },
 	}
-}
-
-// sync makes the loaded partitions the wanted ones.
-func (g *txnLoader) sync() {
-	s := g.s
-	if s.txns == nil {
-		return
-	}
-	g.mu.Lock()
-	want := g.mu.want
-	var unload []int
-	load := map[int]int32{}
-	for p, e := range g.mu.loaded {
-		if we, ok := want[p]; !ok || we != e {
-			unload = append(unload, p)
-		}
-	}
-	for p, e := range want {
-		if le, ok := g.mu.loaded[p]; (!ok || le != e) && p < s.txns.NumPartitions() {
-			load[p] = e
-		}
-	}
-	g.mu.Unlock()
-
-	for _, p := range unload {
-		s.txns.Unload(p)
-		s.log.Info("transactions unloaded: leadership moved away", "topic", txn.Topic, "partition", p)
-		g.mu.Lock()
-		delete(g.mu.loaded, p)
-		g.mu.Unlock()
-	}
-	if len(load) == 0 {
-		return
-	}
-	t := s.topic(txn.Topic)
-	if t == nil {
-		t = &topicState{}
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	for p, epoch := range load {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := errors.New("this broker has no open replica of the partition")
-			if lp := t.local(int32(p)); lp != nil {
-				l := txnStateLog{Log: lp.log, s: s, p: lp, minISR: int(t.cfg.minInsyncReps), epoch: epoch, self: s.cfg.BrokerID}
-				_, err = s.txns.Load(p, epoch, l)
-			}
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if err != nil {
-				s.log.Error("loading transactions failed; their coordinator is unavailable", "topic", txn.Topic, "partition", p, "err", err)
-				g.mu.errs[p] = err
-				return
-			}
-			delete(g.mu.errs, p)
-			g.mu.loaded[p] = epoch
-		}()
-	}
-	wg.Wait()
 }
 
 // txnCoordinator returns the broker that coordinates transactional id:
