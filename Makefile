@@ -71,10 +71,11 @@ test-repeat:
 # replica lag, restarts) and leave the CPU idle, so they run as two shards
 # beside the other packages and coord (deploy/scripts/run-parallel.sh);
 # each test starts its own processes on its own ports and directories.
-# E2E_SHARD_A names the longer half (about half of the e2e wall time);
+# E2E_SHARD_A names the longer half (about half of the e2e wall time;
+# the transaction tests, TestTxn*, all run there);
 # every other test, a new one too, runs in the second shard.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord' | grep -v '/broker/e2e$$')
-E2E_SHARD_A := ^(TestNetFaults|TestDeployListeners|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse)$$
+E2E_SHARD_A := ^(TestTxn[A-Za-z]*|TestTieringCompactedClusterFailover|TestLegacyClients|TestNetFaults|TestDeployListeners|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse)$$
 unit: build
 	@bash deploy/scripts/run-parallel.sh \
 	  "$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)" \
