@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/acl"
+	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch: v0-12 (v0-v3: down-converted, fetch_legacy.go)
+// Fetch: v0-17 (v0-v3: down-converted, fetch_legacy.go)
 //
 // Behavior:
 // * Returns whole record batches, verbatim from the segment files and sent
@@ -55,7 +56,19 @@ import (
 //   than 0 or -1) is FETCH_SESSION_ID_NOT_FOUND.
 // * ThrottleMillis is 0; there are no preferred read replicas (-1).
 // * Unknown topics are UNKNOWN_TOPIC_OR_PARTITION; fetch never creates
-//   topics.
+//   topics. From v13 topics are named by id, in the request and the
+//   response: an id no topic has (the zero id included) is
+//   UNKNOWN_TOPIC_ID for each of its partitions, before authorization,
+//   as Kafka. There is no fetch session cache to key by id: sessions are
+//   declined (above), so ForgottenTopicsData is ignored.
+// * ReplicaID (v0-v14) and ReplicaState (v15+) are not read: every fetch
+//   is served as a consumer's, and ReplicaDirectoryId (v17, KIP-853) is
+//   ignored likewise.
+// * From v16 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER or
+//   FENCED_LEADER_EPOCH carries CurrentLeader, the leader and leader
+//   epoch the coordinator knows (leader -1 when it has none or it is not
+//   live), and the response's NodeEndpoints hold the address of each
+//   leader named that is live and reachable on the request's listener.
 // * Authorization (with an authorizer): each topic needs READ, else its
 //   partitions are TOPIC_AUTHORIZATION_FAILED (before its existence is
 //   checked). Replicas do not fetch here (replication is gRPC), so there
@@ -71,8 +84,13 @@ import (
 // * v9: CurrentLeaderEpoch
 // * v11: Rack, PreferredReadReplica
 // * v12: flexible versions
+// * v13: TopicID instead of Topic (UNKNOWN_TOPIC_ID)
+// * v14: no change (KIP-405's OFFSET_MOVED_TO_TIERED_STORAGE is internal)
+// * v15: ReplicaState instead of ReplicaID (KIP-903; not read)
+// * v16: CurrentLeader and NodeEndpoints (KIP-951)
+// * v17: ReplicaDirectoryId (KIP-853; ignored)
 
-func init() { register(1, 0, 12, handleFetch) }
+func init() { register(1, 0, 17, handleFetch) }
 
 func handleFetch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.FetchRequest)
@@ -82,6 +100,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 	}
 	deadline := s.nowFn().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	mayRead := s.topicAuthorizer(r, acl.OpRead)
+	lis := r.listenerName()
 	for {
 		// Take the append notifiers before reading, so an append that
 		// lands after the read still wakes us.
@@ -90,7 +109,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		if wait {
 			notify = s.fetchNotifiers(req, mayRead)
 		}
-		res, bytes, anyErr := s.fetchOnce(req, mayRead)
+		res, bytes, anyErr := s.fetchOnce(req, mayRead, lis)
 		if !wait || anyErr || bytes >= int64(req.MinBytes) || len(req.Topics) == 0 {
 			return s.fetchReply(res), nil
 		}
@@ -101,7 +120,7 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		res.releaseAll() // not sent: unpin its remote chunks
 		if !s.waitForAppend(notify, left) {
 			// Timed out or shutting down: answer with what there is now.
-			res, _, _ = s.fetchOnce(req, mayRead)
+			res, _, _ = s.fetchOnce(req, mayRead, lis)
 			return s.fetchReply(res), nil
 		}
 	}
@@ -111,9 +130,10 @@ func handleFetch(s *Server, r *request) (reply, error) {
 // that exist.
 func (s *Server) fetchNotifiers(req *kmsg.FetchRequest, mayRead func(string) bool) []<-chan struct{} {
 	var out []<-chan struct{}
-	for _, rt := range req.Topics {
-		t := s.topic(rt.Topic)
-		if t == nil || !mayRead(rt.Topic) {
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t, name := s.fetchTopic(req.Version, rt)
+		if t == nil || !mayRead(name) {
 			continue
 		}
 		for _, rp := range rt.Partitions {
@@ -148,27 +168,46 @@ func (s *Server) waitForAppend(notify []<-chan struct{}, d time.Duration) bool {
 	return chosen >= 2
 }
 
+// fetchTopic resolves a requested topic: by name before v13, by id from
+// v13. It returns nil when there is no such topic, and the topic's name
+// (the requested one before v13, "" for an unknown id).
+func (s *Server) fetchTopic(version int16, rt *kmsg.FetchRequestTopic) (*topicState, string) {
+	if version < 13 {
+		return s.topic(rt.Topic), rt.Topic
+	}
+	t := s.topicByID(coord.TopicID(rt.TopicID))
+	if t == nil {
+		return nil, ""
+	}
+	return t, t.name
+}
+
 // fetchOnce reads every requested partition once. It returns the result,
-// the record bytes in it and whether any partition had an error.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*fetchResult, int64, bool) {
+// the record bytes in it and whether any partition had an error. lis is
+// the request's listener, whose addresses v16's NodeEndpoints carry.
+func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool, lis string) (*fetchResult, int64, bool) {
 	res := &fetchResult{version: req.Version}
 	budget := int64(req.MaxBytes)
 	minOne := true
 	var total int64
 	anyErr := false
 	readCommitted := req.IsolationLevel == 1
-	for _, rt := range req.Topics {
-		tr := fetchTopicResult{topic: rt.Topic}
-		t := s.topic(rt.Topic)
+	var leaders leaderHints
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t, name := s.fetchTopic(req.Version, rt)
+		tr := fetchTopicResult{topic: name, id: rt.TopicID}
 		for _, rp := range rt.Partitions {
 			pr := fetchPartResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted}
 			switch {
-			case !mayRead(rt.Topic):
+			case req.Version >= 13 && t == nil:
+				pr.errorCode = kerr.UnknownTopicID.Code
+			case !mayRead(name):
 				pr.errorCode = kerr.TopicAuthorizationFailed.Code
 			case t == nil || !t.hasPartition(rp.Partition):
 				pr.errorCode = kerr.UnknownTopicOrPartition.Code
 			case t.local(rp.Partition) == nil:
-				pr.errorCode = s.notHostedCode(rt.Topic, rp.Partition)
+				pr.errorCode = s.notHostedCode(name, rp.Partition)
 			case req.Version < 4: // message sets of magic 0 and 1: fetch_legacy.go
 				s.fetchPartitionLegacy(t, t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			default:
@@ -177,11 +216,16 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool) (*
 			if pr.errorCode != 0 {
 				anyErr = true
 			}
+			if req.Version >= 16 && (pr.errorCode == kerr.NotLeaderForPartition.Code || pr.errorCode == kerr.FencedLeaderEpoch.Code) {
+				pr.leaderSet = true
+				pr.leaderID, pr.leaderEpoch = leaders.lookup(s, name, rp.Partition, lis)
+			}
 			total += pr.size
 			tr.parts = append(tr.parts, pr)
 		}
 		res.topics = append(res.topics, tr)
 	}
+	res.nodeEndpoints = leaders.endpoints()
 	return res, total, anyErr
 }
 

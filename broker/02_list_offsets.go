@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets: v0-7 (v0: list_offsets_v0.go)
+// ListOffsets: v0-9 (v0: list_offsets_v0.go)
 //
 // Behavior:
 // * Timestamp -1 (latest): the high watermark, or with IsolationLevel 1
@@ -19,6 +19,18 @@ import (
 //   that wrote it.
 // * Timestamp -3 (max timestamp, v7): the offset of the largest timestamp
 //   in the log and that timestamp.
+// * Timestamp -4 (earliest local, v8, KIP-1005): for a tiered partition
+//   (remote.storage.enable, or a remote log still readable) the first
+//   offset of the local log, with the epoch that wrote it; otherwise the
+//   same as -2, as Kafka.
+// * Timestamp -5 (latest tiered, v9, KIP-1005): for a tiered partition
+//   the highest offset in the object store (the last remote segment's
+//   last offset) with its epoch, offset -1 and epoch -1 when nothing is
+//   there yet; offset -1 for an untiered partition. Like a timestamp
+//   lookup it answers only an offset below the high watermark (the last
+//   stable offset under read_committed), else -1.
+// * A negative timestamp the version does not know (-3 before v7, -4
+//   before v8, -5 before v9, any other) is UNSUPPORTED_VERSION.
 // * Any other timestamp: the first offset whose timestamp is at or after
 //   it, with that timestamp; offset and timestamp -1 when there is none
 //   below the high watermark.
@@ -38,14 +50,18 @@ import (
 // * v4: CurrentLeaderEpoch, LeaderEpoch in the response
 // * v6: flexible versions
 // * v7: max timestamp (-3)
+// * v8: earliest local (-4)
+// * v9: latest tiered (-5)
 
-func init() { register(2, 0, 7, handleListOffsets) }
+func init() { register(2, 0, 9, handleListOffsets) }
 
 // Special ListOffsets timestamps.
 const (
-	listLatest       = -1
-	listEarliest     = -2
-	listMaxTimestamp = -3
+	listLatest        = -1
+	listEarliest      = -2
+	listMaxTimestamp  = -3
+	listEarliestLocal = -4
+	listLatestTiered  = -5
 )
 
 func handleListOffsets(s *Server, r *request) (reply, error) {
@@ -116,6 +132,27 @@ func (s *Server) listOffset(p *partition, version int16, readCommitted bool, rp 
 	case listEarliest:
 		start := p.remoteEarliest()
 		sp.Offset, sp.LeaderEpoch = start, epochForOffset(p, start)
+	case listEarliestLocal:
+		if version < 8 {
+			sp.ErrorCode = kerr.UnsupportedVersion.Code
+			return
+		}
+		start := p.remoteEarliest()
+		if p.remoteLogEnabled() {
+			start = max(p.log.LogStartOffset(), start)
+		}
+		sp.Offset, sp.LeaderEpoch = start, epochForOffset(p, start)
+	case listLatestTiered:
+		if version < 9 {
+			sp.ErrorCode = kerr.UnsupportedVersion.Code
+			return
+		}
+		if !p.remoteLogEnabled() {
+			return // offset -1
+		}
+		if off, epoch := p.highestRemoteOffset(); off < hw {
+			sp.Offset, sp.LeaderEpoch = off, epoch
+		}
 	case listMaxTimestamp:
 		if version < 7 {
 			sp.ErrorCode = kerr.UnsupportedVersion.Code
@@ -128,7 +165,7 @@ func (s *Server) listOffset(p *partition, version int16, readCommitted bool, rp 
 		}
 	default:
 		if rp.Timestamp < 0 {
-			sp.ErrorCode = kerr.UnsupportedVersion.Code // -4, -5: tiered storage lookups, not served yet
+			sp.ErrorCode = kerr.UnsupportedVersion.Code
 			return
 		}
 		off, ts, found, err := s.remoteOffsetForTimestamp(p, rp.Timestamp)

@@ -277,11 +277,11 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 { return produce(e, false) }, denied: codeTopicAuth},
 		{api: "Fetch", allow: []grant{topicGrant(acl.OpRead)}, deny: []grant{topicGrant(acl.OpWrite)},
 			call: func(e *matrixEnv) int16 {
-				return e.request(fetchRequest(e.topic, 0, 0, 1<<20)).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
+				return e.request(fetchV12{fetchRequest(e.topic, 0, 0, 1<<20)}).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
 			}, denied: codeTopicAuth},
 		{api: "Fetch/prefixed", allow: []grant{{op: acl.OpRead, rt: acl.ResourceTopic, name: "t-Fetch.pre*"}}, deny: []grant{{op: acl.OpRead, rt: acl.ResourceTopic, name: "t-Fetch.prefixedX*"}},
 			call: func(e *matrixEnv) int16 {
-				return e.request(fetchRequest(e.topic, 0, 0, 1<<20)).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
+				return e.request(fetchV12{fetchRequest(e.topic, 0, 0, 1<<20)}).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
 			}, denied: codeTopicAuth},
 		{api: "ListOffsets", allow: []grant{topicGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
@@ -907,7 +907,7 @@ func TestACLChangeOnLiveConnection(t *testing.T) {
 	late := plainClient(t, s, "late")
 	br := late.Broker(int(s.cfg.BrokerID))
 	fetch := func() int16 {
-		resp, err := br.Request(testCtx(t), fetchRequest("live", 0, 0, 1<<20))
+		resp, err := br.Request(testCtx(t), fetchV12{fetchRequest("live", 0, 0, 1<<20)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -955,7 +955,7 @@ func TestACLSSLPrincipal(t *testing.T) {
 		cl := tlsClient(t, s.ListenerAddr("SSL"), f.clientTLS(cert))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp, err := cl.Broker(int(s.cfg.BrokerID)).Request(ctx, fetchRequest("certs", 0, 0, 1<<20))
+		resp, err := cl.Broker(int(s.cfg.BrokerID)).Request(ctx, fetchV12{fetchRequest("certs", 0, 0, 1<<20)})
 		if err != nil {
 			t.Fatal(err)
 		}

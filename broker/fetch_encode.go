@@ -5,9 +5,10 @@ import (
 
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// This file writes the Fetch response body (v0-v12) by hand, because its
+// This file writes the Fetch response body (v0-v17) by hand, because its
 // record bytes are not in memory: they are ranges of segment files that
 // the connection sends with sendfile. Everything else is the byte layout
 // kmsg.FetchResponse.AppendTo produces, field for field, using kbin's
@@ -20,7 +21,8 @@ import (
 //	ErrorCode int16                      (v7+)
 //	SessionID int32                      (v7+)
 //	Topics [
-//	  Topic string
+//	  Topic string                       (v0-v12)
+//	  TopicID uuid (16 bytes)            (v13+)
 //	  Partitions [
 //	    Partition int32
 //	    ErrorCode int16
@@ -31,11 +33,18 @@ import (
 //	                        tagged fields (flexible)] (v4+)
 //	    PreferredReadReplica int32       (v11+)
 //	    Records bytes                    <- file ranges go here
-//	    tagged fields                    (flexible)
+//	    tagged fields                    (flexible; tag 1 CurrentLeader
+//	                                      [LeaderID int32, LeaderEpoch
+//	                                      int32, tagged fields] when not
+//	                                      -1/-1: set from v16, KIP-951)
 //	  ]
 //	  tagged fields                      (flexible)
 //	]
-//	tagged fields                        (flexible)
+//	tagged fields                        (flexible; tag 0 NodeEndpoints
+//	                                      [NodeID int32, Host string,
+//	                                      Port int32, Rack nullable string,
+//	                                      tagged fields] when not empty:
+//	                                      set from v16)
 
 // fetchResult is a Fetch response whose records are file ranges.
 type fetchResult struct {
@@ -43,10 +52,17 @@ type fetchResult struct {
 	errorCode int16
 	sessionID int32
 	topics    []fetchTopicResult
+	// nodeEndpoints are the brokers the partitions' currentLeader name
+	// (v16+), ordered by node id.
+	nodeEndpoints []kmsg.FetchResponseBroker
 }
 
 type fetchTopicResult struct {
+	// topic is the name, sent before v13 and used for metrics; empty for
+	// an unknown topic id.
 	topic string
+	// id is the topic id, sent from v13.
+	id    [16]byte
 	parts []fetchPartResult
 }
 
@@ -56,6 +72,12 @@ type fetchPartResult struct {
 	highWatermark    int64
 	lastStableOffset int64
 	logStartOffset   int64
+	// leaderSet says leaderID and leaderEpoch are the CurrentLeader
+	// tagged field, set on NOT_LEADER_OR_FOLLOWER and
+	// FENCED_LEADER_EPOCH at v16+; sent unless both are -1 (Kafka's
+	// defaults, which are not sent).
+	leaderSet             bool
+	leaderID, leaderEpoch int32
 	// emptyAborted sends an aborted-transactions array (empty unless
 	// aborted holds entries) instead of null: read_committed, as Kafka
 	// does.
@@ -137,9 +159,12 @@ func encodeFetch(res *fetchResult) *rawBody {
 	arrayLen(len(res.topics))
 	for i := range res.topics {
 		t := &res.topics[i]
-		if flexible {
+		switch {
+		case v >= 13:
+			b.buf = append(b.buf, t.id[:]...)
+		case flexible:
 			b.buf = kbin.AppendCompactString(b.buf, t.topic)
-		} else {
+		default:
 			b.buf = kbin.AppendString(b.buf, t.topic)
 		}
 		arrayLen(len(t.parts))
@@ -181,11 +206,33 @@ func encodeFetch(res *fetchResult) *rawBody {
 					b.inline(r.inline)
 				}
 			}
-			tags()
+			if flexible && p.leaderSet && (p.leaderID != -1 || p.leaderEpoch != -1) {
+				b.buf = append(b.buf, 1, 1, 9) // one tag: 1, 9 bytes
+				b.buf = kbin.AppendInt32(b.buf, p.leaderID)
+				b.buf = kbin.AppendInt32(b.buf, p.leaderEpoch)
+				b.buf = append(b.buf, 0) // its tagged fields
+			} else {
+				tags()
+			}
 		}
 		tags()
 	}
-	tags()
+	if flexible && len(res.nodeEndpoints) > 0 {
+		var nb []byte
+		nb = kbin.AppendCompactArrayLen(nb, len(res.nodeEndpoints))
+		for _, n := range res.nodeEndpoints {
+			nb = kbin.AppendInt32(nb, n.NodeID)
+			nb = kbin.AppendCompactString(nb, n.Host)
+			nb = kbin.AppendInt32(nb, n.Port)
+			nb = kbin.AppendCompactNullableString(nb, n.Rack)
+			nb = append(nb, 0) // its tagged fields
+		}
+		b.buf = append(b.buf, 1, 0) // one tag: 0
+		b.buf = kbin.AppendUvarint(b.buf, uint32(len(nb)))
+		b.buf = append(b.buf, nb...)
+	} else {
+		tags()
+	}
 	body := b.finish(flexible)
 	if res.hasReleases() {
 		body.release = res.releaseAll

@@ -33,7 +33,9 @@ func flatten(t *testing.T, body *rawBody) []byte {
 }
 
 // TestFetchEncodeMatchesKmsg checks the hand-written Fetch layout against
-// kmsg's encoder for every served version.
+// kmsg's encoder for every served version, with topic ids (v13+), and
+// CurrentLeader and NodeEndpoints (v16+; Kafka sets them only there, but
+// they are tagged fields of v12+, so the layout is checked from v12).
 func TestFetchEncodeMatchesKmsg(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 300)
 	f, err := os.Create(filepath.Join(t.TempDir(), "seg.log"))
@@ -44,19 +46,24 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 	if _, err := f.Write(data); err != nil {
 		t.Fatal(err)
 	}
-	for v := int16(0); v <= 12; v++ {
+	rack := "rack-b"
+	for v := int16(0); v <= 17; v++ {
 		for _, readCommitted := range []bool{false, true} {
 			res := &fetchResult{version: v, errorCode: 0, sessionID: 0}
 			want := kmsg.NewPtrFetchResponse()
 			want.Version = v
 			add := func(topic string, parts ...fetchPartResult) {
-				res.topics = append(res.topics, fetchTopicResult{topic: topic, parts: parts})
+				id := [16]byte{byte(len(topic)), 0xfe, 3: byte(len(res.topics))}
+				res.topics = append(res.topics, fetchTopicResult{topic: topic, id: id, parts: parts})
 				kt := kmsg.NewFetchResponseTopic()
-				kt.Topic = topic
+				kt.Topic, kt.TopicID = topic, id
 				for _, p := range parts {
 					kp := kmsg.NewFetchResponseTopicPartition()
 					kp.Partition, kp.ErrorCode = p.partition, p.errorCode
 					kp.HighWatermark, kp.LastStableOffset, kp.LogStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
+					if p.leaderSet {
+						kp.CurrentLeader.LeaderID, kp.CurrentLeader.LeaderEpoch = p.leaderID, p.leaderEpoch
+					}
 					if p.emptyAborted {
 						kp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 						for _, a := range p.aborted {
@@ -78,7 +85,7 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 				}
 				want.Topics = append(want.Topics, kt)
 			}
-			var p0, p1, p2 fetchPartResult
+			var p0, p1, p2, p3, p4 fetchPartResult
 			p0 = fetchPartResult{partition: 0, highWatermark: 100, lastStableOffset: 90, logStartOffset: 3, emptyAborted: readCommitted}
 			if readCommitted {
 				p0.aborted = []segment.AbortedTxn{{ProducerID: 7, FirstOffset: 4, LastOffset: 9}, {ProducerID: 1 << 40, FirstOffset: 12, LastOffset: 30}}
@@ -91,6 +98,20 @@ func TestFetchEncodeMatchesKmsg(t *testing.T) {
 			add("topic-a", p0, p1)
 			add("b", p2)
 			add("empty")
+			if v >= 12 {
+				// NOT_LEADER_OR_FOLLOWER with a leader (epoch 1<<20: a
+				// multi-byte int32), FENCED_LEADER_EPOCH with none
+				// known (-1, -1: not sent).
+				p3 = fetchPartResult{partition: 4, errorCode: 6, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted,
+					leaderSet: true, leaderID: 2, leaderEpoch: 1 << 20}
+				p4 = fetchPartResult{partition: 5, errorCode: 74, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, emptyAborted: readCommitted,
+					leaderSet: true, leaderID: -1, leaderEpoch: -1}
+				add("moved", p3, p4)
+				if readCommitted { // with and without NodeEndpoints
+					res.nodeEndpoints = []kmsg.FetchResponseBroker{{NodeID: 2, Host: "broker-2.example", Port: 19092, Rack: &rack}, {NodeID: 3, Host: "h3", Port: 9092}}
+					want.Brokers = res.nodeEndpoints
+				}
+			}
 
 			got := flatten(t, encodeFetch(res))
 			if w := want.AppendTo(nil); !bytes.Equal(got, w) {

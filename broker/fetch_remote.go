@@ -124,3 +124,32 @@ func (s *Server) remoteOffsetForTimestamp(p *partition, ts int64) (offset, times
 	}
 	return off, t, true, nil
 }
+
+// remoteLogEnabled reports whether ListOffsets treats the partition as
+// tiered (Kafka's remoteLogEnabled): remote.storage.enable is on, or a
+// remote log is still readable after it was turned off.
+func (p *partition) remoteLogEnabled() bool {
+	return p.tier != nil && (p.tier.gate.Tiered() || p.tier.manifest() != nil)
+}
+
+// highestRemoteOffset is ListOffsets latest-tiered (-5): the last offset
+// of the last segment in the object store and the leader epoch that
+// wrote it (from that segment's epochs, else the local epoch cache), or
+// -1 and -1 when the store holds no segment of the partition.
+func (p *partition) highestRemoteOffset() (offset int64, epoch int32) {
+	m := p.tier.manifest()
+	if m == nil || len(m.Segments) == 0 {
+		return -1, -1
+	}
+	last := m.Segments[len(m.Segments)-1]
+	offset, epoch = last.NextOffset-1, -1
+	for _, e := range last.LeaderEpochs {
+		if e.StartOffset <= offset {
+			epoch = e.Epoch
+		}
+	}
+	if epoch < 0 {
+		epoch = epochForOffset(p, offset)
+	}
+	return offset, epoch
+}

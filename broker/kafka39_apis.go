@@ -55,8 +55,8 @@ func (a Kafka39API) Status() string {
 // Kafka39APIs is the conformance table, sorted by key.
 var Kafka39APIs = []Kafka39API{
 	{0, "Produce", 0, 11, 0, 9, 23, "v10 (KIP-951 leader discovery); v11 TRANSACTION_ABORTABLE (KIP-890, issue 19). v0–v2 message formats 0 and 1 are converted to record batch v2"},
-	{1, "Fetch", 0, 17, 0, 12, 23, "v13+ topic IDs; v15 ReplicaState (KIP-903); v16 KIP-951; v17 directory ids (KIP-853). v0–v3 are down-converted to message formats 0 and 1"},
-	{2, "ListOffsets", 0, 9, 0, 7, 23, "v8 local log start (-4), v9 last tiered offset (-5, KIP-1005)"},
+	{1, "Fetch", 0, 17, 0, 17, 0, "v0–v3 are down-converted to message formats 0 and 1; v13+ topic IDs; v16 leader discovery (KIP-951)"},
+	{2, "ListOffsets", 0, 9, 0, 9, 0, "v8 local log start (-4), v9 last tiered offset (-5, KIP-1005)"},
 	{3, "Metadata", 0, 12, 0, 12, 0, ""},
 	{8, "OffsetCommit", 0, 9, 1, 8, 23, "v0 (ZooKeeper-stored offsets in Kafka, kept in the log here); v9 is for KIP-848 groups (issue 20)"},
 	{9, "OffsetFetch", 0, 9, 1, 8, 23, "v0; v9 is for KIP-848 groups (issue 20)"},

@@ -163,7 +163,7 @@ func TestFetchLeaderEpochChecks(t *testing.T) {
 		rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = tc.epoch, 1<<20
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(testCtx(t), cl)
+		resp, err := fetchV12{req}.RequestWith(testCtx(t), cl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestFetchMaxBytes(t *testing.T) {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testCtx(t), cl)
+	resp, err := fetchV12{req}.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestFetchSessionsDeclined(t *testing.T) {
 	rt.Topic = "sess"
 	rt.Partitions = append(rt.Partitions, kmsg.NewFetchRequestTopicPartition())
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testCtx(t), cl)
+	resp, err := fetchV12{req}.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestFetchSessionsDeclined(t *testing.T) {
 		t.Fatalf("got session %d error %d throttle %d topics %d; want 0 0 0 1", resp.SessionID, resp.ErrorCode, resp.ThrottleMillis, len(resp.Topics))
 	}
 	req.SessionID, req.SessionEpoch = 7, 3 // an incremental fetch on a session we never gave
-	resp, err = req.RequestWith(testCtx(t), cl)
+	resp, err = fetchV12{req}.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -308,7 +308,7 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	t.Logf("read_uncommitted fetch: high watermark %d", fp.HighWatermark)
 	req := fetchRequest("tx-timeout", 0, 0, 1<<20)
 	req.IsolationLevel = 1
-	resp, err := req.RequestWith(ctx, admin)
+	resp, err := fetchV12{req}.RequestWith(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
 	}

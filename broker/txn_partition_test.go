@@ -64,7 +64,7 @@ func fetchIsolation(t *testing.T, cl *kgo.Client, topic string, partition int32,
 	t.Helper()
 	req := fetchRequest(topic, partition, offset, 1<<20)
 	req.IsolationLevel = level
-	resp, err := cl.Broker(0).Request(testCtx(t), req)
+	resp, err := cl.Broker(0).Request(testCtx(t), fetchV12{req})
 	if err != nil {
 		t.Fatal(err)
 	}

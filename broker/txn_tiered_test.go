@@ -176,7 +176,7 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	// first aborted transaction.
 	req := fetchRequest(topic, 0, 0, 1<<20)
 	req.IsolationLevel = 1
-	kresp, err := cl.Broker(0).Request(testCtx(t), req)
+	kresp, err := cl.Broker(0).Request(testCtx(t), fetchV12{req})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func checkNotLeader(t *testing.T, cl *kgo.Client, id int32, topic string, p int3
 	ot.Partitions = append(ot.Partitions, op)
 	ofe.Topics = append(ofe.Topics, ot)
 
-	for _, req := range []kmsg.Request{prod, fetch, list, ofe} {
+	for _, req := range []kmsg.Request{prod, fetchV12{fetch}, list, ofe} {
 		resp, err := br.Request(ctx, req)
 		if err != nil {
 			t.Fatalf("%T to broker %d: %v", req, id, err)

@@ -294,7 +294,7 @@ func fetchOffsetAfter(t testing.TB, b *Broker, topic string, from int64) int64 {
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, b.Client(t))
+	resp, err := fetchV12{req}.RequestWith(ctx, b.Client(t))
 	if err != nil {
 		t.Fatalf("fetch: %v", err)
 	}

@@ -138,7 +138,7 @@ func TestTxnPartitionRestartAfterKill(t *testing.T) {
 		rp.PartitionMaxBytes = 1 << 24
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		resp, err := fetchV12{req}.RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatal(err)
 		}
