@@ -311,6 +311,74 @@ func (x *TxnIndex) DropSegmentsBelow(base int64) error {
 	return nil
 }
 
+// Remove deletes the entries of txns (matched by producer id and marker
+// offset; those not in the index are ignored): a cleaning found their
+// transactions' data gone (CleanResult.AbortedTxnsDone). Each file that
+// held one is replaced atomically by its remaining entries, or deleted
+// when none remain, and the directory fsynced, so a crash leaves either
+// the old file or the new one. After a failed Append it fails as Sync
+// does.
+func (x *TxnIndex) Remove(txns []AbortedTxn) error {
+	if len(txns) == 0 {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.failed != nil {
+		return x.mu.failed
+	}
+	gone := make(map[[2]int64]bool, len(txns))
+	for _, t := range txns {
+		gone[[2]int64{t.ProducerID, t.LastOffset}] = true
+	}
+	segs := map[int64]bool{}
+	for _, e := range x.mu.entries {
+		if gone[[2]int64{e.ProducerID, e.LastOffset}] {
+			segs[e.seg] = true
+		}
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(x.mu.entries), func(e txnEntry) bool {
+		return gone[[2]int64{e.ProducerID, e.LastOffset}]
+	})
+	removed := false
+	for seg := range segs {
+		var b []byte
+		for _, e := range kept {
+			if e.seg == seg {
+				b = EncodeAbortedTxn(b, e.AbortedTxn)
+			}
+		}
+		path := filepath.Join(x.mu.dir(), TxnIndexFileName(seg))
+		var err error
+		if len(b) == 0 {
+			if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+			removed = true
+		} else {
+			err = atomicfile.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("segment: txn index: remove entries of segment %d: %w", seg, err)
+		}
+		delete(x.mu.dirty, seg) // rewritten and fsynced, or gone
+	}
+	if removed {
+		if err := atomicfile.SyncDir(x.mu.dir()); err != nil {
+			return fmt.Errorf("segment: txn index: %w", err)
+		}
+	}
+	// Only now, every change durable, do the entries leave the memory
+	// the cleaner is given: an entry still listed keeps its marker. After
+	// a failure the files may hold fewer entries than the memory, which
+	// is safe (their transactions' data is gone).
+	x.mu.entries = kept
+	return nil
+}
+
 // CollectAborted returns the aborted transactions that overlap [from,
 // upTo): those whose marker is at or after from and whose first offset is
 // below upTo (Kafka's collectAbortedTransactions), in marker order.
