@@ -84,10 +84,12 @@ type CleanConfig struct {
 	// TxnsComplete vouches that AbortedTxns lists every aborted
 	// transaction of the cleaned range and that UncleanableFrom is at or
 	// below the last stable offset: the records of committed transactions
-	// are then mapped, so they supersede older values as in Kafka.
-	// Without it no transactional record is mapped (an aborted one
-	// must never remove a committed value), which is safe but leaves
-	// values written by transactions uncompacted.
+	// are then mapped, so they supersede older values as in Kafka, and
+	// markers whose transactions have no data left are removed past
+	// their delete horizon (clean_txn.go). Without it no transactional
+	// record is mapped (an aborted one must never remove a committed
+	// value) and every marker is kept, which is safe but leaves values
+	// written by transactions uncompacted.
 	TxnsComplete bool
 }
 
