@@ -361,7 +361,7 @@ func (c *logCleaner) run(thread int, g *cleanerGen) {
 		}
 		res, err := job.p.log.Clean(ctx, c.cleanConfig(job, m, g))
 		c.finish(job, res, err, g)
-		if err != nil || !(res.MappedEnd > res.FirstDirty || res.TombstonesRemoved > 0) {
+		if err != nil || !(res.MappedEnd > res.FirstDirty || res.TombstonesRemoved > 0 || res.MarkersRemoved > 0) {
 			// No progress: do not pick the same partition at once again.
 			c.sleep(g)
 		}
@@ -491,11 +491,17 @@ func (c *logCleaner) finish(job *cleanCandidate, res segment.CleanResult, err er
 	switch {
 	case err == nil:
 		c.metrics.record(res)
+		// Aborted transactions whose data the cleaner found gone leave
+		// the index; their markers may go at a later cleaning. A failure
+		// leaves them listed, which keeps their markers (safe).
+		if err := p.txns.Remove(res.AbortedTxnsDone); err != nil {
+			c.s.log.Warn("log cleaner: removing aborted transactions from the index failed", "topic", p.topic, "partition", p.index, "err", err)
+		}
 		if res.Cleaned {
 			c.s.log.Debug("log cleaner: partition cleaned", "topic", p.topic, "partition", p.index,
 				"first_dirty", res.FirstDirty, "mapped_end", res.MappedEnd, "segments_read", res.SegmentsRead, "segments_written", res.SegmentsWritten,
 				"bytes_read", res.BytesRead+res.MapBytesRead, "bytes_written", res.BytesWritten, "records_kept", res.RecordsKept, "records_read", res.RecordsRead,
-				"tombstones_removed", res.TombstonesRemoved, "duration", res.Duration.Round(time.Millisecond).String())
+				"tombstones_removed", res.TombstonesRemoved, "markers_removed", res.MarkersRemoved, "duration", res.Duration.Round(time.Millisecond).String())
 		}
 	case canceled:
 		c.s.log.Debug("log cleaner: cleaning stopped", "topic", p.topic, "partition", p.index, "err", err)

@@ -84,10 +84,12 @@ type CleanConfig struct {
 	// TxnsComplete vouches that AbortedTxns lists every aborted
 	// transaction of the cleaned range and that UncleanableFrom is at or
 	// below the last stable offset: the records of committed transactions
-	// are then mapped, so they supersede older values as in Kafka.
-	// Without it no transactional record is mapped (an aborted one
-	// must never remove a committed value), which is safe but leaves
-	// values written by transactions uncompacted.
+	// are then mapped, so they supersede older values as in Kafka, and
+	// markers whose transactions have no data left are removed past
+	// their delete horizon (clean_txn.go). Without it no transactional
+	// record is mapped (an aborted one must never remove a committed
+	// value) and every marker is kept, which is safe but leaves values
+	// written by transactions uncompacted.
 	TxnsComplete bool
 }
 
@@ -116,6 +118,15 @@ type CleanResult struct {
 	KeylessDropped        int64
 	EmptyBatchesKept      int64 // batches emptied but kept for their producer's state
 	AbortedRecordsDropped int64 // records of aborted transactions (clean_txn.go)
+	// MarkerHorizonsSet counts markers given a delete horizon, their
+	// transaction having no data left; MarkersRemoved those dropped past
+	// it (clean_txn.go; only with CleanConfig.TxnsComplete).
+	MarkerHorizonsSet, MarkersRemoved int64
+	// AbortedTxnsDone lists the entries of CleanConfig.AbortedTxns whose
+	// transaction has no data left (their markers were reached): the
+	// caller removes them from its aborted-transaction index, after which
+	// a later cleaning may remove their markers.
+	AbortedTxnsDone       []AbortedTxn
 	MapUtilization        float64
 	Duration, MapDuration time.Duration
 }
@@ -358,6 +369,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 		lastOfProducer: lastOf, maxDecompressed: cc.MaxDecompressed, stats: &res,
 		validated: true, // cleanGroup's batchScanner validates every batch
 		aborted:   newAbortedSet(cc.AbortedTxns),
+		txn:       newMarkerTracker(cc.TxnsComplete, cc.AbortedTxns),
 	}
 	var srcs []cleanSource
 	for _, src := range p.srcs {

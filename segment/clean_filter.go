@@ -28,7 +28,9 @@ import (
 // batch that keeps none is dropped, except the last batch of a producer
 // (lastOfProducer), which becomes an empty batch so the producer's last
 // sequence and epoch survive (Kafka's RETAIN_EMPTY). Control batches are
-// kept whole.
+// kept whole, unless the cleaning tracks transactions (Log.Clean with
+// CleanConfig.TxnsComplete): then a marker whose transaction has no data
+// left gets a delete horizon and goes once it has passed (clean_txn.go).
 type batchFilter struct {
 	m                 *OffsetMap
 	end               int64
@@ -36,6 +38,7 @@ type batchFilter struct {
 	deleteRetentionMs int64
 	lastOfProducer    map[int64]int64 // producer id -> last offset of its last batch
 	aborted           abortedSet      // aborted transactions (clean_txn.go)
+	txn               markerTracker   // which markers may go (clean_txn.go)
 	maxDecompressed   int
 	stats             *CleanResult
 
@@ -78,10 +81,14 @@ func batchRecords(b []byte, h Header, validated bool, maxDecompressed int) (Head
 func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	f.stats.RecordsRead += int64(h.RecordCount)
 	f.rewrote = false
+	if h.Control() && h.BaseOffset < f.end && f.txn.on {
+		return f.filterMarker(dst, b, h)
+	}
 	if h.Control() || h.BaseOffset >= f.end {
 		f.stats.RecordsKept += int64(h.RecordCount)
 		return append(dst, b...), nil
 	}
+	f.txn.onDataBatch(h, f.aborted)
 	if out, ok := f.filterAborted(dst, b, h); ok {
 		return out, nil
 	}
@@ -134,13 +141,19 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 		return append(dst, b...), nil
 	}
 	if setHorizon {
-		horizon, hasHorizon = f.nowMs+f.deleteRetentionMs, true
-		if f.deleteRetentionMs > math.MaxInt64-f.nowMs {
-			horizon = math.MaxInt64
-		}
+		horizon, hasHorizon = f.newHorizon(), true
 	}
 	f.rewrote = true
 	return f.appendRewritten(dst, h, data, hasHorizon, horizon)
+}
+
+// newHorizon is the delete horizon a batch gets when a cleaning first
+// keeps a tombstone or a removable marker in it: now + delete.retention.ms.
+func (f *batchFilter) newHorizon() int64 {
+	if f.deleteRetentionMs > math.MaxInt64-f.nowMs {
+		return math.MaxInt64
+	}
+	return f.nowMs + f.deleteRetentionMs
 }
 
 // appendRewritten appends a batch holding the kept records of data (the

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -218,7 +219,7 @@ func TestCleanFilterCopyMatchesReencode(t *testing.T) {
 					next = append(next, got)
 				}
 			}
-			if fastRes != refRes {
+			if !reflect.DeepEqual(fastRes, refRes) {
 				t.Fatalf("iter %d pass %d: counts %+v, reference %+v", iter, pass, fastRes, refRes)
 			}
 			batches = next

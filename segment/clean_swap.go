@@ -185,6 +185,7 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 			if err != nil {
 				if l.sourceChanged(src) && ctx.Err() == nil {
 					res.GroupsSkipped++ // retention or truncation got there first
+					f.txn.lost = true   // its transactions' batches were not all read
 					return nil
 				}
 				return err

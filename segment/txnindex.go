@@ -276,12 +276,19 @@ func (x *TxnIndex) TruncateTo(offset int64) error {
 	return atomicfile.SyncDir(x.mu.dir())
 }
 
+// truncateSync cuts the file at path to size bytes, never lengthening it
+// (after a failed Append or Remove it may hold fewer entries than the
+// memory), and fsyncs it.
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	return errors.Join(f.Truncate(size), f.Sync(), f.Close())
+	fi, err := f.Stat()
+	if err == nil && fi.Size() > size {
+		err = f.Truncate(size)
+	}
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
 // DropSegmentsBelow deletes the index files of the segments whose base is
@@ -309,6 +316,85 @@ func (x *TxnIndex) DropSegmentsBelow(base int64) error {
 		return atomicfile.SyncDir(x.mu.dir())
 	}
 	return nil
+}
+
+// Remove deletes the entries of txns (matched by producer id and marker
+// offset; those not in the index are ignored): a cleaning found their
+// transactions' data gone (CleanResult.AbortedTxnsDone). Each file that
+// held one is replaced atomically by its remaining entries, or deleted
+// when none remain, and the directory fsynced, so a crash leaves either
+// the old file or the new one; the entries leave the memory (Entries,
+// CollectAborted) only once that is durable. After a failed Append it
+// fails as Sync does, and a failed Remove fails Sync and later Removes
+// until the index is reopened.
+func (x *TxnIndex) Remove(txns []AbortedTxn) error {
+	if len(txns) == 0 {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.failed != nil {
+		return x.mu.failed
+	}
+	gone := make(map[[2]int64]bool, len(txns))
+	for _, t := range txns {
+		gone[[2]int64{t.ProducerID, t.LastOffset}] = true
+	}
+	segs := map[int64]bool{}
+	for _, e := range x.mu.entries {
+		if gone[[2]int64{e.ProducerID, e.LastOffset}] {
+			segs[e.seg] = true
+		}
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(x.mu.entries), func(e txnEntry) bool {
+		return gone[[2]int64{e.ProducerID, e.LastOffset}]
+	})
+	removed := false
+	for seg := range segs {
+		var b []byte
+		for _, e := range kept {
+			if e.seg == seg {
+				b = EncodeAbortedTxn(b, e.AbortedTxn)
+			}
+		}
+		path := filepath.Join(x.mu.dir(), TxnIndexFileName(seg))
+		var err error
+		if len(b) == 0 {
+			if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+			removed = true
+		} else {
+			err = atomicfile.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return x.removeFailedLocked(fmt.Errorf("segment: txn index: remove entries of segment %d: %w", seg, err))
+		}
+		delete(x.mu.dirty, seg) // rewritten and fsynced, or gone
+	}
+	if removed {
+		if err := atomicfile.SyncDir(x.mu.dir()); err != nil {
+			return x.removeFailedLocked(fmt.Errorf("segment: txn index: %w", err))
+		}
+	}
+	// Only now, every change durable, do the entries leave the memory
+	// the cleaner is given: an entry still listed keeps its marker.
+	x.mu.entries = kept
+	return nil
+}
+
+// removeFailedLocked records a failed Remove: the files may then hold
+// fewer entries than the memory (safe for readers: those transactions'
+// data is gone), but TruncateTo's sizes would be wrong, so the index
+// fails as after a failed Append until it is reopened.
+func (x *TxnIndex) removeFailedLocked(err error) error {
+	if x.mu.failed == nil {
+		x.mu.failed = err
+	}
+	return err
 }
 
 // CollectAborted returns the aborted transactions that overlap [from,
