@@ -173,7 +173,7 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	if req.Acks == 0 {
 		return reply{none: true, closeConn: failed}, nil
 	}
-	addProduceLeaders(s.coord.Snapshot(), r.listenerName(), resp)
+	addProduceLeaders(s.coord.Snapshot, r.listenerName(), resp)
 	return reply{msg: resp}, nil
 }
 

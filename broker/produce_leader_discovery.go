@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,11 +23,12 @@ const produceLeaderDiscoveryVersion = 10
 // in on, of each such leader that is alive and has that listener (Kafka's
 // getAliveBrokerNode), once. A client then goes to the new leader
 // without waiting for a metadata refresh. Older versions are unchanged.
-func addProduceLeaders(snap *coord.Snapshot, lis string, resp *kmsg.ProduceResponse) {
+// snapshot (the coordinator's) is called only when a partition needs it.
+func addProduceLeaders(snapshot func() *coord.Snapshot, lis string, resp *kmsg.ProduceResponse) {
 	if resp.Version < produceLeaderDiscoveryVersion {
 		return
 	}
-	named := map[int32]bool{}
+	var snap *coord.Snapshot
 	for ti := range resp.Topics {
 		rt := &resp.Topics[ti]
 		for pi := range rt.Partitions {
@@ -34,13 +37,17 @@ func addProduceLeaders(snap *coord.Snapshot, lis string, resp *kmsg.ProduceRespo
 				continue
 			}
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
+			if snap == nil {
+				snap = snapshot()
+			}
 			p, ok := snap.Partition(coord.TopicPartition{Topic: rt.Topic, Partition: sp.Partition})
 			if !ok {
 				continue
 			}
 			leader := p.State.Leader
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, p.State.LeaderEpoch
-			if leader < 0 || named[leader] || !snap.Live(leader) {
+			named := slices.ContainsFunc(resp.Brokers, func(b kmsg.ProduceResponseBroker) bool { return b.NodeID == leader })
+			if leader < 0 || named || !snap.Live(leader) {
 				continue
 			}
 			b, ok := snap.Broker(leader)
@@ -51,7 +58,6 @@ func addProduceLeaders(snap *coord.Snapshot, lis string, resp *kmsg.ProduceRespo
 			if !ok {
 				continue
 			}
-			named[leader] = true
 			nb := kmsg.NewProduceResponseBroker()
 			nb.NodeID, nb.Host, nb.Port, nb.Rack = b.ID, host, port, rackOf(b)
 			resp.Brokers = append(resp.Brokers, nb)

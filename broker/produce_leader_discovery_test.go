@@ -3,12 +3,14 @@ package broker
 import (
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -155,5 +157,75 @@ func TestProduceLeaderDiscovery(t *testing.T) {
 	got := consumePartition(t, srv[leader-1], "ld", 0, len(want))
 	if !slices.Equal(got, want) {
 		t.Fatalf("read back %q, want %q", got, want)
+	}
+}
+
+// TestAddProduceLeaders holds addProduceLeaders against a snapshot: which
+// partitions get CurrentLeader, which leaders get NodeEndpoints (alive,
+// with the client's listener, once each), and that versions before 10
+// and other errors are left alone.
+func TestAddProduceLeaders(t *testing.T) {
+	rack := "r1"
+	snap := &coord.Snapshot{
+		Brokers: []coord.BrokerInfo{
+			{ID: 1, Host: "b1", Port: 9091, Rack: rack, Endpoints: []coord.Endpoint{{Listener: "CLIENT", Host: "c1", Port: 19091}, {Listener: "REPL", Host: "i1", Port: 29091}}},
+			{ID: 2, Host: "b2", Port: 9092, Endpoints: []coord.Endpoint{{Listener: "REPL", Host: "i2", Port: 29092}}},
+		},
+		Topics: map[string]*coord.TopicInfo{"t": {Name: "t", Partitions: []coord.PartitionInfo{
+			{State: coord.PartitionState{Leader: 1, LeaderEpoch: 7}},
+			{State: coord.PartitionState{Leader: 1, LeaderEpoch: 3}},
+			{State: coord.PartitionState{Leader: 2, LeaderEpoch: 4}},              // no CLIENT listener
+			{State: coord.PartitionState{Leader: 3, LeaderEpoch: 5}},              // not registered: dead
+			{State: coord.PartitionState{Leader: coord.NoLeader, LeaderEpoch: 6}}, // offline
+		}}},
+	}
+	type part struct {
+		topic         string
+		index         int32
+		code          int16
+		leader, epoch int32
+	}
+	notLeader, fenced := kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code
+	for i, tt := range []struct {
+		version int16
+		lis     string
+		parts   []part // in: topic, index, code; want: leader, epoch
+		brokers []kmsg.ProduceResponseBroker
+	}{
+		{10, "CLIENT", []part{{"t", 0, notLeader, 1, 7}, {"t", 1, fenced, 1, 3}, {"t", 2, notLeader, 2, 4}, {"t", 3, notLeader, 3, 5}, {"t", 4, notLeader, -1, 6}, {"gone", 0, notLeader, -1, -1}, {"t", 0, 0, -1, -1}, {"t", 0, kerr.UnknownTopicOrPartition.Code, -1, -1}},
+			[]kmsg.ProduceResponseBroker{{NodeID: 1, Host: "c1", Port: 19091, Rack: &rack}}},
+		{11, "REPL", []part{{"t", 2, notLeader, 2, 4}, {"t", 0, notLeader, 1, 7}},
+			[]kmsg.ProduceResponseBroker{{NodeID: 2, Host: "i2", Port: 29092}, {NodeID: 1, Host: "i1", Port: 29091, Rack: &rack}}},
+		{11, "", []part{{"t", 2, notLeader, 2, 4}}, // no listener: the registered address
+			[]kmsg.ProduceResponseBroker{{NodeID: 2, Host: "b2", Port: 9092}}},
+		{9, "CLIENT", []part{{"t", 0, notLeader, -1, -1}}, nil},
+	} {
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = tt.version
+		for _, p := range tt.parts {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = p.topic
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.index, p.code
+			rt.Partitions = append(rt.Partitions, sp)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		calls := 0
+		addProduceLeaders(func() *coord.Snapshot { calls++; return snap }, tt.lis, resp)
+		for j, p := range tt.parts {
+			got := resp.Topics[j].Partitions[0].CurrentLeader
+			if got.LeaderID != p.leader || got.LeaderEpoch != p.epoch {
+				t.Errorf("#%d: %s-%d (code %d): got leader %d epoch %d, want %d %d", i, p.topic, p.index, p.code, got.LeaderID, got.LeaderEpoch, p.leader, p.epoch)
+			}
+		}
+		if !reflect.DeepEqual(resp.Brokers, tt.brokers) {
+			t.Errorf("#%d: got NodeEndpoints %+v, want %+v", i, resp.Brokers, tt.brokers)
+		}
+		if tt.version < 10 && calls != 0 {
+			t.Errorf("#%d: v%d took %d snapshots, want none", i, tt.version, calls)
+		}
+		if calls > 1 {
+			t.Errorf("#%d: %d snapshots taken, want at most one", i, calls)
+		}
 	}
 }
