@@ -30,7 +30,10 @@ import (
 // * Only the partition's leader appends: a partition another broker leads
 //   (or none does) is NOT_LEADER_OR_FOLLOWER, so the client refreshes its
 //   metadata and goes to the leader. The leadership and leader epoch are
-//   the coordinator's, as this broker last learned them.
+//   the coordinator's, as this broker last learned them. From v10
+//   (KIP-951) the answer names the current leader, its epoch and its
+//   address, so the client moves without a metadata refresh
+//   (produce_leader_discovery.go).
 // * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). acks=1 answers after
 //   the leader's append (which fsyncs first when flush.messages is
 //   reached). acks=-1 refuses the batch before appending when the ISR is
