@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v0-9 (v0-v2: produce_legacy.go)
+// Produce: v0-11 (v0-v2: produce_legacy.go)
 //
 // Behavior:
 // * Each partition must carry exactly one record batch of magic 2 (Kafka's
@@ -30,7 +30,10 @@ import (
 // * Only the partition's leader appends: a partition another broker leads
 //   (or none does) is NOT_LEADER_OR_FOLLOWER, so the client refreshes its
 //   metadata and goes to the leader. The leadership and leader epoch are
-//   the coordinator's, as this broker last learned them.
+//   the coordinator's, as this broker last learned them. From v10
+//   (KIP-951) the answer names the current leader, its epoch and its
+//   address, so the client moves without a metadata refresh
+//   (produce_leader_discovery.go).
 // * acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). acks=1 answers after
 //   the leader's append (which fsyncs first when flush.messages is
 //   reached). acks=-1 refuses the batch before appending when the ISR is
@@ -61,7 +64,9 @@ import (
 //   transactional id, the producer's first transactional batch in the
 //   partition is verified with its transaction coordinator first (KIP-890
 //   part 1): not part of the transaction is INVALID_TXN_STATE, an old
-//   epoch INVALID_PRODUCER_EPOCH or PRODUCER_FENCED, the coordinator
+//   epoch INVALID_PRODUCER_EPOCH or PRODUCER_FENCED (v11+: a partition
+//   not in the transaction is TRANSACTION_ABORTABLE, KIP-890, so the
+//   client aborts instead of failing fatally), the coordinator
 //   unavailable (or a marker arriving meanwhile) NOT_ENOUGH_REPLICAS,
 //   which clients retry. Without a transactional id there is no
 //   verification (Kafka refuses such a request with
@@ -91,8 +96,15 @@ import (
 // * v7: zstd allowed
 // * v8: ErrorMessage and ErrorRecords in the response
 // * v9: flexible versions
+// * v10: CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER
+//   (KIP-951, produce_leader_discovery.go)
+// * v11: TRANSACTION_ABORTABLE (KIP-890) where v0-10 get INVALID_TXN_STATE
 
-func init() { register(0, 0, 9, handleProduce) }
+func init() { register(0, 0, 11, handleProduce) }
+
+// produceTxnAbortableVersion is the first Produce version that may be
+// answered TRANSACTION_ABORTABLE (KIP-890).
+const produceTxnAbortableVersion = 11
 
 func handleProduce(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ProduceRequest)
@@ -164,6 +176,7 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	if req.Acks == 0 {
 		return reply{none: true, closeConn: failed}, nil
 	}
+	addProduceLeaders(s.coord.Snapshot, r.listenerName(), resp)
 	return reply{msg: resp}, nil
 }
 
@@ -224,7 +237,7 @@ func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg
 	if err != nil {
 		return nil, newKafkaError(kerr.CorruptMessage, "%v", err)
 	}
-	markers, verified, err := s.verifyFirstTxnBatch(ctx, p, req.TransactionID, h)
+	markers, verified, err := s.verifyFirstTxnBatch(ctx, req.Version >= produceTxnAbortableVersion, p, req.TransactionID, h)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// FindCoordinator: v0-4
+// FindCoordinator: v0-6
 //
 // Behavior:
 // * Key type 0 (group, the only type before v1): the leader of the
@@ -23,7 +23,11 @@ import (
 //   partition of __transaction_state (the same hash modulo
 //   transaction.state.log.num.partitions), which the first such
 //   FindCoordinator creates (txn_coordinator.go). Errors as for groups.
-// * Any other key type (2 is share groups, KIP-932): INVALID_REQUEST, as
+// * Key type 2 (share groups, KIP-932) from v6, as Kafka 3.9 answers it
+//   (it has no share coordinator either): CLUSTER_AUTHORIZATION_FAILED
+//   without CLUSTER_ACTION on the cluster (with an authorizer), else
+//   COORDINATOR_NOT_AVAILABLE. Share groups themselves are issue 20.
+// * Key type 2 before v6, and any other key type: INVALID_REQUEST, as
 //   Kafka answers an unknown coordinator type.
 // * v4 (KIP-699) batches keys: each key gets its own entry with its own
 //   error; the top-level fields stay empty. Before v4 the answer is in the
@@ -38,14 +42,22 @@ import (
 // * v1: CoordinatorType, ErrorMessage, ThrottleMillis
 // * v3: flexible versions
 // * v4: CoordinatorKeys, Coordinators
+// * v5: TRANSACTION_ABORTABLE (KIP-890) may be answered; Kafka 3.9 never
+//   answers it here, so v5 is answered as v4
+// * v6: key type 2, share groups (KIP-932)
 
-func init() { register(10, 0, 4, handleFindCoordinator) }
+func init() { register(10, 0, 6, handleFindCoordinator) }
 
 // Coordinator key types of FindCoordinator.
 const (
 	coordinatorTypeGroup       int8 = 0
 	coordinatorTypeTransaction int8 = 1
+	coordinatorTypeShare       int8 = 2
 )
+
+// findCoordinatorShareVersion is the first FindCoordinator version with
+// the share key type.
+const findCoordinatorShareVersion = 6
 
 func handleFindCoordinator(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.FindCoordinatorRequest)
@@ -54,18 +66,18 @@ func handleFindCoordinator(s *Server, r *request) (reply, error) {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(r, req.CoordinatorType, key, r.listenerName())
+			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(r, req.Version, req.CoordinatorType, key, r.listenerName())
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return reply{msg: resp}, nil
 	}
-	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(r, req.CoordinatorType, req.CoordinatorKey, r.listenerName())
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(r, req.Version, req.CoordinatorType, req.CoordinatorKey, r.listenerName())
 	return reply{msg: resp}, nil
 }
 
 // findCoordinator answers one key: the coordinator's node, host and port
 // on listener lis, or "no node" with an error code and message.
-func (s *Server) findCoordinator(r *request, keyType int8, key, lis string) (node int32, host string, port int32, code int16, msg *string) {
+func (s *Server) findCoordinator(r *request, version int16, keyType int8, key, lis string) (node int32, host string, port int32, code int16, msg *string) {
 	var err error
 	var b coord.BrokerInfo
 	switch keyType {
@@ -81,6 +93,15 @@ func (s *Server) findCoordinator(r *request, keyType int8, key, lis string) (nod
 			break
 		}
 		b, err = s.txnCoordinator(key, true)
+	case coordinatorTypeShare:
+		switch {
+		case version < findCoordinatorShareVersion:
+			err = newKafkaError(kerr.InvalidRequest, "share coordinators are asked for from FindCoordinator v%d, not v%d", findCoordinatorShareVersion, version)
+		case !s.authorize(r, acl.OpClusterAction, acl.Cluster):
+			err = newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized for CLUSTER_ACTION on the cluster")
+		default:
+			err = newKafkaError(kerr.CoordinatorNotAvailable, "share groups are not served (KIP-932)")
+		}
 	default:
 		err = newKafkaError(kerr.InvalidRequest, "unknown coordinator type %d", keyType)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerId: v0-4
+// InitProducerId: v0-5
 //
 // Behavior:
 // * Without a transactional id, hands out a new producer id with epoch 0.
@@ -32,7 +32,9 @@ import (
 //   (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 // * If no id block can be reserved (disk failure), COORDINATOR_LOAD_IN_PROGRESS,
 //   which clients retry.
-// * v5 (transaction version 2, KIP-890 part 2) is not served.
+// * v5 (KIP-890) adds TRANSACTION_ABORTABLE to the codes a client
+//   handles; Kafka 3.9 never answers it to InitProducerId (its
+//   coordinator has no such path), so v5 is answered as v4.
 
 func init() {
 	register(22, producer.InitProducerIDMinVersion, producer.InitProducerIDMaxVersion, handleInitProducerID)

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TxnOffsetCommit: v0-3
+// TxnOffsetCommit: v0-4
 //
 // Behavior (group/txn.go has the details):
 // * The consumed offsets of a transactional producer (sendOffsetsToTransaction),
@@ -21,7 +21,9 @@ import (
 //   require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile.
 // * Before anything is written, the partition of __consumer_offsets is
 //   verified against the producer's transaction coordinator (KIP-890):
-//   a partition not in the ongoing transaction answers INVALID_TXN_STATE,
+//   a partition not in the ongoing transaction answers INVALID_TXN_STATE
+//   (v4+: TRANSACTION_ABORTABLE, KIP-890, which Kafka passes through
+//   its offset commit error conversion unchanged),
 //   an old epoch INVALID_PRODUCER_EPOCH, and so on, converted as Kafka
 //   converts offset commit errors.
 // * v3 (KIP-447) carries the member: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
@@ -40,6 +42,11 @@ import (
 // Version notes:
 // * v2: committed leader epoch
 // * v3: flexible versions; GenerationID, MemberID, GroupInstanceID (KIP-447)
+// * v4: TRANSACTION_ABORTABLE (KIP-890) where v0-3 get INVALID_TXN_STATE
+
+// txnOffsetCommitAbortableVersion is the first TxnOffsetCommit version
+// that may be answered TRANSACTION_ABORTABLE (KIP-890).
+const txnOffsetCommitAbortableVersion = 4
 
 func init() { registerGroupAPI(28, handleTxnOffsetCommit) }
 
@@ -65,7 +72,7 @@ func handleTxnOffsetCommit(s *Server, r *request) (reply, error) {
 	resp := txnOffsetCommitErrors(req, denied, kerr.TopicAuthorizationFailed.Code)
 	if len(allowed.Topics) > 0 {
 		verify := func(ctx context.Context, partition int) error {
-			return s.verifyTxnPartition(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, group.Topic, int32(partition))
+			return s.verifyTxnPartition(ctx, req.Version >= txnOffsetCommitAbortableVersion, req.TransactionalID, req.ProducerID, req.ProducerEpoch, group.Topic, int32(partition))
 		}
 		// As for OffsetCommit, the append is not abandoned when the
 		// client goes away.

@@ -357,6 +357,9 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeGroup, e.group) }, denied: codeGroupAuth},
 		{api: "FindCoordinator/transaction", allow: []grant{txnGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeTransaction, e.txn) }, denied: codeTxnAuth},
+		{api: "FindCoordinator/share", allow: []grant{clusterGrant(acl.OpClusterAction)}, // v6, as Kafka 3.9: no share coordinator
+			call:    func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeShare, "share-group") },
+			allowed: kerr.CoordinatorNotAvailable.Code, denied: codeClusterAuth},
 		{api: "JoinGroup", allow: []grant{groupGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrJoinGroupRequest()

@@ -86,12 +86,12 @@ func (p *rawTxnProducer) addOffsets(groupID string) {
 	}
 }
 
-// commitOffsets sends TxnOffsetCommit v3 and returns the codes per topic
+// commitOffsets sends TxnOffsetCommit at the newest version client and
+// broker share (kgo sets it: v4 today) and returns the codes per topic
 // and partition.
 func (p *rawTxnProducer) commitOffsets(groupID string, offsets map[string]map[int32]int64) map[string]map[int32]int16 {
 	p.t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.Version = 3
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = p.id, groupID, p.pid, p.epoch, -1
 	for topic, ps := range offsets {
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -224,10 +224,12 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 		t.Errorf("before the marker, require_stable: got %v, want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(code))
 	}
 
-	// Another producer, whose transaction never added the group.
+	// Another producer, whose transaction never added the group: v4
+	// (KIP-890) answers TRANSACTION_ABORTABLE; TestTxnAbortableByVersion
+	// has v0-3's INVALID_TXN_STATE.
 	other := initTxnProducer(t, s, "other")
-	if code := other.commitOffsets("g", map[string]map[int32]int64{"in": {0: 99}})["in"][0]; code != kerr.InvalidTxnState.Code {
-		t.Errorf("producer without AddOffsetsToTxn: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	if code := other.commitOffsets("g", map[string]map[int32]int64{"in": {0: 99}})["in"][0]; code != kerr.TransactionAbortable.Code {
+		t.Errorf("producer without AddOffsetsToTxn: got %v, want TRANSACTION_ABORTABLE", kerr.ErrorForCode(code))
 	}
 
 	p.end(true)

@@ -190,8 +190,9 @@ func (s *Server) abortedTxns(p *partition, from, upTo int64) ([]segment.AbortedT
 // transactional batch in the partition: asked of the transaction
 // coordinator before the append lock is taken. It returns the marker count
 // to compare under the lock (see appendProduced), and whether a
-// verification happened.
-func (s *Server) verifyFirstTxnBatch(ctx context.Context, p *partition, transactionalID *string, h segment.Header) (markers uint64, verified bool, err error) {
+// verification happened. abortable says the request's version may be
+// answered TRANSACTION_ABORTABLE (Produce v11+).
+func (s *Server) verifyFirstTxnBatch(ctx context.Context, abortable bool, p *partition, transactionalID *string, h segment.Header) (markers uint64, verified bool, err error) {
 	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil {
 		return 0, false, nil
 	}
@@ -199,7 +200,7 @@ func (s *Server) verifyFirstTxnBatch(ctx context.Context, p *partition, transact
 	if open {
 		return 0, false, nil
 	}
-	if err := s.verifyTxnPartition(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, p.topic, p.index); err != nil {
+	if err := s.verifyTxnPartition(ctx, abortable, *transactionalID, h.ProducerID, h.ProducerEpoch, p.topic, p.index); err != nil {
 		return 0, false, verifyError(err)
 	}
 	return markers, true, nil

@@ -14,8 +14,11 @@ import (
 // was added to that transaction. It returns nil when it was; else an
 // error wrapping the *kerr.Error the Produce is answered with, as Kafka's
 // AddPartitionsToTxnManager and ReplicaManager map them:
-//   - INVALID_TXN_STATE: the partition is not in the ongoing transaction
-//     (a hanging transaction is prevented);
+//   - TRANSACTION_ABORTABLE when abortable (the client's request version
+//     handles it: Produce v11+, TxnOffsetCommit v4+, KIP-890), else
+//     INVALID_TXN_STATE: the partition is not in the ongoing transaction
+//     (a hanging transaction is prevented), as Kafka's
+//     AddPartitionsToTxnManager maps it by transactionSupportedOperation;
 //   - INVALID_PRODUCER_EPOCH: the producer is fenced (the coordinator's
 //     PRODUCER_FENCED);
 //   - INVALID_PRODUCER_ID_MAPPING: the id has another producer id;
@@ -27,7 +30,7 @@ import (
 // The coordinator is asked in process when this broker coordinates the
 // id, else over the Transactions gRPC service with an AddPartitionsToTxn
 // v4 VerifyOnly request. Nothing is cached here.
-func (s *Server) verifyTxnPartition(ctx context.Context, transactionalID string, producerID int64, epoch int16, topic string, partition int32) error {
+func (s *Server) verifyTxnPartition(ctx context.Context, abortable bool, transactionalID string, producerID int64, epoch int16, topic string, partition int32) error {
 	tp := txn.TopicPartition{Topic: topic, Partition: partition}
 	if s.txns == nil {
 		return newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator not started")
@@ -68,7 +71,9 @@ func (s *Server) verifyTxnPartition(ctx context.Context, transactionalID string,
 	case kerr.ProducerFenced:
 		ke = kerr.InvalidProducerEpoch
 	case kerr.TransactionAbortable:
-		ke = kerr.InvalidTxnState
+		if !abortable {
+			ke = kerr.InvalidTxnState
+		}
 	case kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions:
 		ke = kerr.NotEnoughReplicas
 	}

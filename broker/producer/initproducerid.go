@@ -7,18 +7,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerID versions served. v5 (KIP-890 part 2, transaction
-// version 2) is not.
+// InitProducerID versions served. v5 only says the client handles
+// TRANSACTION_ABORTABLE (KIP-890), which Kafka 3.9 never answers here: it
+// is served as v4.
 const (
 	InitProducerIDMinVersion = 0
-	InitProducerIDMaxVersion = 4
+	InitProducerIDMaxVersion = 5
 )
 
 // epochExhausted is Kafka's limit: an epoch at or above it is not bumped,
 // the producer gets a new id (ProducerIdAndEpoch.isEpochExhausted).
 const epochExhausted = math.MaxInt16 - 1
 
-// InitProducerID answers an InitProducerId request (versions 0 to 4); the
+// InitProducerID answers an InitProducerId request (versions 0 to 5); the
 // rules are in the package documentation. Failures are Kafka error codes in
 // the response, with producer id and epoch -1; it never fails otherwise.
 // The caller checks the version range before calling.
