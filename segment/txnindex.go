@@ -144,7 +144,7 @@ func OpenTxnIndex(dir string) (*TxnIndex, []error, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("segment: txn index: %w", err)
 		}
-		ents, n, derr := DecodeTxnIndex(b, base)
+		ents, _, derr := DecodeTxnIndex(b, base)
 		// Entries must also ascend across files.
 		keep := 0
 		for keep < len(ents) && ents[keep].LastOffset > prev {
@@ -153,10 +153,10 @@ func OpenTxnIndex(dir string) (*TxnIndex, []error, error) {
 		if keep < len(ents) && derr == nil {
 			derr = fmt.Errorf("%w: segment %d: entry %d not after offset %d", ErrCorruptTxnIndex, base, keep, prev)
 		}
-		ents, n = ents[:keep], keep*TxnIndexEntrySize
+		ents = ents[:keep]
 		if derr != nil {
 			warns = append(warns, derr)
-			if err := os.Truncate(path, int64(n)); err != nil {
+			if err := os.Truncate(path, int64(keep*TxnIndexEntrySize)); err != nil {
 				return nil, nil, fmt.Errorf("segment: txn index: cut %s: %w", path, err)
 			}
 		}
