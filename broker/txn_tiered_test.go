@@ -240,7 +240,11 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	if got := rp.lastStableOffset(); got != wantLSO {
 		t.Fatalf("restored partition: log end %d, LSO %d, want %d", end, got, wantLSO)
 	}
-	s = r
+	s = r // consume reads from the restored broker
+	// Until its archiver has read the manifest, the restored partition's
+	// earliest offset is its local start (the remote end): a consumer
+	// starting then would start there.
+	waitFor(t, "the restored partition's manifest", func() bool { return rp.remoteManifest() != nil })
 	values = values[:0]
 	for _, rec := range consume(kgo.ReadCommitted(), len(wantValues)) {
 		values = append(values, string(rec.Value))

@@ -154,10 +154,9 @@ func OpenTxnIndex(dir string) (*TxnIndex, []error, error) {
 			derr = fmt.Errorf("%w: segment %d: entry %d not after offset %d", ErrCorruptTxnIndex, base, keep, prev)
 		}
 		ents = ents[:keep]
-		n := keep * TxnIndexEntrySize
 		if derr != nil {
 			warns = append(warns, derr)
-			if err := os.Truncate(path, int64(n)); err != nil {
+			if err := os.Truncate(path, int64(keep*TxnIndexEntrySize)); err != nil {
 				return nil, nil, fmt.Errorf("segment: txn index: cut %s: %w", path, err)
 			}
 		}
