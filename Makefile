@@ -123,7 +123,11 @@ fuzz: fuzz-smoke
 # broker while it cleans a compacted topic (3 in make test), and
 # TestTieringCompactedClusterFailover (broker/e2e/tiering_compact_cluster_test.go)
 # with CHAOS_COMPACT_TIER_KILLS kill -9 of the leader of a compacted tiered
-# topic in a three-broker cluster (1 in make test).
+# topic in a three-broker cluster (1 in make test). Last, TestTxnChaos
+# (broker/e2e/txn_chaos_test.go) runs its exactly-once pipeline under
+# random kill -9 and SIGSTOP of transaction coordinators and partition
+# leaders for CHAOS_TXN (4 fixed faults in make test); CHAOS_TXN_SEED=N
+# replays a schedule.
 CHAOS         ?= 5m
 CHAOS_SEED    ?=
 CHAOS_TIMEOUT ?= 2h
@@ -133,6 +137,8 @@ CHAOS_REASSIGN_ROUNDS ?= 20
 CHAOS_CLEAN_SEEDS ?= 200
 CHAOS_COMPACT_KILLS ?= 30
 CHAOS_COMPACT_TIER_KILLS ?= 10
+CHAOS_TXN     ?= 5m
+CHAOS_TXN_SEED ?=
 chaos: build
 	STRATA_CHAOS_CLEAN_SEEDS=$(CHAOS_CLEAN_SEEDS) $(GO) test ./segment -run '^TestCleanProperty$$' -count=1 -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_COMPACT_KILLS=$(CHAOS_COMPACT_KILLS) $(GO) test ./broker/e2e -run '^TestCompactionKilledWhileCleaning$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
@@ -141,6 +147,7 @@ chaos: build
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS=$(CHAOS) STRATA_CHAOS_SEED=$(CHAOS_SEED) $(GO) test ./broker/e2e -run '^(TestChaos|TestNetFaults)$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_S3_OUTAGE=$(S3_OUTAGE) $(GO) test ./broker/e2e -run '^TestTieringS3Faults$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_REASSIGN_ROUNDS=$(CHAOS_REASSIGN_ROUNDS) $(GO) test ./broker/e2e -run '^TestReassignment$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
+	STRATA_BIN=$(CURDIR)/$(BIN) STRATA_CHAOS_TXN=$(CHAOS_TXN) STRATA_CHAOS_TXN_SEED=$(CHAOS_TXN_SEED) $(GO) test ./broker/e2e -run '^TestTxnChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT)
 
 # chaos-short is the chaos run of every `make test`: a fixed schedule of
 # CHAOS_SHORT_FAULTS faults from seed CHAOS_SHORT_SEED (seed 4's fourteen:

@@ -71,6 +71,11 @@ func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions, ver
 		}
 		return res, nil
 	}
+	if h.Transactional() && p.producers.HoldAppend(h.ProducerID, p.log.LogEndOffset()) {
+		// The batch may open a transaction: readable before Update
+		// records it, it must hold the last stable offset meanwhile.
+		defer p.producers.ReleaseAppend()
+	}
 	active := p.log.ActiveBaseOffset()
 	res, err := p.log.Append(batch, opts)
 	if err != nil {

@@ -153,7 +153,12 @@ func TestTxnCoordinatorKilledMidCommit(t *testing.T) {
 		}
 		return d, d.Err
 	}
-	d, err := describe()
+	// Right after broker 3 stopped the admin client may still pick it
+	// for a request (a dial error, not retried in a sharded request):
+	// ask again until an answer.
+	var d kadm.DescribedTransaction
+	var err error
+	poll.For(30*time.Second, func() bool { d, err = describe(); return err == nil })
 	if err != nil || d.State != "PrepareCommit" {
 		t.Fatalf("after EndTxn with txk-c leaderless: %+v %v, want PrepareCommit", d, err)
 	}

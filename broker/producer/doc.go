@@ -102,6 +102,11 @@
 // the next Update. A StateManager also has its own mutex so that snapshots,
 // expiry and inspection may run from other goroutines; it is never held
 // during I/O. Lock order: partition append lock, then StateManager.mu.
+// Readers take no append lock, and the log makes a batch readable before
+// its append returns (and Update runs): a transactional batch is appended
+// between HoldAppend and ReleaseAppend, which hold the last stable offset
+// at the log end meanwhile, so that read_committed never reads a
+// transaction that Update has not recorded yet.
 //
 // # Snapshots
 //

@@ -102,6 +102,10 @@ type StateManager struct {
 		// reset while the producer is known): KIP-890 verification
 		// compares it before and after asking the coordinator.
 		markers map[int64]uint64
+		// holding is the log end at which a transactional batch that
+		// may open its producer's transaction is being appended
+		// (HoldAppend), or -1: it holds the last stable offset.
+		holding int64
 	}
 }
 
@@ -114,13 +118,46 @@ func NewStateManager(end int64) *StateManager {
 	s.mu.markers = make(map[int64]uint64)
 	s.mu.ongoing = make(map[int64]int64)
 	s.mu.end = end
+	s.mu.holding = -1
 	return s
 }
 
 // noteUnstableLocked refreshes s.unstable after the open or unreplicated
 // transactions changed.
 func (s *StateManager) noteUnstableLocked() {
-	s.unstable.Store(int64(len(s.mu.ongoing) + len(s.mu.unreplicated)))
+	n := len(s.mu.ongoing) + len(s.mu.unreplicated)
+	if s.mu.holding >= 0 {
+		n++
+	}
+	s.unstable.Store(int64(n))
+}
+
+// HoldAppend holds the last stable offset at offset, the log end, while
+// the caller (holding the partition's append lock) appends a
+// transactional batch of pid: the log makes a batch readable before its
+// append returns (followers fetch it and their acknowledgements may move
+// the high watermark past it while the append waits for its fsync), and
+// only the Update after the append records the transaction it opens. It
+// reports whether it holds: false when pid's transaction is already open
+// (which holds the last stable offset at its first offset). The caller
+// calls ReleaseAppend after Update, or after a failed append.
+func (s *StateManager) HoldAppend(pid, offset int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.mu.producers[pid]; e != nil && e.txnFirst >= 0 {
+		return false
+	}
+	s.mu.holding = offset
+	s.noteUnstableLocked()
+	return true
+}
+
+// ReleaseAppend ends the hold of HoldAppend.
+func (s *StateManager) ReleaseAppend() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.holding = -1
+	s.noteUnstableLocked()
 }
 
 // setProducersLocked installs producers (from a snapshot or a rebuild)
@@ -318,6 +355,9 @@ func (s *StateManager) applyMarkerLocked(pid int64, epoch int16, m segment.Contr
 // unreplicated transactions.
 func (s *StateManager) firstUnstableLocked() (int64, bool) {
 	first, ok := int64(math.MaxInt64), false
+	if s.mu.holding >= 0 {
+		first, ok = s.mu.holding, true
+	}
 	for _, f := range s.mu.ongoing {
 		if f < first {
 			first, ok = f, true
