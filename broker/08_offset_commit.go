@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetCommit: v1-8
+// OffsetCommit: v0-8
 //
 // Behavior (group/commit.go has the details):
 // * Committed by the group coordinator to the group's partition of
@@ -32,6 +32,11 @@ import (
 //   are committed.
 //
 // Version notes:
+// * v0: no generation or member id: a simple commit. Kafka 3.9 keeps v0
+//   commits in ZooKeeper, apart from the others (an OffsetFetch v1+ does
+//   not see them); Strata keeps them in __consumer_offsets like every
+//   commit, so every version sees them.
+// * v1: generation, member id and a commit timestamp per partition
 // * v2-4: RetentionTimeMillis (sets the offsets' expire time)
 // * v5: no retention time
 // * v6: committed leader epoch

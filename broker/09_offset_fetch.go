@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetFetch: v1-8
+// OffsetFetch: v0-8
 //
 // Behavior (group/fetch.go has the details):
 // * The group's committed offsets with their leader epoch and metadata
@@ -17,7 +17,7 @@ import (
 //   answers offset -1 and no error. Null topics (v2+) ask for every
 //   committed offset of the group.
 // * Errors of the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS):
-//   v2+ in the top-level error code, v1 on every partition.
+//   v2+ in the top-level error code, v0-1 on every partition.
 // * v8 asks for several groups, each answered on its own.
 // * RequireStable (v7+, KIP-447): a partition with a commit still pending
 //   (a transactional one before its marker, or a plain one being written)
@@ -29,6 +29,8 @@ import (
 //   leave such topics out.
 //
 // Version notes:
+// * v0: as v1 (Kafka 3.9 answers v0 from ZooKeeper, where it keeps v0
+//   commits; Strata answers every version from __consumer_offsets)
 // * v2: top-level ErrorCode, null topics for all
 // * v3: ThrottleMillis
 // * v5: committed leader epoch

@@ -103,3 +103,54 @@ func TestOldAdminVersions(t *testing.T) {
 		t.Error("DeleteTopics v0 left the topic")
 	}
 }
+
+// TestOffsetCommitFetchV0: a v0 OffsetCommit (no generation, no member:
+// a simple commit) is answered in v0 form and its offset is what
+// OffsetFetch v0 and v1 return; an unknown partition is
+// UNKNOWN_TOPIC_OR_PARTITION as in later versions.
+func TestOffsetCommitFetchV0(t *testing.T) {
+	s := startServer(t, nil)
+	cl := newClient(t, s)
+	createTopic(t, cl, "v0-offsets", 2, nil)
+	rc := dialRaw(t, s)
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Version, oc.Group = 0, "old-group"
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "v0-offsets"
+	for _, p := range []struct {
+		partition int32
+		offset    int64
+	}{{0, 42}, {9, 7}} {
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Partition, op.Offset, op.Metadata = p.partition, p.offset, kmsg.StringPtr("m")
+		ot.Partitions = append(ot.Partitions, op)
+	}
+	oc.Topics = append(oc.Topics, ot)
+	r := rc.request(1, oc).(*kmsg.OffsetCommitResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 2 {
+		t.Fatalf("OffsetCommit v0: got %+v", r.Topics)
+	}
+	if p0, p9 := r.Topics[0].Partitions[0], r.Topics[0].Partitions[1]; p0.ErrorCode != 0 || p9.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("OffsetCommit v0: partition 0 %s, partition 9 %s; want NONE, UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(p0.ErrorCode), kerr.ErrorForCode(p9.ErrorCode))
+	}
+
+	for _, version := range []int16{0, 1} {
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version, of.Group = version, "old-group"
+		ft := kmsg.NewOffsetFetchRequestTopic()
+		ft.Topic, ft.Partitions = "v0-offsets", []int32{0, 1}
+		of.Topics = append(of.Topics, ft)
+		f := rc.request(int32(2+version), of).(*kmsg.OffsetFetchResponse)
+		if len(f.Topics) != 1 || len(f.Topics[0].Partitions) != 2 {
+			t.Fatalf("OffsetFetch v%d: got %+v", version, f.Topics)
+		}
+		p0, p1 := f.Topics[0].Partitions[0], f.Topics[0].Partitions[1]
+		if p0.ErrorCode != 0 || p0.Offset != 42 || p0.Metadata == nil || *p0.Metadata != "m" {
+			t.Errorf("OffsetFetch v%d partition 0: got %s offset %d metadata %v, want NONE 42 \"m\"", version, kerr.ErrorForCode(p0.ErrorCode), p0.Offset, p0.Metadata)
+		}
+		if p1.ErrorCode != 0 || p1.Offset != -1 {
+			t.Errorf("OffsetFetch v%d partition 1: got %s offset %d, want NONE -1", version, kerr.ErrorForCode(p1.ErrorCode), p1.Offset)
+		}
+	}
+}

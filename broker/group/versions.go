@@ -14,8 +14,8 @@ type API struct {
 // leader of that partition of __consumer_offsets).
 func APIs() []API {
 	return []API{
-		{Key: 8, Name: "OffsetCommit", Min: 1, Max: 8},
-		{Key: 9, Name: "OffsetFetch", Min: 1, Max: 8},
+		{Key: 8, Name: "OffsetCommit", Min: 0, Max: 8},
+		{Key: 9, Name: "OffsetFetch", Min: 0, Max: 8},
 		{Key: 11, Name: "JoinGroup", Min: 0, Max: 9},
 		{Key: 12, Name: "Heartbeat", Min: 0, Max: 4},
 		{Key: 13, Name: "LeaveGroup", Min: 0, Max: 5},
