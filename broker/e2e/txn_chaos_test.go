@@ -147,7 +147,7 @@ func TestTxnChaos(t *testing.T) {
 	count := map[string]int{}
 	n := 0
 	for ; n < faults && (end.IsZero() || time.Now().Before(end)); n++ {
-		time.Sleep(randBetween(rng, time.Second, 3*time.Second))
+		holdFault(randBetween(rng, time.Second, 3*time.Second)) // between faults
 		kind := []string{"kill", "pause"}[rng.Intn(2)]
 		target := []string{"coordinator", "leader"}[rng.Intn(2)]
 		var victim int32
@@ -175,12 +175,12 @@ func TestTxnChaos(t *testing.T) {
 		case "kill":
 			down = randBetween(rng, 500*time.Millisecond, 4*time.Second)
 			c.Broker(victim).Kill(t)
-			time.Sleep(down)
+			holdFault(down)
 			c.Broker(victim).Restart(t)
 		case "pause":
 			down = randBetween(rng, clusterSessionTimeout+time.Second, clusterSessionTimeout+4*time.Second)
 			c.pauseBroker(t, victim)
-			time.Sleep(down)
+			holdFault(down)
 			c.resumeBroker(t, victim)
 		}
 		count[kind+" "+target]++
@@ -440,6 +440,7 @@ func (w *txnWorker) run(ctx context.Context) {
 		if news >= maxSessions {
 			return
 		}
+		retry := time.NewTicker(time.Second)
 		for ctx.Err() == nil {
 			s, serr := w.session()
 			if serr == nil {
@@ -448,8 +449,12 @@ func (w *txnWorker) run(ctx context.Context) {
 				w.mu.Unlock()
 				break
 			}
-			time.Sleep(time.Second)
+			select { // the cluster may still be recovering from a fault
+			case <-ctx.Done():
+			case <-retry.C:
+			}
 		}
+		retry.Stop()
 	}
 }
 
@@ -622,4 +627,13 @@ func (c *Cluster) readTxnOutput(t *testing.T, topic string, parts []int32) map[h
 		})
 	}
 	return final
+}
+
+// holdFault lets d pass: the schedule's time between faults, or how long
+// a broker stays killed or stopped. It is the fault's own timing, not a
+// wait for a condition.
+func holdFault(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	<-t.C
 }
