@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/coord"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // coordinatorLoader loads into a coordinator (consumer groups, transactions)
@@ -183,4 +184,29 @@ func (g *coordinatorLoader) noteLeadership(snap *coord.Snapshot) {
 		}
 	}
 	g.want(led)
+}
+
+// coordinatorOf is the broker that coordinates the ids of partition p of
+// the internal topic t: the partition's live leader, once loaded there
+// when that is this broker. COORDINATOR_NOT_AVAILABLE when the topic's
+// partition count is not the coordinator's (the topic decides, at the
+// next start), the partition has no live leader, or it failed to load.
+func (g *coordinatorLoader) coordinatorOf(t *coord.TopicInfo, p int) (coord.BrokerInfo, error) {
+	s, n := g.s, g.numPartitions()
+	if len(t.Partitions) != n {
+		s.log.Error("the "+g.what+" coordinator was started with another partition count than the cluster's topic has; restart the broker",
+			"topic", g.topic, "partitions", len(t.Partitions), "coordinator_partitions", n)
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s has %d partitions, this broker's coordinator %d", g.topic, len(t.Partitions), n)
+	}
+	leader := t.Partitions[p].State.Leader
+	b, ok := s.coord.Snapshot().Broker(leader)
+	if !ok {
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s has no live leader", p, g.topic)
+	}
+	if leader == s.cfg.BrokerID {
+		if err := g.loadErr(p); err != nil {
+			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, g.topic)
+		}
+	}
+	return b, nil
 }

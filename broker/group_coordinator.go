@@ -272,23 +272,7 @@ func (s *Server) groupCoordinator(id string) (coord.BrokerInfo, error) {
 	if err != nil {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", group.Topic, err)
 	}
-	if len(t.Partitions) != s.groups.NumPartitions() {
-		s.log.Error("the group coordinator was started with another partition count than the cluster's offsets topic has; restart the broker",
-			"topic", group.Topic, "partitions", len(t.Partitions), "coordinator_partitions", s.groups.NumPartitions())
-		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s has %d partitions, this broker's coordinator %d", group.Topic, len(t.Partitions), s.groups.NumPartitions())
-	}
-	p := s.groups.PartitionFor(id)
-	leader := t.Partitions[p].State.Leader
-	b, ok := s.coord.Snapshot().Broker(leader)
-	if !ok {
-		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s has no live leader", p, group.Topic)
-	}
-	if leader == s.cfg.BrokerID {
-		if err := s.groupLoader.loadErr(p); err != nil {
-			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, group.Topic)
-		}
-	}
-	return b, nil
+	return s.groupLoader.coordinatorOf(t, s.groups.PartitionFor(id))
 }
 
 // closeGroups stops the coordinator: waiting members are answered and

@@ -228,23 +228,7 @@ func (s *Server) txnCoordinator(id string, create bool) (coord.BrokerInfo, error
 	} else {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s does not exist", txn.Topic)
 	}
-	if len(t.Partitions) != s.txns.NumPartitions() {
-		s.log.Error("the transaction coordinator was started with another partition count than the cluster's transaction state topic has; restart the broker",
-			"topic", txn.Topic, "partitions", len(t.Partitions), "coordinator_partitions", s.txns.NumPartitions())
-		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s has %d partitions, this broker's coordinator %d", txn.Topic, len(t.Partitions), s.txns.NumPartitions())
-	}
-	p := s.txns.PartitionFor(id)
-	leader := t.Partitions[p].State.Leader
-	b, ok := s.coord.Snapshot().Broker(leader)
-	if !ok {
-		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s has no live leader", p, txn.Topic)
-	}
-	if leader == s.cfg.BrokerID {
-		if err := s.txnLoader.loadErr(p); err != nil {
-			return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "partition %d of %s failed to load", p, txn.Topic)
-		}
-	}
-	return b, nil
+	return s.txnLoader.coordinatorOf(t, s.txns.PartitionFor(id))
 }
 
 // txnErr turns a coordinator error into a response code, answering
