@@ -101,7 +101,12 @@ func parseRule(s string) (mappingRule, string, error) {
 	if r.pattern, err = regexp.Compile(pattern); err != nil {
 		return mappingRule{}, "", fmt.Errorf("RULE:%s/%s/: pattern: %v", pattern, repl, err)
 	}
-	r.anchored = regexp.MustCompile(`^(?:` + pattern + `)$`)
+	// The whole name must match (Java's Matcher.matches). A pattern that
+	// cannot be wrapped in a group, such as a \Q quote left open, is
+	// refused rather than matched in part.
+	if r.anchored, err = regexp.Compile(`^(?:` + pattern + `)$`); err != nil {
+		return mappingRule{}, "", fmt.Errorf("RULE:%s/%s/: pattern cannot be matched whole (close a \\Q quote with \\E): %v", pattern, repl, err)
+	}
 	r.replacement = javaReplacement(repl)
 	return r, s, nil
 }
