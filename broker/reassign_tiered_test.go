@@ -113,6 +113,16 @@ func TestReassignTieredReplicaRemoteState(t *testing.T) {
 	if !ok || bs[len(bs)-1] != aLast {
 		t.Fatalf("broker 2 does not know producer A (last batch %+v), whose batches are all in the store: ok %v %+v", aLast, ok, bs)
 	}
+	// The leader's local retention moves on: broker 2 follows its local
+	// log start as local retention does, keeping the leader epochs of what
+	// is now only in the store (it once cut them, when the leader's start
+	// moved while the new replica caught up).
+	const more = 1000
+	produceTiered(t, idempotent(), topic, total, total+more)
+	waitFor(t, "broker 2's log start follows the leader's", func() bool { return fp.log.LogStartOffset() > start })
+	if es := fp.log.Epochs().Entries(); len(es) == 0 || es[0].StartOffset != 0 {
+		t.Fatalf("broker 2's leader epochs %v after following the leader's local log start to %d, want them from offset 0", es, fp.log.LogStartOffset())
+	}
 	// Everything reads back from offset 0 through the new replica as
 	// leader too.
 	req = nil
@@ -129,5 +139,5 @@ func TestReassignTieredReplicaRemoteState(t *testing.T) {
 		}
 	}
 	waitFor(t, "broker 2 leads", func() bool { return partitionInfo(srv[0], topic, 0).State.Leader == 2 })
-	consumeTiered(t, srv[1].Addr().String(), topic, total)
+	consumeTiered(t, srv[1].Addr().String(), topic, total+more)
 }

@@ -118,10 +118,26 @@ func (l *Log) maybeRollByTime() error {
 }
 
 // SetLogStartOffset moves the log start forward to offset (DeleteRecords,
-// or tiering moving the local start) and checkpoints it before returning.
-// Sealed segments wholly below it are deleted. Moving it backwards is a
-// no-op; beyond the log end is ErrOffsetOutOfRange.
+// or remote retention deleting what the store held below it) and
+// checkpoints it before returning. Sealed segments wholly below it are
+// deleted, and the leader epochs below it cut: the records are gone from
+// the log, wherever they were kept. Moving it backwards is a no-op;
+// beyond the log end is ErrOffsetOutOfRange.
 func (l *Log) SetLogStartOffset(offset int64) error {
+	return l.setLogStart(offset, true)
+}
+
+// SetLocalLogStartOffset moves the log start forward to offset as local
+// retention moves it: a follower following its leader's local log start.
+// Unlike SetLogStartOffset it keeps the leader epochs below offset when
+// the log keeps those of deleted segments (WithKeepEpochs: a tiered log,
+// whose records below the local start are still the log's, in the
+// store), and cuts them otherwise.
+func (l *Log) SetLocalLogStartOffset(offset int64) error {
+	return l.setLogStart(offset, !l.opts.keepsEpochs())
+}
+
+func (l *Log) setLogStart(offset int64, cutEpochs bool) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -149,8 +165,10 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	if err := writeOffsetCheckpoint(l.dir, logStartOffsetFile, offset); err != nil {
 		return l.poison(err)
 	}
-	if err := l.epochs.truncateFromStart(offset); err != nil {
-		return err
+	if cutEpochs {
+		if err := l.epochs.truncateFromStart(offset); err != nil {
+			return err
+		}
 	}
 	_, err := l.deleteOldestLocked(doomed)
 	return err

@@ -290,7 +290,9 @@ func TestDeletedSegmentReadable(t *testing.T) {
 // TestRetentionKeepsEpochs: with WithKeepEpochs, segments deleted by
 // retention keep their leader epochs (a tiered log: they are still in
 // the partition's log), across a reopen too; without it, the epochs below
-// the new log start go. SetLogStartOffset drops them either way.
+// the new log start go. SetLocalLogStartOffset (a follower following its
+// leader's local start) does as retention; SetLogStartOffset drops them
+// either way.
 func TestRetentionKeepsEpochs(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		cfg := lgConfig()
@@ -332,6 +334,16 @@ func TestRetentionKeepsEpochs(t *testing.T) {
 		l = lgOpen(t, dir, cfg, opts...)
 		if got := l.Epochs().Entries(); !slices.Equal(got, want) {
 			t.Fatalf("keep=%v: epochs %v after reopening, want %v", keep, got, want)
+		}
+		// A follower following its leader's local start: as retention.
+		if err := l.SetLocalLogStartOffset(6); err != nil {
+			t.Fatal(err)
+		}
+		if !keep {
+			want = []EpochEntry{{5, 6}}
+		}
+		if got := l.Epochs().Entries(); l.LogStartOffset() != 6 || !slices.Equal(got, want) {
+			t.Fatalf("keep=%v: log start %d, epochs %v after SetLocalLogStartOffset(6), want 6 and %v", keep, l.LogStartOffset(), got, want)
 		}
 		if err := l.SetLogStartOffset(7); err != nil {
 			t.Fatal(err)

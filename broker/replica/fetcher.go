@@ -407,9 +407,12 @@ func (f *fetcher) handleData(pd *replpb.PartitionData) {
 	// The leader's log start (DeleteRecords, retention, tiering): the
 	// follower's moves up to it, at most to its own high watermark as in
 	// Kafka (UnifiedLog.maybeIncrementLogStartOffset), and is reported.
+	// It is the leader's local log start, so the follower moves its own
+	// as local retention does: a tiered log keeps the leader epochs of
+	// what is now only in the store.
 	startMoved := false
 	if ls := min(pd.GetLogStartOffset(), p.log.HighWatermark()); ls > p.log.LogStartOffset() {
-		if err := p.log.SetLogStartOffset(ls); err != nil {
+		if err := p.log.SetLocalLogStartOffset(ls); err != nil {
 			if !errors.Is(err, segment.ErrClosed) {
 				m.log.Warn("replication: moving the log start to the leader's failed", "topic", key.topic, "partition", key.index, "offset", ls, "err", err)
 			}
