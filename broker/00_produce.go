@@ -102,6 +102,21 @@ import (
 
 func init() { register(0, 0, 11, handleProduce) }
 
+// hasTransactionalBatch reports whether the first batch of any partition's
+// records is transactional, the batch Kafka looks at
+// (RequestUtils.hasTransactionalRecords). Message sets of magic 0 and 1
+// cannot be.
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if h, err := segment.ParseHeader(rp.Records); err == nil && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // produceTxnAbortableVersion is the first Produce version that may be
 // answered TRANSACTION_ABORTABLE (KIP-890).
 const produceTxnAbortableVersion = 11
@@ -112,8 +127,13 @@ func handleProduce(s *Server, r *request) (reply, error) {
 	failed := false
 	var waits []produceWait
 	var txnErr error
-	if req.TransactionID != nil && !s.authorize(r, acl.OpWrite, acl.TransactionalID(*req.TransactionID)) {
+	switch {
+	case req.TransactionID != nil && !s.authorize(r, acl.OpWrite, acl.TransactionalID(*req.TransactionID)):
 		txnErr = newKafkaError(kerr.TransactionalIDAuthorizationFailed, "not authorized to write transactional id %q", *req.TransactionID)
+	case req.TransactionID == nil && hasTransactionalBatch(req):
+		// As Kafka (KafkaApis.handleProduceRequest): transactional
+		// records need the transactional id they are authorized by.
+		txnErr = newKafkaError(kerr.TransactionalIDAuthorizationFailed, "transactional record batches need the request's transactional id")
 	}
 	mayWrite := s.topicAuthorizer(r, acl.OpWrite)
 	for _, rt := range req.Topics {

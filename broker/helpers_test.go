@@ -178,7 +178,7 @@ func buildBatch(t *testing.T, codec segment.Codec, n int) []byte {
 // response.
 func produceRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := produceRequest(topic, partition, batch)
+	req := rawTxnProduceRequest(topic, partition, batch)
 	br := cl.Broker(0)
 	resp, err := br.Request(testCtx(t), req)
 	if err != nil {
@@ -186,6 +186,23 @@ func produceRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, bat
 	}
 	return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 }
+
+// rawTxnProduceRequest is produceRequest with a transactional id when
+// batch is transactional, as such batches need one; the tests that append
+// them raw turn the coordinator's verification off (noTxnVerification).
+func rawTxnProduceRequest(topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
+	req := produceRequest(topic, partition, batch)
+	if h, err := segment.ParseHeader(batch); err == nil && h.Transactional() {
+		id := "raw-partition-test"
+		req.TransactionID = &id
+	}
+	return req
+}
+
+// noTxnVerification is the setting of the tests that append transactional
+// batches raw (produceRaw), without a transaction coordinator's
+// transaction behind them.
+var noTxnVerification = map[string]string{"transaction.partition.verification.enable": "false"}
 
 // produceVersion is produceRaw at a given version, over a raw connection.
 func produceVersion(t *testing.T, s *Server, topic string, partition int32, batch []byte, version int16) kmsg.ProduceResponseTopicPartition {

@@ -77,7 +77,7 @@ func logContent(t *testing.T, l *segment.Log) (markers []int64, values map[strin
 // transaction, before and after a restart on the same directory.
 func TestTxnMarkersCleaned(t *testing.T) {
 	dir := t.TempDir()
-	props := map[string]string{"log.dirs": dir, "log.cleaner.backoff.ms": "50", "log.cleaner.min.cleanable.ratio": "0.01"}
+	props := map[string]string{"log.dirs": dir, "log.cleaner.backoff.ms": "50", "log.cleaner.min.cleanable.ratio": "0.01", "transaction.partition.verification.enable": "false"}
 	s := startServer(t, props)
 	cl := newClient(t, s)
 	createTopic(t, cl, "ctx", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0"})

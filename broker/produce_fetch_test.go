@@ -321,6 +321,10 @@ func TestProduceValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	txnPid, err := segment.BuildBatch(segment.BatchSpec{Idempotent: true, Transactional: true, ProducerID: 7, Records: []segment.Record{{Value: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	zstd := buildBatch(t, segment.CodecZstd, 3)
 	big, err := segment.BuildBatch(segment.BatchSpec{Records: []segment.Record{{Value: bytes.Repeat([]byte("x"), 5000)}}})
 	if err != nil {
@@ -339,7 +343,8 @@ func TestProduceValidation(t *testing.T) {
 		{"two batches", append(append([]byte(nil), good...), good...), 9, kerr.InvalidRecord},
 		{"base offset 5", nonZeroBase, 9, kerr.InvalidRecord},
 		{"control batch", control, 9, kerr.InvalidRecord},
-		{"transactional without a producer id", txn, 9, kerr.InvalidRecord},
+		{"transactional without a transactional id", txn, 9, kerr.TransactionalIDAuthorizationFailed},
+		{"transactional producer batch without a transactional id", txnPid, 11, kerr.TransactionalIDAuthorizationFailed},
 		{"zstd at v6", zstd, 6, kerr.UnsupportedCompressionType},
 		{"too large", big, 9, kerr.MessageTooLarge},
 		{"magic 1", badMagic, 9, kerr.InvalidRecord},

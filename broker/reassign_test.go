@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,11 +24,23 @@ import (
 // reassignCluster starts brokers 1..n on one ZooKeeper chroot.
 func reassignCluster(t *testing.T, n int) []*Server {
 	t.Helper()
+	return reassignClusterWith(t, n, nil)
+}
+
+// reassignClusterWith is reassignCluster with extra settings on every
+// broker.
+func reassignClusterWith(t *testing.T, n int, extra map[string]string) []*Server {
+	t.Helper()
 	zk := zktest.Start(t)
 	connect := zk.ConnectString("/strata-reassign")
 	out := make([]*Server, n)
 	for i := range out {
-		out[i] = startServer(t, map[string]string{"broker.id": fmt.Sprint(i + 1), "zookeeper.connect": connect})
+		props := maps.Clone(extra)
+		if props == nil {
+			props = map[string]string{}
+		}
+		props["broker.id"], props["zookeeper.connect"] = fmt.Sprint(i+1), connect
+		out[i] = startServer(t, props)
 	}
 	waitFor(t, "every broker registered", func() bool { return len(out[0].coord.Snapshot().Brokers) == n })
 	return out

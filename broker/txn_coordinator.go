@@ -51,6 +51,8 @@ type TransactionConfig struct {
 	AbortInterval time.Duration
 	// RemoveExpiredInterval is transaction.remove.expired.transaction.cleanup.interval.ms.
 	RemoveExpiredInterval time.Duration
+	// PartitionVerification is transaction.partition.verification.enable.
+	PartitionVerification bool
 }
 
 // txnStateTopicConfigs are the config overrides __transaction_state is

@@ -193,7 +193,7 @@ func (s *Server) abortedTxns(p *partition, from, upTo int64) ([]segment.AbortedT
 // verification happened. abortable says the request's version may be
 // answered TRANSACTION_ABORTABLE (Produce v11+).
 func (s *Server) verifyFirstTxnBatch(ctx context.Context, abortable bool, p *partition, transactionalID *string, h segment.Header) (markers uint64, verified bool, err error) {
-	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil {
+	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil || !s.cfg.Transactions.PartitionVerification {
 		return 0, false, nil
 	}
 	open, markers := p.producers.InTransaction(h.ProducerID)

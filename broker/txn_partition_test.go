@@ -157,7 +157,7 @@ func mustProduce(t *testing.T, cl *kgo.Client, topic string, batch []byte, wantB
 // index files) and checks the index and LSO are rebuilt.
 func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, map[string]string{"log.dirs": dir})
+	s := startServer(t, map[string]string{"log.dirs": dir, "transaction.partition.verification.enable": "false"})
 	cl := newClient(t, s)
 	createTopic(t, cl, "tx", 1, nil)
 	pidA, epA := initProducerID(t, cl)
@@ -277,7 +277,7 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 		}
 		partDir := filepath.Join(dir, segment.PartitionDirName("tx", 0))
 		prep(partDir)
-		s = startServer(t, map[string]string{"log.dirs": dir})
+		s = startServer(t, map[string]string{"log.dirs": dir, "transaction.partition.verification.enable": "false"})
 		cl = newClient(t, s)
 		var fp kmsg.FetchResponseTopicPartition
 		waitFor(t, "the partition to serve after "+what, func() bool {
@@ -320,7 +320,7 @@ func TestTxnPartitionMarkersAndReadCommitted(t *testing.T) {
 // index.
 func TestTxnIndexFollowsLogDirMove(t *testing.T) {
 	d1, d2 := t.TempDir(), t.TempDir()
-	props := map[string]string{"log.dirs": d1 + "," + d2, "log.segment.bytes": "1024"}
+	props := map[string]string{"log.dirs": d1 + "," + d2, "log.segment.bytes": "1024", "transaction.partition.verification.enable": "false"}
 	s := startServer(t, props)
 	cl := newClient(t, s)
 	createTopic(t, cl, "mv", 1, nil)
@@ -385,7 +385,7 @@ func TestTxnIndexFollowsLogDirMove(t *testing.T) {
 // open transaction is not answered by appends that leave the LSO where it
 // is (it parks again), and is answered once the commit marker moves it.
 func TestTxnReadCommittedLongPoll(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, noTxnVerification)
 	cl := newClient(t, s)
 	createTopic(t, cl, "lp", 1, nil)
 	pid, ep := initProducerID(t, cl)

@@ -26,7 +26,7 @@ import (
 // read_committed consumer reads exactly the committed records, and the
 // history checker holds every acknowledged record in the final log.
 func TestTxnPartitionReplicated(t *testing.T) {
-	srv := reassignCluster(t, 3)
+	srv := reassignClusterWith(t, 3, noTxnVerification)
 	const topic = "rtx"
 	cl := newClient(t, srv[0])
 	adm := kadm.NewClient(cl)
@@ -73,7 +73,7 @@ func TestTxnPartitionReplicated(t *testing.T) {
 			for i := range n {
 				h.Sent(fmt.Sprintf("p%d", pid), tp, fmt.Sprintf("t%d-b%d-%d", txn, b, i))
 			}
-			resp := rc.request(2, produceRequest(topic, 0, batch)).(*kmsg.ProduceResponse)
+			resp := rc.request(2, rawTxnProduceRequest(topic, 0, batch)).(*kmsg.ProduceResponse)
 			sp := resp.Topics[0].Partitions[0]
 			if sp.ErrorCode != 0 {
 				t.Fatalf("txn %d batch %d: %v", txn, b, kerr.ErrorForCode(sp.ErrorCode))

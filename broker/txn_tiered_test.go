@@ -34,6 +34,7 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", miniotest.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", miniotest.SecretKey)
 	props := maps.Clone(tieredProps)
+	maps.Copy(props, noTxnVerification)
 	props["remote.storage.s3.endpoint"], props["remote.storage.s3.bucket"] = mio.Endpoint(), bucket
 	s := startServer(t, props)
 	cl := newClient(t, s)
