@@ -159,7 +159,7 @@ var clusterSettings = []setting{
 		doc: "A transactional id with no open transaction and no update for this long is removed (a tombstone in __transaction_state)."},
 	{name: "transaction.partition.verification.enable", typ: typeBoolean, def: "true",
 		field: func(c *Config) any { return &c.Transactions.PartitionVerification },
-		doc: "A partition leader asks the transaction coordinator whether a producer's first transactional batch belongs to an open transaction that includes the partition before appending it (KIP-890); off, it appends without asking, as before KIP-890."},
+		doc:   "A partition leader asks the transaction coordinator whether a producer's first transactional batch belongs to an open transaction that includes the partition before appending it (KIP-890); off, it appends without asking, as before KIP-890."},
 	{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", typ: typeInt, def: "10000", valid: between(1, math.MaxInt32),
 		field: func(c *Config) any { return &c.Transactions.AbortInterval }, unit: time.Millisecond,
 		doc: "How often the coordinator aborts the transactions older than their timeout (bumping the producer epoch, which fences the producer)."},
