@@ -66,7 +66,7 @@ var txnBenchRatio = struct {
 func BenchmarkTxnProduce(b *testing.B) {
 	for _, topo := range []string{"single", "rf3"} {
 		for round := 1; round <= 2; round++ {
-			for _, mode := range []string{"idempotent", "txn-per-1000", "txn-per-1000-retry1ms", "txn-per-100ms"} {
+			for _, mode := range []string{"idempotent", "txn-per-1000", "txn-per-1000-endwait0", "txn-per-1000-retry1ms", "txn-per-100ms"} {
 				b.Run(fmt.Sprintf("%s/round%d/%s", topo, round, mode), func(b *testing.B) {
 					benchTxnProduce(b, topo == "rf3", mode, fmt.Sprintf("produce/%s/%d", topo, round))
 				})
@@ -77,7 +77,12 @@ func BenchmarkTxnProduce(b *testing.B) {
 
 func benchTxnProduce(b *testing.B, cluster bool, mode, round string) {
 	const valueSize = 1024
-	seeds := startTxnBenchBrokers(b, cluster)
+	var extra map[string]string
+	if mode == "txn-per-1000-endwait0" {
+		// Kafka's EndTxn: answered once the decision is stored.
+		extra = map[string]string{"strata.transaction.end.wait.ms": "0"}
+	}
+	seeds := startTxnBenchBrokers(b, cluster, extra)
 	rf := int16(1)
 	if cluster {
 		rf = 3
@@ -344,9 +349,9 @@ func reportTxnBenchRatio(b *testing.B, round string, reference bool, mbps float6
 // startTxnBenchBrokers starts one broker, or three on a real ZooKeeper
 // with __transaction_state at replication factor 3, and returns their
 // addresses.
-func startTxnBenchBrokers(b *testing.B, cluster bool) []string {
+func startTxnBenchBrokers(b *testing.B, cluster bool, extra map[string]string) []string {
 	if !cluster {
-		_, seeds := startTxnBenchServer(b, nil)
+		_, seeds := startTxnBenchServer(b, extra)
 		return seeds
 	}
 	zk := zktest.Start(b)
@@ -354,9 +359,11 @@ func startTxnBenchBrokers(b *testing.B, cluster bool) []string {
 	var servers []*Server
 	var seeds []string
 	for i := range 3 {
-		s, addr := startTxnBenchServer(b, map[string]string{"broker.id": strconv.Itoa(i + 1), "zookeeper.connect": connect,
+		props := map[string]string{"broker.id": strconv.Itoa(i + 1), "zookeeper.connect": connect,
 			"transaction.state.log.replication.factor": "3", "offsets.topic.replication.factor": "3",
-			"min.insync.replicas": "2"})
+			"min.insync.replicas": "2"}
+		maps.Copy(props, extra)
+		s, addr := startTxnBenchServer(b, props)
 		servers = append(servers, s)
 		seeds = append(seeds, addr...)
 	}

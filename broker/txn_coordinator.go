@@ -51,6 +51,8 @@ type TransactionConfig struct {
 	AbortInterval time.Duration
 	// RemoveExpiredInterval is transaction.remove.expired.transaction.cleanup.interval.ms.
 	RemoveExpiredInterval time.Duration
+	// EndWait is strata.transaction.end.wait.ms.
+	EndWait time.Duration
 	// PartitionVerification is transaction.partition.verification.enable.
 	PartitionVerification bool
 }
@@ -115,6 +117,7 @@ func (s *Server) startTxns() error {
 		ExpireInterval: tc.RemoveExpiredInterval,
 		NewProducerID:  s.pids.Next,
 		Markers:        txnMarkerWriter{s},
+		EndWait:        tc.EndWait,
 		Now:            s.nowFn,
 		Logger:         s.log.With("component", "txn"),
 	})

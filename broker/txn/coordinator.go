@@ -90,6 +90,14 @@ type Config struct {
 	// MarkerBackoff is the first wait before markers are retried; it
 	// doubles up to MaxMarkerBackoff. Zero: 50 ms and 2 s.
 	MarkerBackoff, MaxMarkerBackoff time.Duration
+	// EndWait bounds how long EndTxn, once the prepare record is stored,
+	// waits for the transaction to complete (every marker written and
+	// CompleteCommit or CompleteAbort stored) before it answers, so the
+	// producer's next transaction finds the previous one complete instead
+	// of retrying its first AddPartitionsToTxn on CONCURRENT_TRANSACTIONS.
+	// Zero answers at once, as Kafka does. Either answer means the same:
+	// the outcome is decided and will be completed.
+	EndWait time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Logger receives the coordinator's log lines; nil discards.
@@ -561,7 +569,15 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *ke
 	if ke := c.commit(e, next); ke != nil {
 		return ke
 	}
-	c.completeAsync(e, next)
+	done := c.completeAsync(e, next)
+	if c.cfg.EndWait > 0 {
+		t := time.NewTimer(c.cfg.EndWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+	}
 	return nil
 }
 

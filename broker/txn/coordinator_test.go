@@ -439,3 +439,43 @@ func TestNotCoordinator(t *testing.T) {
 		t.Errorf("closed: %v", ke)
 	}
 }
+
+// TestEndTxnWaitsForCompletion: with EndWait, EndTxn answers once the
+// transaction is complete, so the next transaction starts at once; a
+// transaction whose markers cannot be written is answered when the wait
+// ends, still prepared, and completes later.
+func TestEndTxnWaitsForCompletion(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.EndWait = time.Minute
+	e.reopen(1)
+	pid, epoch := e.init("w")
+	parts := tps("a", "b")
+	if ke := e.c.AddPartitions("w", pid, epoch, parts); ke != nil {
+		t.Fatal(ke)
+	}
+	if ke := e.c.EndTxn("w", pid, epoch, true); ke != nil {
+		t.Fatal(ke)
+	}
+	if md := e.state("w"); md.State != CompleteCommit {
+		t.Fatalf("state after EndTxn: %v, want CompleteCommit", md.State)
+	}
+	if ke := e.c.AddPartitions("w", pid, epoch, parts); ke != nil {
+		t.Fatalf("next transaction's first AddPartitionsToTxn: %v", ke)
+	}
+
+	e.mk.setFail(func(tp TopicPartition) MarkerResult {
+		if tp.Topic == "b" {
+			return MarkerResult{Code: kerr.NotLeaderForPartition.Code}
+		}
+		return MarkerResult{}
+	})
+	e.c.cfg.EndWait = 20 * time.Millisecond
+	if ke := e.c.EndTxn("w", pid, epoch, false); ke != nil {
+		t.Fatal(ke)
+	}
+	if md := e.state("w"); md.State != PrepareAbort {
+		t.Fatalf("state after EndTxn with a marker failing: %v, want PrepareAbort", md.State)
+	}
+	e.mk.setFail(nil)
+	e.awaitState("w", CompleteAbort)
+}

@@ -22,16 +22,21 @@ import (
 //     transaction, and this coordinator is about to lose the partition;
 //   - every other error is retried until the partition is unloaded.
 
-// completeAsync starts the sender of e's transaction, prepared as md.
-func (c *Coordinator) completeAsync(e *entry, md Metadata) {
+// completeAsync starts the sender of e's transaction, prepared as md;
+// done is closed once the sender stops (the transaction completed, or its
+// partition was unloaded).
+func (c *Coordinator) completeAsync(e *entry, md Metadata) (done <-chan struct{}) {
 	md = md.clone() // e.md's partitions shrink as markers are written
+	ch := make(chan struct{})
 	c.wg.Add(1)
 	c.senders.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.senders.Add(-1)
+		defer close(ch)
 		c.complete(e, md)
 	}()
+	return ch
 }
 
 func (c *Coordinator) complete(e *entry, md Metadata) {
