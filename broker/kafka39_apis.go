@@ -102,7 +102,7 @@ var Kafka39APIs = []Kafka39API{
 	{49, "AlterClientQuotas", 0, 1, -1, -1, 22, "client quotas"},
 	{50, "DescribeUserScramCredentials", 0, 0, 0, 0, 0, ""},
 	{51, "AlterUserScramCredentials", 0, 0, 0, 0, 0, ""},
-	{57, "UpdateFeatures", 0, 1, -1, -1, 23, "feature flags (KIP-584)"},
+	{57, "UpdateFeatures", 0, 1, 0, 1, 0, "no features are supported, as a Kafka 3.9 ZooKeeper broker: every update is refused per feature (INVALID_REQUEST)"},
 	{60, "DescribeCluster", 0, 1, 0, 1, 0, ""},
 	{61, "DescribeProducers", 0, 0, 0, 0, 0, ""},
 	{65, "DescribeTransactions", 0, 0, 0, 0, 0, ""},
