@@ -90,6 +90,25 @@ func TestDelegationTokens(t *testing.T) {
 		addScramUser(t, s1, u, u+"-secret")
 	}
 	createTopic(t, newClient(t, s1), "tok", 1, nil)
+	// The secret is described as null, marked sensitive.
+	rcs, err := kadm.NewClient(newClient(t, s1)).DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "delegation.token.secret.key" {
+				found = true
+				if !c.Sensitive || c.Value != nil {
+					t.Errorf("%s: sensitive %v value %v", c.Key, c.Sensitive, c.Value)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("delegation.token.secret.key not described")
+	}
 	allowACL(t, s1, kmsg.ACLResourceTypeTopic, "tok", "User:alice", kmsg.ACLOperationAll)
 	alice := kadm.NewClient(saslClient(t, s1, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
 	bob := kadm.NewClient(saslClient(t, s2, scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism()))
@@ -300,5 +319,34 @@ func TestDelegationTokensDisabled(t *testing.T) {
 	fake := kadm.DelegationToken{TokenID: "abc", HMAC: make([]byte, 64)}
 	if err := tokenPingErr(t, s, tokenMech(fake, false)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("token client: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}
+
+// TestDelegationTokenSecretAlias: Kafka's deprecated
+// delegation.token.master.key enables tokens when
+// delegation.token.secret.key is not set, and loses to it when both are;
+// the HMAC is HmacSHA512(secret, token ID) (the value computed by Python's
+// hmac module, as Kafka's DelegationTokenManager.createHmac computes it).
+func TestDelegationTokenSecretAlias(t *testing.T) {
+	for _, tc := range []struct {
+		props map[string]string
+		on    bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"delegation.token.master.key": "the-cluster-secret"}, true},
+		{map[string]string{"delegation.token.secret.key": "the-cluster-secret", "delegation.token.master.key": "other"}, true},
+	} {
+		cfg := testConfig(t, tc.props)
+		tm := newTokenManager(&Server{cfg: cfg})
+		if tm.enabled() != tc.on {
+			t.Fatalf("%v: enabled %v", tc.props, tm.enabled())
+		}
+		if !tc.on {
+			continue
+		}
+		const want = "P1mzS2XDrZp2G5LZcjslfLsGvFsfWCbTdEGm+RiAdmnWMchojcHNpAXvMuXXpiV0K5vZlQGfC+nR/8QS4YQQnQ=="
+		if got := base64.StdEncoding.EncodeToString(tm.hmac("CktTzBZLTKW6Oj9jYbC1-A")); got != want {
+			t.Fatalf("%v: HMAC %s, want %s", tc.props, got, want)
+		}
 	}
 }
