@@ -161,7 +161,7 @@ func (t *tokenManager) expireTokens() {
 		if !tok.Expired(now) {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 		err := t.s.coord.DeleteDelegationToken(ctx, tok.TokenID)
 		cancel()
 		if err != nil {
@@ -276,7 +276,9 @@ func handleCreateDelegationToken(s *Server, r *request) (reply, error) {
 	tok := coord.DelegationToken{TokenID: id, Owner: owner, Requester: requester, Renewers: renewers,
 		IssueTimestamp: issue, MaxTimestamp: issue + maxLife}
 	tok.ExpiryTimestamp = min(tok.MaxTimestamp, issue+s.cfg.DelegationTokenExpiryTime.Milliseconds())
-	if err := s.coord.PutDelegationToken(r.ctx, tok); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	if err := s.coord.PutDelegationToken(ctx, tok); err != nil {
 		s.log.Warn("delegation token not created", "owner", owner, "err", err)
 		return fail(kerr.UnknownServerError)
 	}
@@ -328,8 +330,11 @@ func (t *tokenManager) update(r *request, mac []byte, periodMs int64, expire boo
 	}
 	s := t.s
 	now := t.nowMs()
+	// Writes are bounded on their own, not by the client's connection.
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
 	if expire && periodMs < 0 {
-		if err := s.coord.DeleteDelegationToken(r.ctx, tok.TokenID); err != nil {
+		if err := s.coord.DeleteDelegationToken(ctx, tok.TokenID); err != nil {
 			s.log.Warn("delegation token not expired", "token", tok.TokenID, "err", err)
 			return kerr.UnknownServerError.Code, -1
 		}
@@ -343,7 +348,7 @@ func (t *tokenManager) update(r *request, mac []byte, periodMs int64, expire boo
 		periodMs = s.cfg.DelegationTokenExpiryTime.Milliseconds()
 	}
 	tok.ExpiryTimestamp = min(tok.MaxTimestamp, now+periodMs)
-	if err := s.coord.PutDelegationToken(r.ctx, tok); err != nil {
+	if err := s.coord.PutDelegationToken(ctx, tok); err != nil {
 		s.log.Warn("delegation token not updated", "token", tok.TokenID, "err", err)
 		return kerr.UnknownServerError.Code, -1
 	}
