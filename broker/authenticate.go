@@ -50,6 +50,9 @@ type authSession struct {
 	// expires is when the session ends (re-authentication), zero for
 	// never.
 	expires time.Time
+	// token: authenticated with a delegation token (delegation_tokens.go),
+	// so it may not create, renew, expire or describe tokens.
+	token bool
 }
 
 // saslPending is the exchange a SaslHandshake started.
@@ -182,6 +185,9 @@ func (c *conn) saslStep(p *saslPending, msg []byte) ([]byte, error) {
 		return nil, fmt.Errorf("cannot change principals during re-authentication from %s to %s", old.principal, principal)
 	}
 	sess := &authSession{principal: principal, mechanism: p.mechanism}
+	if ts, ok := p.exchange.(sasl.TokenSession); ok && ts.TokenAuthenticated() {
+		sess.token = true
+	}
 	if reauth := c.lis.maxReauth; reauth > 0 {
 		life := reauth
 		if l := p.exchange.Lifetime(); l > 0 && l < life {

@@ -522,6 +522,18 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 {
 				return e.request(kmsg.NewPtrListPartitionReassignmentsRequest()).(*kmsg.ListPartitionReassignmentsResponse).ErrorCode
 			}, denied: codeClusterAuth},
+		{api: "UpdateFeatures", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{clusterGrant(acl.OpDescribe), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrUpdateFeaturesRequest()
+				u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+				u.Feature, u.MaxVersionLevel, u.UpgradeType = "transaction.version", 1, 1
+				req.FeatureUpdates = append(req.FeatureUpdates, u)
+				resp := e.request(req).(*kmsg.UpdateFeaturesResponse)
+				if resp.ErrorCode == 0 && (len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.InvalidRequest.Code) {
+					e.t.Errorf("UpdateFeatures allowed: results %+v, want the feature refused (not supported)", resp.Results)
+				}
+				return resp.ErrorCode
+			}, denied: codeClusterAuth},
 		{api: "DescribeLogDirs", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate), topicGrant(acl.OpAll)},
 			call: func(e *matrixEnv) int16 {
 				resp := e.request(kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse)

@@ -82,6 +82,15 @@ type Config struct {
 	// FailedAuthenticationDelay is
 	// connection.failed.authentication.delay.ms.
 	FailedAuthenticationDelay time.Duration
+	// DelegationTokenSecretKey is delegation.token.secret.key (else its
+	// deprecated alias delegation.token.master.key, DelegationTokenMasterKey):
+	// empty for delegation tokens disabled (delegation_tokens.go).
+	DelegationTokenSecretKey, DelegationTokenMasterKey string
+	// DelegationTokenMaxLifetime, DelegationTokenExpiryTime and
+	// DelegationTokenExpiryCheckInterval are delegation.token.max.lifetime.ms,
+	// delegation.token.expiry.time.ms and
+	// delegation.token.expiry.check.interval.ms.
+	DelegationTokenMaxLifetime, DelegationTokenExpiryTime, DelegationTokenExpiryCheckInterval time.Duration
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
 	// TopicDefaults holds the default of every supported topic config, by

@@ -464,7 +464,7 @@ func (s *Server) setupListenerSecurity(l *listener) error {
 		}
 	}
 	if l.protocol.SASL() {
-		sc, err := sasl.NewConfig(props, s.ScramCredentialStore(), sasl.Options{Now: s.nowFn})
+		sc, err := sasl.NewConfig(props, s.ScramCredentialStore(), sasl.Options{Now: s.nowFn, Tokens: tokenCredentialStore{s}})
 		if err != nil {
 			return fmt.Errorf("broker: listener %s: %w", l.name, err)
 		}

@@ -64,6 +64,8 @@ type Server struct {
 	// authz is the ACL authorizer (authorize.go), nil without
 	// authorizer.class.name; set before the broker serves.
 	authz *acl.Authorizer
+	// tokens is the delegation token manager (delegation_tokens.go).
+	tokens *tokenManager
 
 	// tier is the broker's tiered storage (tiering.go), set by NewServer.
 	tier *brokerTier
@@ -149,6 +151,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
 	s.metrics = newBrokerMetrics(s)
+	s.tokens = newTokenManager(s)
 
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("broker: no log.dirs")
@@ -199,6 +202,7 @@ func NewServer(cfg Config) (*Server, error) {
 	go s.retentionLoop()
 	go s.logDirLoop()
 	s.cleaner.start()
+	s.tokens.start()
 	return s, nil
 }
 

@@ -53,6 +53,7 @@ var contractTests = []struct {
 	{"ReassignmentKeepsISR", testReassignmentKeepsISR},
 	{"ReassignmentFailoverRestart", testReassignmentFailoverRestart},
 	{"ScramCredentials", testScramCredentials},
+	{"DelegationTokens", testDelegationTokens},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},
 	{"ACLsAfterExpiry", testACLsAfterExpiry},

@@ -76,6 +76,8 @@ type Coordinator interface {
 	// ScramStore holds users' SCRAM credentials (users.go).
 	ScramStore
 	ACLStore
+	// TokenStore holds delegation tokens (tokens.go).
+	TokenStore
 
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when

@@ -35,6 +35,8 @@ type localFile struct {
 	PendingDeletion map[string]TopicID     `json:"pending_deletion,omitempty"`
 	// Users are user configs (SCRAM credentials), see local_users.go.
 	Users map[string]map[string]string `json:"users,omitempty"`
+	// Tokens are delegation tokens, see local_tokens.go.
+	Tokens map[string]DelegationToken `json:"delegation_tokens,omitempty"`
 }
 
 type localTopic struct {

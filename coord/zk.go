@@ -32,8 +32,9 @@ type ZK struct {
 	clusterID string
 	hub       *hub
 	cache     *zkCache
-	users     *zkUsers // SCRAM credentials (zk_users.go)
-	acls      *zkACLs  // zk_acls.go
+	users     *zkUsers  // SCRAM credentials (zk_users.go)
+	tokens    *zkTokens // delegation tokens (zk_tokens.go)
+	acls      *zkACLs   // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -138,6 +139,10 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		return nil, err
 	}
 	if err := z.startUsers(ctx); err != nil {
+		_ = z.Close()
+		return nil, err
+	}
+	if err := z.startTokens(ctx); err != nil {
 		_ = z.Close()
 		return nil, err
 	}
@@ -358,6 +363,9 @@ func (z *ZK) Close() error {
 	}
 	if z.users != nil {
 		<-z.users.done
+	}
+	if z.tokens != nil {
+		<-z.tokens.done
 	}
 	if z.acls != nil {
 		<-z.acls.done

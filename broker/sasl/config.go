@@ -36,6 +36,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// Now is the clock of token checks (nil: time.Now).
 	Now func() time.Time
+	// Tokens are the delegation tokens SCRAM clients may authenticate
+	// with (tokenauth=true); nil: none.
+	Tokens TokenStore
 }
 
 // Config is the SASL setup of one listener: its enabled mechanisms and
@@ -45,6 +48,7 @@ type Config struct {
 	mechanisms []string
 	plain      PlainUsers
 	store      CredentialStore
+	tokens     TokenStore
 	fakeKey    []byte
 	oauth      TokenValidator
 	jwks       *JWKSValidator
@@ -65,7 +69,7 @@ type Config struct {
 //
 // Errors wrap ErrInvalidConfig and never quote a JAAS value.
 func NewConfig(props map[string]string, store CredentialStore, opts Options) (*Config, error) {
-	c := &Config{store: store, now: opts.Now, fakeKey: make([]byte, 32)}
+	c := &Config{store: store, tokens: opts.Tokens, now: opts.Now, fakeKey: make([]byte, 32)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -229,7 +233,7 @@ func (c *Config) NewSession(mechanism string) (Session, error) {
 	case MechanismOAuthBearer:
 		return NewOAuthBearerSession(c.oauth, c.now), nil
 	default:
-		return NewScramSession(mechanism, c.store, c.fakeKey)
+		return NewScramTokenSession(mechanism, c.store, c.tokens, c.fakeKey, c.now)
 	}
 }
 

@@ -26,6 +26,31 @@ func (f CredentialStoreFunc) ScramCredential(user, mechanism string) (ScramCrede
 	return f(user, mechanism)
 }
 
+// TokenStore gives the SCRAM credential of a delegation token (KIP-48) for
+// a mechanism: the credential of the token's HMAC (base64) as password,
+// the token owner's user name and when the token expires. ok is false for
+// a token that is unknown or expired.
+type TokenStore interface {
+	TokenCredential(tokenID, mechanism string) (cred ScramCredential, owner string, expires time.Time, ok bool)
+}
+
+// TokenAuthExtension is the SCRAM extension of a client authenticating
+// with a delegation token (Kafka's ScramLoginModule tokenauth=true).
+const TokenAuthExtension = "tokenauth"
+
+// TokenAuthenticated reports whether a client-first-message's extensions
+// ask for delegation token authentication: tokenauth=true, any case, as
+// Kafka's ScramExtensions.tokenAuthenticated.
+func (m ScramClientFirst) TokenAuthenticated() bool {
+	return strings.EqualFold(m.Extensions[TokenAuthExtension], "true")
+}
+
+// TokenSession is implemented by a Session that can authenticate with a
+// delegation token: TokenAuthenticated reports whether the exchange did.
+type TokenSession interface {
+	TokenAuthenticated() bool
+}
+
 // scramMaxMessage bounds a SCRAM client message.
 const scramMaxMessage = 16 << 10
 
@@ -242,6 +267,7 @@ type scramSession struct {
 	mech    string
 	h       func() hash.Hash
 	store   CredentialStore
+	tokens  TokenStore
 	fakeKey []byte
 	// serverNonce makes the server's part of the nonce (tests fix it).
 	serverNonce func() (string, error)
@@ -252,17 +278,35 @@ type scramSession struct {
 	serverMsg   string
 	nonce       string
 	principal   string
+	// token: the client authenticates with a delegation token; owner is
+	// its owner's user name, expires when it ends.
+	token    bool
+	owner    string
+	expires  time.Time
+	lifetime time.Duration
+	now      func() time.Time
 }
 
 // NewScramSession starts a SCRAM exchange of mechanism (SCRAM-SHA-256 or
 // SCRAM-SHA-512) against store. fakeKey keys the fake salt answered for
 // unknown users (see Config).
 func NewScramSession(mechanism string, store CredentialStore, fakeKey []byte) (Session, error) {
+	return NewScramTokenSession(mechanism, store, nil, fakeKey, nil)
+}
+
+// NewScramTokenSession is NewScramSession that also takes delegation
+// tokens (the tokenauth=true extension) from tokens (nil: none known, so
+// a token client fails as a wrong password does). now is the clock of the
+// token's remaining lifetime (nil: time.Now).
+func NewScramTokenSession(mechanism string, store CredentialStore, tokens TokenStore, fakeKey []byte, now func() time.Time) (Session, error) {
 	h := scramHash(mechanism)
 	if h == nil {
 		return nil, ErrUnsupportedMechanism
 	}
-	return &scramSession{mech: mechanism, h: h, store: store, fakeKey: fakeKey, serverNonce: randomNonce}, nil
+	if now == nil {
+		now = time.Now
+	}
+	return &scramSession{mech: mechanism, h: h, store: store, tokens: tokens, fakeKey: fakeKey, serverNonce: randomNonce, now: now}, nil
 }
 
 func randomNonce() (string, error) {
@@ -275,7 +319,10 @@ func randomNonce() (string, error) {
 
 func (s *scramSession) Mechanism() string       { return s.mech }
 func (s *scramSession) Principal() string       { return s.principal }
-func (s *scramSession) Lifetime() time.Duration { return 0 }
+func (s *scramSession) Lifetime() time.Duration { return s.lifetime }
+
+// TokenAuthenticated implements TokenSession.
+func (s *scramSession) TokenAuthenticated() bool { return s.state == 2 && s.token }
 
 func (s *scramSession) fail(serverMsg string, err error) ([]byte, bool, error) {
 	s.state = 3
@@ -303,14 +350,17 @@ func (s *scramSession) clientFirst(msg []byte) ([]byte, bool, error) {
 	if err != nil {
 		return s.fail("e=invalid-encoding", err)
 	}
-	if first.Extensions["tokenauth"] != "" {
-		return s.fail("e=extensions-not-supported", failed("Authentication failed: delegation tokens are not supported", "tokenauth extension"))
-	}
 	if first.Authzid != "" && first.Authzid != first.User {
 		return s.fail("e=invalid-username-encoding", failed("Authentication failed: Client requested an authorization id that is different from username", ""))
 	}
 	s.first = first
-	if s.store != nil {
+	s.token = first.TokenAuthenticated()
+	switch {
+	case s.token && s.tokens != nil:
+		// An unknown or expired token goes on with a fake credential
+		// and fails at the proof, as a wrong password does.
+		s.cred, s.owner, s.expires, s.known = s.tokens.TokenCredential(first.User, s.mech)
+	case !s.token && s.store != nil:
 		s.cred, s.known = s.store.ScramCredential(first.User, s.mech)
 	}
 	if s.known && s.cred.Iterations < ScramMinIterations {
@@ -363,12 +413,27 @@ func (s *scramSession) clientFinal(msg []byte) ([]byte, bool, error) {
 		h.Write(clientKey)
 		ok = hmac.Equal(h.Sum(nil), s.cred.StoredKey) && s.known
 	}
+	if ok && s.token && !s.expires.IsZero() {
+		// The token may have expired during the exchange.
+		if left := s.expires.Sub(s.now()); left > 0 {
+			s.lifetime = left
+		} else {
+			ok = false
+		}
+	}
 	if !ok {
-		return s.fail("e=invalid-proof", failed("Authentication failed during authentication due to invalid credentials with SASL mechanism "+s.mech, "SCRAM user "+quoteName(s.first.User)))
+		who := "SCRAM user " + quoteName(s.first.User)
+		if s.token {
+			who = "delegation token " + quoteName(s.first.User)
+		}
+		return s.fail("e=invalid-proof", failed("Authentication failed during authentication due to invalid credentials with SASL mechanism "+s.mech, who))
 	}
 	v := "v=" + base64.StdEncoding.EncodeToString(hmacSum(s.h, s.cred.ServerKey, authMsg))
 	s.state = 2
 	s.cred = ScramCredential{}
 	s.principal = principal(s.first.User)
+	if s.token {
+		s.principal = principal(s.owner)
+	}
 	return []byte(v), true, nil
 }
