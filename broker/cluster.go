@@ -208,6 +208,7 @@ func (s *Server) startController() {
 		AutoLeaderRebalance:   s.cfg.AutoLeaderRebalance,
 		UncleanLeaderElection: s.cfg.TopicDefaults[coord.UncleanConfig] == "true",
 		Logger:                s.log.With("component", "controller"),
+		OnActive:              s.controllerActive.Store,
 	}
 	go func() {
 		defer close(s.ctrlDone)
