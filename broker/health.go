@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Health and readiness probes, served on metrics.listener beside /metrics
@@ -17,8 +18,10 @@ import (
 //     started (NewServer finished: logs opened, registered, coordinators
 //     loaded), accepting on every listener (Serve running), not shutting
 //     down (Shutdown, controlled shutdown included, has not begun),
-//     connected to the coordinator and registered in it (a live broker of
-//     the cluster), every partition it leads per the metadata opened here
+//     registered in the coordinator (a live broker of the cluster) and
+//     not cut off from it for longer than zookeeper.session.timeout.ms
+//     (after which its session, so its registration, is gone), every
+//     partition it leads per the metadata opened here
 //     and online, and the __consumer_offsets and __transaction_state
 //     partitions it leads loaded into their coordinators.
 //
@@ -74,8 +77,21 @@ func (s *Server) notReady() string {
 		return fmt.Sprintf("accepting on %d of %d listeners", n, len(s.lns))
 	}
 	snap := s.coord.Snapshot()
-	if !snap.Connected {
-		return "coordinator (ZooKeeper) unreachable"
+	if snap.Connected {
+		s.coordLostAt.Store(0)
+	} else {
+		// Within the session timeout the registration stands and the
+		// broker serves what it leads (cluster.go): a ZooKeeper blip must
+		// not take every broker out of the Services at once. Past it the
+		// cluster counts the broker gone and leadership moves away.
+		lost := s.coordLostAt.Load()
+		if lost == 0 {
+			lost = s.nowFn().UnixNano()
+			s.coordLostAt.CompareAndSwap(0, lost)
+		}
+		if out := time.Duration(s.nowFn().UnixNano() - lost); out >= s.cfg.ZooKeeperSessionTimeout {
+			return fmt.Sprintf("coordinator (ZooKeeper) unreachable for %v, longer than zookeeper.session.timeout.ms: the registration is gone", out.Round(time.Second))
+		}
 	}
 	if !snap.Live(s.cfg.BrokerID) {
 		return fmt.Sprintf("broker %d not registered in the coordinator", s.cfg.BrokerID)

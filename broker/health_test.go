@@ -41,9 +41,9 @@ func waitProbe(t *testing.T, s *Server, path string, code int, what string) stri
 
 // TestReadyzFollowsRegistrationAndZooKeeper: a broker in a ZooKeeper
 // cluster is live (/healthz 200) and not ready (/readyz 503) until it
-// accepts connections; ready once it serves; not ready while ZooKeeper is
-// down (the real server killed), ready again once it is back; not ready
-// from the start of Shutdown.
+// accepts connections; ready once it serves; not ready once ZooKeeper has
+// been down (the real server killed) for longer than the session timeout,
+// ready again once it is back; not ready from the start of Shutdown.
 func TestReadyzFollowsRegistrationAndZooKeeper(t *testing.T) {
 	zk := zktest.Start(t)
 	cfg := testConfig(t, map[string]string{
@@ -82,11 +82,12 @@ func TestReadyzFollowsRegistrationAndZooKeeper(t *testing.T) {
 		return v == 1
 	})
 
-	// ZooKeeper down: not ready; the process stays live.
+	// ZooKeeper down past the session timeout (6 s): not ready; the
+	// process stays live.
 	zk.Stop()
 	body := waitProbe(t, s, "/readyz", http.StatusServiceUnavailable, "not ready with ZooKeeper down")
-	if !strings.Contains(body, "unreachable") && !strings.Contains(body, "not registered") {
-		t.Errorf("/readyz with ZooKeeper down: %q, want the coordinator named", body)
+	if !strings.Contains(body, "unreachable") || !strings.Contains(body, "zookeeper.session.timeout.ms") {
+		t.Errorf("/readyz with ZooKeeper down: %q, want the coordinator and the session timeout named", body)
 	}
 	if v := mustValue(t, scrape(t, s), "strata_broker_ready"); v != 0 {
 		t.Errorf("strata_broker_ready %v while ZooKeeper is down", v)

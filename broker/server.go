@@ -106,10 +106,13 @@ type Server struct {
 	metrics *brokerMetrics // metrics.go
 	// started is set once NewServer has finished; accepting counts the
 	// accept loops running; controllerActive is set while this broker's
-	// controller candidate holds the role (health.go, metrics.go).
+	// controller candidate holds the role; coordLostAt is when the
+	// coordinator became unreachable (Unix nanoseconds), 0 while it is
+	// reachable (health.go, metrics.go).
 	started          atomic.Bool
 	accepting        atomic.Int32
 	controllerActive atomic.Bool
+	coordLostAt      atomic.Int64
 	connWG           sync.WaitGroup
 	bgWG             sync.WaitGroup
 	serveMu          sync.Mutex

@@ -121,8 +121,9 @@ Cluster (zookeeper.connect set):
   broker that comes back truncates what it alone had and catches up.
 
 Metrics and profiling:
-  metrics.listener=127.0.0.1:9308 (or http://...) serves Prometheus
-  metrics at /metrics: requests, errors and latency per API, bytes in and
+  metrics.listener (default 127.0.0.1:9404; empty serves none) serves
+  Prometheus metrics at /metrics, /healthz (alive) and /readyz
+  (registered and serving; docs/monitoring.md): requests, errors and latency per API, bytes in and
   out per topic, under-replicated and offline partitions, ISR shrinks and
   expands, produce purgatory, upload lag, remote
   fetches, chunk cache, groups and consumer lag (docs/running.md lists
