@@ -27,12 +27,13 @@ import (
 // Every Server has its own Prometheus registry (not the global default,
 // so that several servers can run in one process), served at /metrics on
 // metrics.listener (127.0.0.1:9404 unless set; empty serves none), with
-// the /healthz and /readyz probes (health.go). The hot path only touches counters
-// and histograms created up front (per API key) or once per topic (bytes
-// in and out); everything derived from state (partitions under-replicated
-// or offline, upload lag, chunk cache, groups and consumer lag) is
-// computed at scrape time by a custom collector. docs/running.md lists the
-// metric names.
+// the /healthz and /readyz probes (health.go). The hot path only touches
+// counters and histograms created up front (per API key) or once per
+// topic (bytes in and out); everything derived from state (partitions
+// under-replicated or offline, upload lag, chunk cache, groups and
+// consumer lag, the controller, connections by listener, per-partition
+// offsets and sizes in metrics_partitions.go) is computed at scrape time
+// by custom collectors. docs/monitoring.md lists the metric names.
 //
 // strata.pprof.listener, when set, serves net/http/pprof on its own mux
 // and listener, never on the metrics one.
