@@ -48,9 +48,14 @@ func TestMetricsPartitionsAndConnections(t *testing.T) {
 	if _, ok := metricValue(fams, "strata_log_remote_size_bytes", part("1")...); ok {
 		t.Error("remote size exported for a topic that is not tiered")
 	}
-	// Embedded coordinator: the single node is the controller.
+	// Embedded coordinator: the single node is the controller, and ready.
 	if v := mustValue(t, fams, "strata_controller_active"); v != 1 {
 		t.Errorf("strata_controller_active %v on a single node", v)
+	}
+	if ok, why := s.Ready(); !ok {
+		t.Errorf("single node not ready while serving: %s", why)
+	} else if v := mustValue(t, scrape(t, s), "strata_broker_ready"); v != 1 {
+		t.Errorf("strata_broker_ready %v while Ready", v)
 	}
 
 	// Connections on the PLAINTEXT listener: the client's, then a raw one
