@@ -50,3 +50,9 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for p in "${missing[@]}"; do
 	installed "$p" || { echo "install-test-deps: $p did not install" >&2; exit 1; }
 done
+# Only promtool is wanted from the prometheus package: on a machine run by
+# systemd its postinst starts a Prometheus server (port 9090); stop and
+# disable it. Elsewhere (containers) policy-rc.d keeps it from starting.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
