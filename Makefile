@@ -32,6 +32,7 @@ run: build
 	@echo "In another terminal:"
 	@echo "  produce:  echo 'key1:hello' | kcat -P -b 127.0.0.1:9092 -t demo -K:"
 	@printf '%s\n' "  consume:  kcat -C -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p %o %k %s\\n'"
+	@echo "Metrics: http://127.0.0.1:9404/metrics, probes /healthz and /readyz (docs/monitoring.md)."
 	@echo "Stop it with Ctrl-C."
 	./$(BIN) broker
 
@@ -202,7 +203,8 @@ clean:
 
 # A local cluster on this machine (deploy/local, see deploy/README.md):
 # ZooKeeper, MinIO with a bucket, three brokers on 127.0.0.1:9092-9094
-# tiering to MinIO; everything under .cluster/. Running it again is harmless.
+# (metrics.listener on 127.0.0.1:9404-9406) tiering to MinIO; everything
+# under .cluster/. Running it again is harmless.
 # make cluster SECURE=1: the same with TLS and SCRAM (certificates from
 # strata certs create, an INTERNAL SSL listener with client certificates,
 # an EXTERNAL SASL_SSL listener with SCRAM-SHA-512, .cluster/client.properties;

@@ -507,7 +507,7 @@ func TestDescribeCluster(t *testing.T) {
 
 func TestRestartKeepsTopicsAndData(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": dir})
+	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "", "log.dirs": dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,14 @@ func (s *Server) metadataLoop() {
 // coordinator. The outage itself is logged by the coordinator, once.
 func (s *Server) sessionEvent(ev coord.Event) {
 	switch ev.Kind {
+	case coord.EventDisconnected:
+		s.coordLostAt.Store(s.nowFn().UnixNano()) // readiness (health.go)
+	case coord.EventReconnected:
+		s.coordLostAt.Store(0)
+	}
+	switch ev.Kind {
 	case coord.EventSessionExpired:
+		s.coordLostAt.Store(0)
 		s.log.Warn("coordination session had expired; the broker is registered again and its metadata reloaded")
 		s.dirs.reportAgain() // the reports lived in the old session
 	case coord.EventRegistrationLost:
@@ -208,6 +215,7 @@ func (s *Server) startController() {
 		AutoLeaderRebalance:   s.cfg.AutoLeaderRebalance,
 		UncleanLeaderElection: s.cfg.TopicDefaults[coord.UncleanConfig] == "true",
 		Logger:                s.log.With("component", "controller"),
+		OnActive:              s.controllerActive.Store,
 	}
 	go func() {
 		defer close(s.ctrlDone)

@@ -132,6 +132,7 @@ func (s *Server) startConn(l *listener, nc net.Conn) {
 	s.mu.Unlock()
 	s.stats.connectionsAccepted.Add(1)
 	s.stats.connectionsOpen.Add(1)
+	l.conns.accepted()
 	go c.readLoop()
 	go c.processLoop()
 }
@@ -270,6 +271,7 @@ func (c *conn) processLoop() {
 		c.cancel()
 		// Counted before the close, which the client sees.
 		c.s.stats.connectionsOpen.Add(-1)
+		c.lis.conns.closed()
 		_ = c.nc.Close()
 		close(c.done)
 		// The requests left unanswered give their bytes back; the

@@ -278,7 +278,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 }
 
 func TestShutdownFinishesInFlight(t *testing.T) {
-	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir()})
+	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "", "log.dirs": t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

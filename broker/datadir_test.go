@@ -17,7 +17,7 @@ import (
 // and a client for it; both are closed by the caller or at the end.
 func startOn(t *testing.T, dir string, props map[string]string) (*Server, *kgo.Client) {
 	t.Helper()
-	all := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": dir, "offsets.topic.num.partitions": "2"}
+	all := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "", "log.dirs": dir, "offsets.topic.num.partitions": "2"}
 	for k, v := range props {
 		all[k] = v
 	}
@@ -173,7 +173,7 @@ func TestDataDirOfAnotherBrokerRefused(t *testing.T) {
 	if err := s1.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": dir, "broker.id": "7"})
+	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "", "log.dirs": dir, "broker.id": "7"})
 	if err != nil {
 		t.Fatal(err)
 	}

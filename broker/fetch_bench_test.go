@@ -42,6 +42,7 @@ func BenchmarkFetch(b *testing.B) {
 func benchFetch(b *testing.B, mode string, maxBytes int32) {
 	props := map[string]string{
 		"listeners":              "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":       "",
 		"log.dirs":               b.TempDir(),
 		"strata.fetch.zero.copy": strconv.FormatBool(strings.HasPrefix(mode, "zerocopy")),
 	}

@@ -37,7 +37,7 @@ const benchValueSize = 1000
 // downConvertBenchServer starts a broker whose topic "bench" holds about
 // 64 MB of batches of codec, values of pseudo-random letters.
 func downConvertBenchServer(b *testing.B, codec segment.Codec) (*Server, int64) {
-	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": b.TempDir()})
+	cfg, err := ConfigFromProperties(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "", "log.dirs": b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ func TestFlushMessagesOneSyncsBeforeResponse(t *testing.T) {
 	var synced []int64
 	cfg, err := ConfigFromProperties(map[string]string{
 		"listeners":                   "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":            "",
 		"log.dirs":                    t.TempDir(),
 		"log.flush.interval.messages": "1",
 	})

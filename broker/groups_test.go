@@ -181,6 +181,7 @@ func TestGroupConsumeCommitRestartResume(t *testing.T) {
 	const topic, group, partitions, perPartition = "gt", "g", int32(4), 100
 	cfg, err := ConfigFromProperties(map[string]string{
 		"listeners":                        "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":                 "",
 		"log.dirs":                         t.TempDir(),
 		"offsets.topic.num.partitions":     "5",
 		"group.initial.rebalance.delay.ms": "500",

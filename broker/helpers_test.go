@@ -83,6 +83,9 @@ func testConfig(t *testing.T, props map[string]string) Config {
 		// Each cleaner thread clears its share of this when it first
 		// cleans; 128 MiB a server would weigh on the tests.
 		"log.cleaner.dedupe.buffer.size": "4194304",
+		// Not the default 127.0.0.1:9404: tests run side by side; a
+		// test that scrapes sets 127.0.0.1:0.
+		"metrics.listener": "",
 	}
 	for k, v := range props {
 		all[k] = v

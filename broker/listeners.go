@@ -370,7 +370,9 @@ func endpointFor(b coord.BrokerInfo, name string) (host string, port int32, ok b
 type listener struct {
 	name     string
 	protocol SecurityProtocol
-	ln       net.Listener
+	// conns counts the listener's connections (metrics.go).
+	conns listenerConns
+	ln    net.Listener
 	// adv is the address clients are told (advertised.listeners, or the
 	// bound one).
 	adv ListenerAddr

@@ -47,6 +47,7 @@ func benchProduceCompacted(b *testing.B, cleaner bool) {
 	const keys, valueSize, batch, producers = 20000, 1024, 16, 4
 	cfg, err := ConfigFromProperties(map[string]string{
 		"listeners":                      "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":               "",
 		"log.dirs":                       b.TempDir(),
 		"offsets.topic.num.partitions":   "1",
 		"log.cleaner.enable":             strconv.FormatBool(cleaner),

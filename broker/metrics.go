@@ -26,21 +26,24 @@ import (
 //
 // Every Server has its own Prometheus registry (not the global default,
 // so that several servers can run in one process), served at /metrics on
-// metrics.listener when that is set. The hot path only touches counters
-// and histograms created up front (per API key) or once per topic (bytes
-// in and out); everything derived from state (partitions under-replicated
-// or offline, upload lag, chunk cache, groups and consumer lag) is
-// computed at scrape time by a custom collector. docs/running.md lists the
-// metric names.
+// metrics.listener (127.0.0.1:9404 unless set; empty serves none), with
+// the /healthz and /readyz probes (health.go). The hot path only touches
+// counters and histograms created up front (per API key) or once per
+// topic (bytes in and out); everything derived from state (partitions
+// under-replicated or offline, upload lag, chunk cache, groups and
+// consumer lag, the controller, connections by listener, per-partition
+// offsets and sizes in metrics_partitions.go) is computed at scrape time
+// by custom collectors. docs/monitoring.md lists the metric names.
 //
 // strata.pprof.listener, when set, serves net/http/pprof on its own mux
 // and listener, never on the metrics one.
 
 // metricsSettings are the settings of the metrics and pprof listeners.
 var metricsSettings = []setting{
-	{name: "metrics.listener", typ: typeString, unset: "no metrics are served",
-		set: func(c *Config, v string) error { return setHTTPListener(&c.MetricsListen, v) },
-		doc: "host:port (or http://host:port) serving Prometheus metrics at /metrics; port 0 picks one."},
+	{name: "metrics.listener", typ: typeString, def: DefaultMetricsListener,
+		set:   func(c *Config, v string) error { c.MetricsListen = ""; return setHTTPListener(&c.MetricsListen, v) },
+		value: func(c *Config) string { return c.MetricsListen },
+		doc:   "host:port (or http://host:port) serving Prometheus metrics at /metrics and the /healthz and /readyz probes (docs/monitoring.md); port 0 picks one, an empty value serves none. A broker that cannot bind it does not start."},
 	{name: "strata.pprof.listener", typ: typeString, unset: "pprof is not served",
 		set: func(c *Config, v string) error { return setHTTPListener(&c.PprofListen, v) },
 		doc: "host:port (or http://host:port) serving Go's net/http/pprof at /debug/pprof/. Bind it to a loopback address."},
@@ -77,6 +80,14 @@ func parseHTTPListener(v string) (string, error) {
 	}
 	return net.JoinHostPort(host, port), nil
 }
+
+// DefaultMetricsListener is metrics.listener's default: the loopback
+// address, so that a broker started without settings serves its metrics
+// and probes to its own machine only (they name topics and groups);
+// deployments that are scraped from elsewhere (docker-compose, k8s,
+// systemd files in deploy/) bind 0.0.0.0 explicitly. 9404 is the port
+// Prometheus exporters for Kafka brokers commonly use.
+const DefaultMetricsListener = "127.0.0.1:9404"
 
 // Latency buckets in seconds: 0.5 ms to about 33 s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
@@ -167,7 +178,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		m.apis[k] = &apiMetrics{name: name, requests: requests.WithLabelValues(name), latency: latency.WithLabelValues(name)}
 	}
 	m.reg.MustRegister(requests, latency, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors, m.auths,
-		&stateCollector{s: s}, limitsCollector{s: s},
+		&stateCollector{s: s}, limitsCollector{s: s}, partitionCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -323,11 +334,12 @@ func (s *Server) startHTTP() error {
 	if s.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", s.cfg.MetricsListen)
 		if err != nil {
-			return fmt.Errorf("broker: metrics.listener %s: %w", s.cfg.MetricsListen, err)
+			return fmt.Errorf("broker: metrics.listener %s: %w (set metrics.listener to a free host:port, or to an empty value to serve no metrics and probes)", s.cfg.MetricsListen, err)
 		}
 		m.metricsLn = ln
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorLog: slogPrinter{s}}))
+		s.handleProbes(mux)
 		m.serve(s, ln, mux)
 	}
 	if s.cfg.PprofListen != "" {
@@ -469,6 +481,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
+	if !s.started.Load() {
+		return // NewServer is still setting up what is read below
+	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}

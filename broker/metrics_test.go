@@ -249,10 +249,12 @@ func TestMetricsTiering(t *testing.T) {
 	}
 }
 
-func TestMetricsListenerOffByDefault(t *testing.T) {
-	s := startServer(t, nil)
+// TestMetricsListenerOff: with metrics.listener empty (as startServer
+// sets it) and strata.pprof.listener unset nothing is bound.
+func TestMetricsListenerOff(t *testing.T) {
+	s := startServer(t, map[string]string{"metrics.listener": ""})
 	if s.MetricsAddr() != nil || s.PprofAddr() != nil {
-		t.Fatalf("listeners bound by default: metrics %v, pprof %v", s.MetricsAddr(), s.PprofAddr())
+		t.Fatalf("listeners bound: metrics %v, pprof %v", s.MetricsAddr(), s.PprofAddr())
 	}
 	// The registry works without a listener.
 	if _, err := s.Registry().Gather(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,12 +106,21 @@ type Server struct {
 
 	stats   stats
 	metrics *brokerMetrics // metrics.go
-	connWG  sync.WaitGroup
-	bgWG    sync.WaitGroup
-	serveMu sync.Mutex
-	served  bool
-	closeMu sync.Mutex
-	done    bool
+	// started is set once NewServer has finished; accepting counts the
+	// accept loops running; controllerActive is set while this broker's
+	// controller candidate holds the role; coordLostAt is when the
+	// coordinator became unreachable (Unix nanoseconds), 0 while it is
+	// reachable (health.go, metrics.go).
+	started          atomic.Bool
+	accepting        atomic.Int32
+	controllerActive atomic.Bool
+	coordLostAt      atomic.Int64
+	connWG           sync.WaitGroup
+	bgWG             sync.WaitGroup
+	serveMu          sync.Mutex
+	served           bool
+	closeMu          sync.Mutex
+	done             bool
 
 	// progress shows tests that background work happened (stats.go).
 	progress progress
@@ -203,6 +213,7 @@ func NewServer(cfg Config) (*Server, error) {
 	go s.logDirLoop()
 	s.cleaner.start()
 	s.tokens.start()
+	s.started.Store(true)
 	return s, nil
 }
 
@@ -266,6 +277,8 @@ func (s *Server) Serve() error {
 // acceptLoop accepts l's connections until Shutdown (ErrServerClosed) or
 // an accept error that retrying does not cure.
 func (s *Server) acceptLoop(l *listener) error {
+	s.accepting.Add(1)
+	defer s.accepting.Add(-1)
 	var tempDelay time.Duration
 	for {
 		if !s.quotas.waitSlot(s.closed) {

@@ -378,6 +378,7 @@ func startTxnBenchBrokers(b *testing.B, cluster bool, extra map[string]string) [
 func startTxnBenchServer(b *testing.B, props map[string]string) (*Server, []string) {
 	all := map[string]string{
 		"listeners":                            "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":                     "",
 		"log.dirs":                             b.TempDir(),
 		"offsets.topic.num.partitions":         "1",
 		"transaction.state.log.num.partitions": "1",

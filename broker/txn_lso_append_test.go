@@ -24,6 +24,7 @@ func TestTxnLSOHeldDuringAppend(t *testing.T) {
 	armed, entered, release := false, make(chan struct{}), make(chan struct{})
 	cfg, err := ConfigFromProperties(map[string]string{
 		"listeners":                   "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":            "",
 		"log.dirs":                    t.TempDir(),
 		"log.flush.interval.messages": "1",
 	})

@@ -27,6 +27,10 @@ type ControllerConfig struct {
 	// OnFailover, if set, is called after the partitions a lost broker
 	// led have new leaders (or went offline), with the measured time.
 	OnFailover func(FailoverReport)
+	// OnActive, if set, is called with true once elected and with false
+	// when the term ends (deposed, resigned, stopped): what Kafka's
+	// ActiveControllerCount reports.
+	OnActive func(active bool)
 	// RetryBackoff is the wait before retrying failed writes or a failed
 	// campaign. Default 200ms.
 	RetryBackoff time.Duration
@@ -101,7 +105,13 @@ func RunController(ctx context.Context, c Coordinator, cfg ControllerConfig) err
 		}
 		log.Info("controller: elected", "epoch", lead.Epoch())
 		a := &activeController{c: c, lead: lead, cfg: cfg, log: log.With("epoch", lead.Epoch())}
+		if cfg.OnActive != nil {
+			cfg.OnActive(true)
+		}
 		err = a.run(ctx)
+		if cfg.OnActive != nil {
+			cfg.OnActive(false)
+		}
 		if ctx.Err() != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			rerr := lead.Resign(rctx)

@@ -44,7 +44,9 @@ func (b *broker) restart(settings ...string) error {
 }
 
 func (b *broker) launch(name string, settings []string) error {
-	args := []string{"broker", "--override", "listeners=PLAINTEXT://" + b.addr, "--override", "log.dirs=" + b.dir}
+	// No metrics listener unless a setting below asks for one: the
+	// default 127.0.0.1:9404 would collide between brokers.
+	args := []string{"broker", "--override", "listeners=PLAINTEXT://" + b.addr, "--override", "log.dirs=" + b.dir, "--override", "metrics.listener="}
 	for _, s := range settings {
 		args = append(args, "--override", s)
 	}

@@ -74,6 +74,7 @@ func (c *Cluster) startDuplicate(t *testing.T, id int32) <-chan duplicateResult 
 	args := []string{"broker",
 		"--override", "listeners=PLAINTEXT://" + freeAddr(t),
 		"--override", "log.dirs=" + filepath.Join(t.TempDir(), "dup"),
+		"--override", "metrics.listener=",
 	}
 	for _, o := range c.brokerOverrides(int(id), nil) {
 		args = append(args, "--override", o)

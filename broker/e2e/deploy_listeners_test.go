@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -118,6 +120,10 @@ func TestDeployListeners(t *testing.T) {
 	}
 	c.waitAllSee(t, 30*time.Second, nBrokers)
 	t.Logf("DEPLOY_LISTENERS cluster up after %v on %v", time.Since(start).Round(time.Millisecond), lab)
+	// The compose healthcheck's /readyz, on each file's metrics.listener.
+	for i, cfg := range cfgs {
+		checkReadyz(t, cfg, hosts[i].IP())
+	}
 
 	// What each broker registered: its inter-broker address must be one
 	// the other brokers reach it at from their own hosts.
@@ -529,4 +535,36 @@ func deployConsume(t *testing.T, c *Cluster, seeds []string, topic string, want 
 		fs.EachRecord(func(r *kgo.Record) { n++; read(r) })
 	}
 	return n
+}
+
+// checkReadyz polls the broker's /readyz on its metrics.listener port at
+// host until it answers 200 (registered and serving), as the compose
+// healthcheck does, and checks that /metrics serves the broker's metrics.
+func checkReadyz(t *testing.T, cfg *broker.Config, host string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(cfg.MetricsListen)
+	if err != nil || port == "0" {
+		t.Fatalf("deploy file metrics.listener %q: want a fixed port (%v)", cfg.MetricsListen, err)
+	}
+	base := "http://" + net.JoinHostPort(host, port)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	var code int
+	var body string
+	start := time.Now()
+	if !poll.For(60*time.Second, func() bool { code, body = get("/readyz"); return code == 200 }) {
+		t.Fatalf("%s/readyz: %d %q, want 200", base, code, body)
+	}
+	t.Logf("DEPLOY_LISTENERS %s/readyz 200 after %v", base, time.Since(start).Round(time.Millisecond))
+	if code, body = get("/metrics"); code != 200 || !strings.Contains(body, "strata_controller_active") {
+		t.Fatalf("%s/metrics: %d, strata_controller_active missing", base, code)
+	}
 }

@@ -256,9 +256,14 @@ func freeAddr(t testing.TB) string {
 func (b *Broker) args() []string {
 	args := []string{"broker", "--override", "log.dirs=" + b.Dir}
 	if b.spec.config != "" {
+		// A deploy file's own metrics.listener stands: such brokers run
+		// each in a network namespace of its own (TestDeployListeners).
 		args = append(args, "--config", b.spec.config)
 	} else {
-		args = append(args, "--override", "listeners=PLAINTEXT://"+b.Addr)
+		// No metrics listener unless the test asks for one (an override
+		// below wins): the default 127.0.0.1:9404 would collide between
+		// the brokers of a test and with whatever else runs here.
+		args = append(args, "--override", "listeners=PLAINTEXT://"+b.Addr, "--override", "metrics.listener=")
 	}
 	for _, o := range b.overrides {
 		args = append(args, "--override", o)

@@ -622,7 +622,7 @@ func produceHist(t *testing.T, c *Cluster, hist *history.History, topic string, 
 // running).
 func followerLogEnds(t *testing.T, b *Broker, topic string) map[int32]int64 {
 	t.Helper()
-	out := runCmd(t, 30*time.Second, "", strataBin, "tier", "status", topic, "--format", "json", "--override", "log.dirs="+b.Dir)
+	out := runCmd(t, 30*time.Second, "", strataBin, "tier", "status", topic, "--format", "json", "--override", "log.dirs="+b.Dir, "--override", "metrics.listener=")
 	var st struct {
 		Partitions []struct {
 			Partition int32  `json:"partition"`

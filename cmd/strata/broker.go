@@ -121,12 +121,16 @@ Cluster (zookeeper.connect set):
   broker that comes back truncates what it alone had and catches up.
 
 Metrics and profiling:
-  metrics.listener=127.0.0.1:9308 (or http://...) serves Prometheus
-  metrics at /metrics: requests, errors and latency per API, bytes in and
-  out per topic, under-replicated and offline partitions, ISR shrinks and
-  expands, produce purgatory, upload lag, remote
-  fetches, chunk cache, groups and consumer lag (docs/running.md lists
-  them). strata.pprof.listener=127.0.0.1:6060 serves Go's pprof at
+  metrics.listener (default 127.0.0.1:9404; empty serves none) serves
+  Prometheus metrics at /metrics and the /healthz (alive) and /readyz
+  (registered and serving) probes: requests, errors and latency per API,
+  bytes in and out per topic, connections per listener, the active
+  controller, under-replicated and offline partitions, ISR shrinks and
+  expands, per-partition sizes and offsets, upload lag, remote fetches,
+  chunk cache, groups and consumer lag (docs/monitoring.md lists them,
+  with the Grafana dashboard and alert rules in deploy/). A broker that
+  cannot bind it does not start. strata.pprof.listener=127.0.0.1:6060
+  serves Go's pprof at
   /debug/pprof/ on its own listener; keep it on a loopback address.
 
 Consumer groups:

@@ -45,6 +45,8 @@ func startBrokerProps(t *testing.T, props map[string]string) (*broker.Server, st
 		"log.dirs":                         t.TempDir(),
 		"offsets.topic.num.partitions":     "3",
 		"group.initial.rebalance.delay.ms": "0",
+		// Not the default 127.0.0.1:9404: tests run side by side.
+		"metrics.listener": "",
 	}
 	maps.Copy(all, props)
 	cfg, err := broker.ConfigFromProperties(all)

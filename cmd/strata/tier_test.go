@@ -195,7 +195,8 @@ func TestTierStatusWithoutBroker(t *testing.T) {
 	produceLines(t, addr, "quiet", 5)
 
 	// Named: its local partitions show though nothing is remote yet.
-	rep := tierStatusJSON(t, 0, "quiet", "--override", "log.dirs="+dir)
+	// metrics.listener= (empty): no endpoint, not the default one.
+	rep := tierStatusJSON(t, 0, "quiet", "--override", "log.dirs="+dir, "--override", "metrics.listener=")
 	if rep.MetricsURL != nil || rep.Cache != nil || len(rep.Partitions) != 2 {
 		t.Fatalf("report %+v, want no metrics and 2 partitions", rep)
 	}
@@ -203,7 +204,7 @@ func TestTierStatusWithoutBroker(t *testing.T) {
 	if p0.LogEnd == nil || *p0.LogEnd != 5 || p0.RemoteLogEnd != nil || p0.CacheHitRatio != nil || *p0.PendingSegments != 0 {
 		t.Fatalf("partition 0 %+v: want log end 5, nothing remote, no cache column, nothing pending", p0)
 	}
-	r := cli(t, "tier", "status", "quiet", "--override", "log.dirs="+dir)
+	r := cli(t, "tier", "status", "quiet", "--override", "log.dirs="+dir, "--override", "metrics.listener=")
 	if r.code != 0 || !strings.Contains(r.stdout, "broker metrics: none") {
 		t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -13,6 +13,9 @@ STRATA_BIN="${STRATA_BIN:-$STRATA_ROOT/strata}"
 BROKER_HOST="${BROKER_HOST:-127.0.0.1}"
 BROKER_IDS=(1 2 3)
 BROKER_BASE_PORT="${BROKER_BASE_PORT:-9092}" # broker N listens on BASE+N-1
+# Broker N serves metrics.listener (/metrics, /healthz, /readyz;
+# docs/monitoring.md) on BASE+N-1.
+METRICS_BASE_PORT="${METRICS_BASE_PORT:-9404}"
 ZK_PORT="${ZK_PORT:-2181}"
 ZK_CHROOT="${ZK_CHROOT:-/strata}"
 MINIO_PORT="${MINIO_PORT:-9000}"
@@ -52,6 +55,16 @@ else
 fi
 
 broker_port() { echo $((BROKER_BASE_PORT + $1 - 1)); }
+broker_metrics_port() { echo $((METRICS_BASE_PORT + $1 - 1)); }
+broker_metrics_addr() { echo "$BROKER_HOST:$(broker_metrics_port "$1")"; }
+# http_status PORT PATH: the HTTP status code of GET PATH on 127.0.0.1:PORT
+# (bash's /dev/tcp: no curl needed), empty when nothing answers.
+http_status() {
+	timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" "$2" >&3 && head -n 1 <&3' _ "$1" "$2" 2>/dev/null |
+		awk '{print $2}'
+}
+# broker_ready ID: broker ID's /readyz answers 200 (registered, serving).
+broker_ready() { [ "$(http_status "$(broker_metrics_port "$1")" /readyz)" = 200 ]; }
 broker_internal_port() { echo $((BROKER_INTERNAL_BASE_PORT + $1 - 1)); }
 broker_internal_addr() { echo "$BROKER_HOST:$(broker_internal_port "$1")"; }
 # client_flags: the flags a strata client command needs to reach the

@@ -26,6 +26,14 @@ row minio "127.0.0.1:$MINIO_PORT"
 echo "             console http://127.0.0.1:$MINIO_CONSOLE_PORT (user $MINIO_ROOT_USER, password $MINIO_ROOT_PASSWORD)"
 for id in "${BROKER_IDS[@]}"; do
 	row "broker-$id" "$(broker_addr "$id")"
+	if comp_pid "broker-$id" >/dev/null; then
+		ready="$(http_status "$(broker_metrics_port "$id")" /readyz)"
+		case "$ready" in
+		200) echo "             metrics http://$(broker_metrics_addr "$id")/metrics, /readyz 200 (ready)" ;;
+		"") echo "             metrics http://$(broker_metrics_addr "$id")/metrics not answering"; all_up=1 ;;
+		*) echo "             metrics http://$(broker_metrics_addr "$id")/metrics, /readyz $ready (not ready)"; all_up=1 ;;
+		esac
+	fi
 	[ "$CLUSTER_SECURE" = 1 ] && echo "             INTERNAL (SSL) $(broker_internal_addr "$id"), EXTERNAL (SASL_SSL) $(broker_addr "$id")"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-cluster.sh (make test-cluster): runs the real local-cluster scripts
 # end to end on free ports with a cluster folder in a temporary directory:
-#   make cluster; strata cluster lists 3 brokers; a topic with 3 partitions
+#   make cluster; strata cluster lists 3 brokers; each broker's /readyz is
+#   200 and strata_controller_active sums to 1; a topic with 3 partitions
 #   and 3 replicas; 100 lines produced and consumed back; make cluster-status
 #   exits 0; make cluster again is harmless; make cluster-stop leaves nothing
 #   listening on the cluster's ports.
@@ -63,7 +64,17 @@ for ((t = 0; t < 50; t++)); do
 	if [ "$b" -gt $((base + 2)) ] || [ $((b + 2)) -lt "$base" ]; then break; fi
 done
 export BROKER_BASE_PORT="$b"
-PORTS=("$ZK_PORT" "$MINIO_PORT" "$MINIO_CONSOLE_PORT" "$b" $((b + 1)) $((b + 2)))
+# Three more for the brokers' metrics.listener, overlapping neither.
+for ((t = 0; t < 50; t++)); do
+	m="$(free_range 3)" || fail "no free ports for the metrics listeners"
+	ok=1
+	for p in "$ZK_PORT" "$MINIO_PORT" "$MINIO_CONSOLE_PORT" "$b" $((b + 1)) $((b + 2)); do
+		[ "$p" -ge "$m" ] && [ "$p" -le $((m + 2)) ] && ok=0
+	done
+	[ "$ok" = 1 ] && break
+done
+export METRICS_BASE_PORT="$m"
+PORTS=("$ZK_PORT" "$MINIO_PORT" "$MINIO_CONSOLE_PORT" "$b" $((b + 1)) $((b + 2)) "$m" $((m + 1)) $((m + 2)))
 BS="127.0.0.1:$b,127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2))"
 export READY_TIMEOUT="${READY_TIMEOUT:-60}"
 
@@ -98,6 +109,29 @@ echo "$out"
 for ((i = 0; i < 3; i++)); do
 	grep -qF "127.0.0.1:$((b + i))" <<<"$out" || fail "broker 127.0.0.1:$((b + i)) missing from strata cluster"
 done
+
+step "each broker's /readyz answers 200 and /metrics names the broker's metrics"
+http_get() { # PORT PATH: the raw HTTP response
+	timeout 10 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET %s HTTP/1.0\r\n\r\n" "$2" >&3 && cat <&3' _ "$1" "$2"
+}
+for ((i = 0; i < 3; i++)); do
+	code="$(http_get $((m + i)) /readyz | head -n 1 | awk '{print $2}')"
+	[ "$code" = 200 ] || fail "broker on metrics port $((m + i)): /readyz answered '$code', not 200"
+done
+# One controller: the sum over the brokers settles at 1 (bounded wait: an
+# election may be under way).
+active=""
+for ((t = 0; t < 60; t++)); do
+	active=0
+	for ((i = 0; i < 3; i++)); do
+		v="$(http_get $((m + i)) /metrics | awk '$1 == "strata_controller_active" {print $2}')"
+		[ -n "$v" ] || fail "metrics port $((m + i)): no strata_controller_active in /metrics"
+		active=$((active + v))
+	done
+	[ "$active" = 1 ] && break
+	sleep 0.5
+done
+[ "$active" = 1 ] || fail "strata_controller_active sums to $active over the brokers, want 1"
 
 step "create topic t (3 partitions, RF 3)"
 timeout 30 "$STRATA" topic create --bootstrap-server "$BS" --topic t --partitions 3 --replication-factor 3 ||

@@ -81,6 +81,7 @@ if ! comp_pid minio >/dev/null; then
 fi
 for id in "${BROKER_IDS[@]}"; do
 	comp_pid "broker-$id" >/dev/null || require_free_port "$(broker_port "$id")" "broker-$id" BROKER_BASE_PORT
+	comp_pid "broker-$id" >/dev/null || require_free_port "$(broker_metrics_port "$id")" "broker-$id metrics.listener" METRICS_BASE_PORT
 	if [ "$CLUSTER_SECURE" = 1 ]; then
 		comp_pid "broker-$id" >/dev/null ||
 			require_free_port "$(broker_internal_port "$id")" "broker-$id INTERNAL listener" BROKER_INTERNAL_BASE_PORT
@@ -209,6 +210,7 @@ for id in "${BROKER_IDS[@]}"; do
 		continue
 	fi
 	require_free_port "$(broker_port "$id")" "$name" BROKER_BASE_PORT
+	require_free_port "$(broker_metrics_port "$id")" "$name metrics.listener" METRICS_BASE_PORT
 	if [ "$CLUSTER_SECURE" = 1 ]; then
 		listeners="INTERNAL://$(broker_internal_addr "$id"),EXTERNAL://$(broker_addr "$id")"
 		security="# SECURE=1: INTERNAL is SSL with client certificates required (other
@@ -245,6 +247,8 @@ listeners=$listeners
 advertised.listeners=$listeners
 $security
 log.dirs=$d/data
+# /metrics, /healthz and /readyz (docs/monitoring.md), one port per broker.
+metrics.listener=$(broker_metrics_addr "$id")
 zookeeper.connect=$(zk_connect)
 zookeeper.session.timeout.ms=18000
 num.partitions=3
@@ -277,7 +281,9 @@ done
 
 for id in "${started[@]}"; do
 	wait_ready "broker-$id" port_open "$(broker_port "$id")"
-	echo "broker-$id ready (pid $(comp_pid "broker-$id"), $(broker_addr "$id"))"
+	# /readyz: registered in ZooKeeper, the partitions it leads open.
+	wait_ready "broker-$id" broker_ready "$id"
+	echo "broker-$id ready (pid $(comp_pid "broker-$id"), $(broker_addr "$id"), metrics http://$(broker_metrics_addr "$id")/metrics)"
 done
 
 # Every broker registered: the cluster's metadata lists all three. A secure
@@ -308,6 +314,11 @@ if [ "$n" -ne "${#BROKER_IDS[@]}" ]; then
 fi
 
 BS="$(bootstrap)"
+metrics_urls() {
+	local out="" id
+	for id in "${BROKER_IDS[@]}"; do out="${out:+$out }http://$(broker_metrics_addr "$id")/metrics"; done
+	echo "$out"
+}
 if [ "$CLUSTER_SECURE" = 1 ]; then
 	# The admin SCRAM user, created (or its password set again) through the
 	# INTERNAL listener, which the admin client certificate opens: that is
@@ -341,6 +352,7 @@ Strata local cluster is up, with TLS and SCRAM (SECURE=1). Everything
                  $CLUSTER_DIR/kcat.conf   (kcat -F)
   zookeeper      $(zk_connect)
   minio S3 API   $(minio_endpoint)   bucket: $MINIO_BUCKET (prefix local-cluster/)
+  metrics        $(metrics_urls)   (/healthz, /readyz too)
   logs           $CLUSTER_DIR/<component>/<component>.log
 
 Create a topic, produce and consume with strata:
@@ -369,6 +381,7 @@ Strata local cluster is up. Everything (configs, data, logs, pid files) is in
   zookeeper      $(zk_connect)
   minio S3 API   $(minio_endpoint)   bucket: $MINIO_BUCKET (prefix local-cluster/)
   minio console  http://127.0.0.1:$MINIO_CONSOLE_PORT   user: $MINIO_ROOT_USER   password: $MINIO_ROOT_PASSWORD
+  metrics        $(metrics_urls)   (/healthz, /readyz too)
   logs           $CLUSTER_DIR/<component>/<component>.log
 
 Create a topic (3 partitions, 3 replicas):

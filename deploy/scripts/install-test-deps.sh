@@ -5,7 +5,9 @@
 # ZooKeeper, iproute2 (ip and tc, with which broker/e2e/netlab makes the
 # network namespaces, bridges and links of the network fault tests),
 # and mount, losetup and mkfs.ext4 (util-linux, mount, e2fsprogs: the disk
-# fault tests mount a tmpfs and a failing loop device).
+# fault tests mount a tmpfs and a failing loop device), and prometheus for
+# its promtool (broker/alerts_test.go checks deploy/prometheus/strata-alerts.yml
+# with promtool check rules).
 #
 # Idempotent and quiet: when everything is present it only asks dpkg and
 # exits; otherwise it runs `apt-get update` once and installs what is
@@ -24,7 +26,7 @@ if [ ! -x "$minio_bin/minio" ]; then
 	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
 fi
 
-packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs prometheus)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
@@ -48,3 +50,9 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for p in "${missing[@]}"; do
 	installed "$p" || { echo "install-test-deps: $p did not install" >&2; exit 1; }
 done
+# Only promtool is wanted from the prometheus package: on a machine run by
+# systemd its postinst starts a Prometheus server (port 9090); stop and
+# disable it. Elsewhere (containers) policy-rc.d keeps it from starting.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
