@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -13,6 +16,7 @@ func init() {
 	register(&command{
 		name:    "cluster",
 		summary: "print the cluster id, the controller and the brokers; rebalance, add and decommission brokers",
+		actions: clusterActions,
 		run:     runCluster,
 	})
 }
@@ -21,6 +25,11 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if run, ok := clusterActions[args[0]]; ok {
 			return run(args[1:], stdout, stderr)
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "strata cluster: unknown action %q%s\n", args[0], didYouMean(args[0], slices.Collect(maps.Keys(clusterActions)), ""))
+			fmt.Fprintln(stderr, "Run 'strata cluster --help' for its actions and flags.")
+			return 2
 		}
 	}
 	c := newClientCmd("cluster", `Usage: strata cluster [flags]

@@ -41,7 +41,7 @@ Example:
 	brokerFlag := c.fs.Int("broker", -1, "describe only broker `ID`")
 	topicFlag := c.fs.String("topic", "", "only the partitions of `TOPICS` (comma-separated)")
 	jsonOut := c.fs.Bool("json", false, "print kafka-log-dirs.sh's JSON")
-	if status, ok := c.parseFlagsOnly(args, ""); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	if *brokerFlag < -1 || *brokerFlag > 1<<31-1 {

@@ -20,9 +20,8 @@ func init() {
 	register(&command{
 		name:    "groups",
 		summary: "list, describe, delete consumer groups; reset their offsets",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("groups", groupsHelp, groupsActions, args, stdout, stderr)
-		},
+		actions: groupsActions,
+		help:    groupsHelp,
 	})
 }
 
@@ -98,7 +97,7 @@ Example:
 		return status
 	}
 	if *group == "" {
-		return c.usageError("--group is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		lags, err := s.adm.Lag(ctx, *group)
@@ -223,7 +222,7 @@ Example:
 	var afterMilli int64
 	switch {
 	case *group == "":
-		return c.usageError("--group is required")
+		return c.missingName()
 	case *topic == "":
 		return c.usageError("--topic is required")
 	case targets != 1:
@@ -358,7 +357,7 @@ Example:
 		return status
 	}
 	if len(groups) == 0 {
-		return c.usageError("--group is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		resps, err := s.adm.DeleteGroups(ctx, groups...)

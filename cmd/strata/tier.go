@@ -81,8 +81,8 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("strata tier "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tierUsage) }
+	fs.SetOutput(io.Discard) // errors reported below
+	fs.Usage = func() {}
 	configFile := fs.String("config", "", "broker settings file")
 	var overrides overrideFlag
 	fs.Var(&overrides, "override", "broker setting key=value; repeatable")
@@ -94,9 +94,11 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
+			if !reportFlagError(stderr, "tier "+sub, fs, err) {
+				fmt.Fprint(stdout, tierUsage)
 				return 0
 			}
+			fmt.Fprintln(stderr, "Run 'strata tier --help' for its flags and an example.")
 			return 2
 		}
 		if args = fs.Args(); len(args) == 0 {
@@ -135,7 +137,7 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 		}
 		return tierRestore(cfg, *topic, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "strata tier: unknown subcommand %q\n\n%s", sub, tierUsage)
+	fmt.Fprintf(stderr, "strata tier: unknown subcommand %q%s\n\n%s", sub, didYouMean(sub, []string{"status", "restore"}, ""), tierUsage)
 	return 2
 }
 

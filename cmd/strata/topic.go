@@ -20,9 +20,8 @@ func init() {
 	register(&command{
 		name:    "topic",
 		summary: "create, list, describe, alter and delete topics; elect leaders; reassign partitions",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("topic", topicHelp, topicActions, args, stdout, stderr)
-		},
+		actions: topicActions,
+		help:    topicHelp,
 	})
 }
 
@@ -99,7 +98,7 @@ Example:
 	}
 	switch {
 	case *topic == "":
-		return c.usageError("--topic is required")
+		return c.missingName()
 	case *partitions == 0 || *partitions < -1 || *partitions > 1<<20:
 		return c.usageError("--partitions %d: want a positive number, or -1 for the broker's default", *partitions)
 	case *rf == 0 || *rf < -1 || *rf > 1<<14:
@@ -260,7 +259,7 @@ Example:
 		return status
 	}
 	if *topic == "" {
-		return c.usageError("--topic is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		resps, err := s.adm.DeleteTopics(ctx, *topic)
@@ -301,7 +300,7 @@ Example:
 	}
 	switch {
 	case *topic == "":
-		return c.usageError("--topic is required")
+		return c.missingName()
 	case len(add) == 0 && len(del) == 0 && *partitions == 0:
 		return c.usageError("nothing to change: give --add-config, --delete-config or --partitions")
 	case *partitions < 0 || *partitions > 1<<20:

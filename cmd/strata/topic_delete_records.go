@@ -83,7 +83,7 @@ Example:
 	topic := c.fs.String("topic", "", "`NAME` of the topic (instead of --offset-json-file)")
 	partition := c.fs.Int("partition", -1, "partition `P` of --topic")
 	offset := c.fs.Int64("offset", -2, "delete the records below offset `N` (-1: the high watermark)")
-	if status, ok := c.parseFlagsOnly(args, ""); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	var offs kadm.Offsets

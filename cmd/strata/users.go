@@ -19,9 +19,8 @@ func init() {
 	register(&command{
 		name:    "users",
 		summary: "create, delete, list users' SCRAM credentials",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("users", usersHelp, usersActions, args, stdout, stderr)
-		},
+		actions: usersActions,
+		help:    usersHelp,
 	})
 }
 
@@ -89,7 +88,7 @@ Example:
 		return status
 	}
 	if *user == "" {
-		return c.usageError("--user is required")
+		return c.missingName()
 	}
 	if *iterations < 4096 || *iterations > 16384 {
 		return c.usageError("--iterations %d: must be between 4096 and 16384", *iterations)
@@ -220,7 +219,7 @@ Example:
 		return status
 	}
 	if *user == "" {
-		return c.usageError("--user is required")
+		return c.missingName()
 	}
 	var dels []kadm.DeleteSCRAM
 	seen := map[kadm.ScramMechanism]bool{}
