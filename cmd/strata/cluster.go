@@ -35,8 +35,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	c := newClientCmd("cluster", `Usage: strata cluster [flags]
        strata cluster rebalance [flags]
        strata cluster add-broker N [flags]
-       strata cluster decommission --broker N [flags]
-       strata cluster log-dirs [--broker N] [--topic T] [--json] [flags]
+       strata cluster decommission N [flags]
+       strata cluster log-dirs [TOPIC] [--broker N] [--json] [flags]
 
 Without an action, prints the cluster id, the controller's broker id, and
 every live broker with its id, advertised address and rack, from a

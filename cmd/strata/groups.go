@@ -48,8 +48,8 @@ Actions:
 Run 'strata groups <action> --help' for its flags and an example.
 
 Example:
-  strata groups describe --group billing
-  strata groups reset-offsets --group billing --topic orders --to-earliest --execute
+  strata groups describe billing
+  strata groups reset-offsets billing --topic orders --to-earliest --execute
 `
 
 func unknownGroup(group string) error {
@@ -81,7 +81,7 @@ Example:
 }
 
 func runGroupsDescribe(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups describe", `Usage: strata groups describe --group G [flags]
+	c := newClientCmd("groups describe", `Usage: strata groups describe GROUP [flags]
 
 Prints a consumer group as kafka-consumer-groups.sh --describe does: its
 state, then a line per partition it has committed offsets for or is
@@ -90,9 +90,9 @@ end offset, the lag between them and the member consuming it; then its
 members with their assignments.
 `, `
 Example:
-  strata groups describe --group billing
+  strata groups describe billing
 `, stdout, stderr)
-	group := c.fs.String("group", "", "the consumer group `G` (required)")
+	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
 	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
@@ -185,7 +185,7 @@ func assignment(m kadm.DescribedGroupMember) string {
 }
 
 func runGroupsResetOffsets(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups reset-offsets", `Usage: strata groups reset-offsets --group G --topic T <target> [--execute]
+	c := newClientCmd("groups reset-offsets", `Usage: strata groups reset-offsets GROUP --topic T <target> [--execute]
 
 Moves the committed offsets of group G for topic T (all its partitions, or
 one with --partition) to a target: --to-earliest, --to-latest,
@@ -196,10 +196,10 @@ is all it does (a dry run). The group must have no active members: stop
 its consumers first.
 `, `
 Example:
-  strata groups reset-offsets --group billing --topic orders --to-datetime 2024-05-01T00:00:00Z
-  strata groups reset-offsets --group billing --topic orders --to-datetime 2024-05-01T00:00:00Z --execute
+  strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z
+  strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z --execute
 `, stdout, stderr)
-	group := c.fs.String("group", "", "the consumer group `G` (required)")
+	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
 	topic := c.fs.String("topic", "", "the topic `T` whose offsets move (required)")
 	partition := c.fs.Int("partition", -1, "move only partition `P` (default: all)")
 	toEarliest := c.fs.Bool("to-earliest", false, "target: the first offset still in the log")
@@ -343,16 +343,16 @@ Example:
 }
 
 func runGroupsDelete(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups delete", `Usage: strata groups delete --group G [--group G2]... [flags]
+	c := newClientCmd("groups delete", `Usage: strata groups delete GROUP... [flags]
 
 Deletes consumer groups and their committed offsets. A group must have no
 active members.
 `, `
 Example:
-  strata groups delete --group billing
+  strata groups delete billing
 `, stdout, stderr)
 	var groups stringsFlag
-	c.fs.Var(&groups, "group", "the consumer group `G` to delete (required); repeatable")
+	c.fs.Var(&groups, "group", "a consumer `GROUP` to delete (required); repeatable")
 	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}

@@ -49,11 +49,19 @@ func (c *clientCmd) parseTopicArg(args []string) (topic string, status int, ok b
 
 // bindName sets the name flag from the arguments pos.
 func (c *clientCmd) bindName(pos []string) error {
+	return bindArgs(c.fs, c.nameFlag, pos)
+}
+
+// bindArgs sets fs's flag name, a resource's name, from the arguments
+// pos: any number of them for a repeatable flag (a *stringsFlag), else at
+// most one, which must agree with the flag if that was given too. With no
+// such flag, an argument is an error.
+func bindArgs(fs *flag.FlagSet, name string, pos []string) error {
 	if len(pos) == 0 {
 		return nil
 	}
-	f := c.fs.Lookup(c.nameFlag)
-	if f == nil {
+	f := fs.Lookup(name)
+	if name == "" || f == nil {
 		return fmt.Errorf("unexpected argument %q", pos[0])
 	}
 	if many, ok := f.Value.(*stringsFlag); ok {
@@ -65,19 +73,19 @@ func (c *clientCmd) bindName(pos []string) error {
 		return nil
 	}
 	if len(pos) > 1 {
-		return fmt.Errorf("want one %s, got %d arguments: %q", c.nameFlag, len(pos), pos)
+		return fmt.Errorf("want one %s, got %d arguments: %q", name, len(pos), pos)
 	}
-	if flagSet(c.fs, c.nameFlag) {
+	if flagSet(fs, name) {
 		if f.Value.String() != pos[0] {
-			return fmt.Errorf("the %s is given twice, differently: %q as the argument and %q as --%s; give one", c.nameFlag, pos[0], f.Value.String(), c.nameFlag)
+			return fmt.Errorf("the %s is given twice, differently: %q as the argument and %q as --%s; give one", name, pos[0], f.Value.String(), name)
 		}
 		return nil
 	}
 	if pos[0] == "" {
-		return fmt.Errorf("empty %s argument", c.nameFlag)
+		return fmt.Errorf("empty %s argument", name)
 	}
 	if err := f.Value.Set(pos[0]); err != nil {
-		return fmt.Errorf("argument %q (the --%s): %v", pos[0], c.nameFlag, err)
+		return fmt.Errorf("argument %q (the --%s): %v", pos[0], name, err)
 	}
 	return nil
 }

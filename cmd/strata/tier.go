@@ -25,8 +25,8 @@ func init() {
 }
 
 const tierUsage = `Usage:
-  strata tier status [TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
-  strata tier restore (--topic TOPIC | --all) [--config FILE] [--override key=value]...
+  strata tier status [TOPIC | --topic TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
+  strata tier restore (TOPIC | --topic TOPIC | --all) [--config FILE] [--override key=value]...
 
 Both take the broker's settings: --config and --override read the same
 properties as strata broker (remote.storage.s3.*, remote.storage.dir,
@@ -86,7 +86,7 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	configFile := fs.String("config", "", "broker settings file")
 	var overrides overrideFlag
 	fs.Var(&overrides, "override", "broker setting key=value; repeatable")
-	topic := fs.String("topic", "", "topic to restore")
+	topic := fs.String("topic", "", "the topic (or give it as the argument)")
 	all := fs.Bool("all", false, "restore every topic in the store")
 	format := fs.String("format", "text", "status output: text or json")
 	metricsURL := fs.String("metrics-url", "", "status: the broker's Prometheus endpoint (default from metrics.listener)")
@@ -111,6 +111,13 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strata tier: %v\n", err)
 		return 2
 	}
+	if err := bindArgs(fs, "topic", pos); err != nil { // TOPIC is --topic
+		fmt.Fprintf(stderr, "strata tier %s: %v\n", sub, err)
+		return 2
+	}
+	if *topic != "" {
+		pos = []string{*topic}
+	}
 	switch sub {
 	case "status":
 		if len(pos) > 1 {
@@ -121,8 +128,8 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier status: --format is text or json, not %q\n", *format)
 			return 2
 		}
-		if *topic != "" || *all {
-			fmt.Fprintf(stderr, "strata tier status: --topic and --all are restore's; give TOPIC\n")
+		if *all {
+			fmt.Fprintf(stderr, "strata tier status: --all is restore's; without TOPIC, status shows every topic\n")
 			return 2
 		}
 		return tierStatus(cfg, pos, tierStatusOptions{format: *format, metricsURL: *metricsURL, metricsNeeded: *metricsURL != ""}, stdout, stderr)
@@ -131,8 +138,8 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier restore: --format and --metrics-url are status's\n")
 			return 2
 		}
-		if len(pos) > 0 || (*topic == "") == !*all {
-			fmt.Fprintf(stderr, "strata tier restore: give --topic TOPIC or --all\n")
+		if (*topic == "") == !*all {
+			fmt.Fprintf(stderr, "strata tier restore: give TOPIC (or --topic TOPIC) or --all\n")
 			return 2
 		}
 		return tierRestore(cfg, *topic, stdout, stderr)
