@@ -156,7 +156,7 @@ Example:
 	case mode == modeRebalance && *brokerFlag >= 0:
 		return c.usageError("rebalance takes no --broker (see add-broker and decommission)")
 	case mode != modeRebalance && broker < 0:
-		return c.usageError("which broker? give its id (%s)", "strata "+name+" N, or --broker N")
+		return c.usageError("which broker? give its id: 'strata %s N' or --broker N", name)
 	case *throttle == 0 || *throttle < -1:
 		return c.usageError("--throttle %d: want a rate in bytes per second > 0", *throttle)
 	case *throttle > 0 && !*execute:
