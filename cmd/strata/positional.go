@@ -35,7 +35,7 @@ func (c *clientCmd) parseFlagsOnly(args []string, nameFlag string) (status int, 
 func (c *clientCmd) parseTopicArg(args []string) (topic string, status int, ok bool) {
 	f := c.fs.Lookup("topic")
 	if f == nil {
-		c.fs.String("topic", "", "the `TOPIC` (or give it as the argument)")
+		c.fs.String("topic", "", "the `TOPIC` (required)")
 		f = c.fs.Lookup("topic")
 	}
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
