@@ -29,9 +29,9 @@ build:
 
 run: build
 	@echo "Starting a single Strata broker on 127.0.0.1:9092 (data in ./data)."
-	@echo "In another terminal:"
-	@echo "  produce:  echo 'key1:hello' | kcat -P -b 127.0.0.1:9092 -t demo -K:"
-	@printf '%s\n' "  consume:  kcat -C -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p %o %k %s\\n'"
+	@echo "In another terminal, in this directory:"
+	@printf '%s\n' "  produce:  printf 'key1:hello\\nkey2:world\\n' | ./$(BIN) produce demo --key-separator :"
+	@echo "  consume:  ./$(BIN) consume demo --from-beginning --max-messages 2 --print-key"
 	@echo "Metrics: http://127.0.0.1:9404/metrics, probes /healthz and /readyz (docs/monitoring.md)."
 	@echo "Stop it with Ctrl-C."
 	./$(BIN) broker

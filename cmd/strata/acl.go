@@ -19,9 +19,8 @@ func init() {
 	register(&command{
 		name:    "acl",
 		summary: "add, remove, list ACLs (authorization)",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("acl", aclHelp, aclActions, args, stdout, stderr)
-		},
+		actions: aclActions,
+		help:    aclHelp,
 	})
 }
 

@@ -208,8 +208,8 @@ func wrapList(names []string, indent string, width int) string {
 
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("strata broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed below: to stdout for --help, stderr otherwise
+	fs.SetOutput(io.Discard) // errors reported below
+	fs.Usage = func() {}     // printed below: to stdout for --help, stderr otherwise
 	configFile := fs.String("config", "", "properties file")
 	logLevel := fs.String("log-level", "info", "log level")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -220,6 +220,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			brokerUsage(stdout)
 			return 0
 		}
+		reportFlagError(stderr, "broker", fs, err)
 		fmt.Fprintln(stderr, "Run 'strata broker --help' for the flags and settings.")
 		return 2
 	}

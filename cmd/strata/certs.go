@@ -26,11 +26,10 @@ func init() {
 	register(&command{
 		name:    "certs",
 		summary: "create a development CA, broker and client certificates",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("certs", certsHelp, map[string]func(args []string, stdout, stderr io.Writer) int{
-				"create": runCertsCreate,
-			}, args, stdout, stderr)
+		actions: map[string]func(args []string, stdout, stderr io.Writer) int{
+			"create": runCertsCreate,
 		},
+		help: certsHelp,
 	})
 }
 
@@ -100,7 +99,7 @@ type certFile struct {
 
 func runCertsCreate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("strata certs create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors reported below
 	dir := fs.String("dir", "", "write the files into directory `DIR` (required)")
 	hosts := fs.String("hosts", "", "comma-separated host names and IP addresses `H,...` for the brokers' SANs; {id} is the broker id")
 	var ids, clients stringsFlag
@@ -125,7 +124,7 @@ func runCertsCreate(args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 0
 		}
-		return 2
+		return usageErr("%s", flagErrorText(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))

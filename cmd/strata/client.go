@@ -11,10 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +52,11 @@ type clientCmd struct {
 	stdout  io.Writer
 	stderr  io.Writer
 
+	// nameFlag is the flag naming the command's resource (topic, group,
+	// user), which an argument may give instead; "" for none. Set by
+	// parseFlagsOnly and parseTopicArg.
+	nameFlag string
+
 	bootstrap *string
 	security  *securityFlags
 	sec       *clientSecurity // resolved by parse
@@ -59,8 +66,8 @@ type clientCmd struct {
 func newClientCmd(name, usage, example string, stdout, stderr io.Writer) *clientCmd {
 	c := &clientCmd{name: name, usage: usage, example: example, stdout: stdout, stderr: stderr}
 	c.fs = flag.NewFlagSet("strata "+name, flag.ContinueOnError)
-	c.fs.SetOutput(stderr)
-	c.fs.Usage = func() {} // printed by parse: to stdout for --help
+	c.fs.SetOutput(io.Discard) // errors reported by parse
+	c.fs.Usage = func() {}     // printed by parse: to stdout for --help
 	c.bootstrap = c.fs.String("bootstrap-server", defaultBootstrap, "the brokers to connect to first, as `host:port[,...]`")
 	c.security = addSecurityFlags(c.fs)
 	return c
@@ -84,6 +91,15 @@ func (c *clientCmd) printHelp(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\n", arg, usage)
 	})
 	tw.Flush()
+	if f := c.fs.Lookup(c.nameFlag); f != nil {
+		verb := c.name
+		if _, many := f.Value.(*stringsFlag); many {
+			fmt.Fprintf(w, "\nThe --%s values may also be given as arguments: 'strata %s A B' is\n'strata %s --%s A --%s B'.\n", f.Name, verb, verb, f.Name, f.Name)
+		} else {
+			v := strings.ToUpper(f.Name)
+			fmt.Fprintf(w, "\nThe --%s value may also be given as the argument: 'strata %s %s' is\n'strata %s --%s %s'.\n", f.Name, verb, v, verb, f.Name, v)
+		}
+	}
 	fmt.Fprint(w, c.example)
 }
 
@@ -91,19 +107,13 @@ func (c *clientCmd) printHelp(w io.Writer) {
 // returns the positional arguments, or ok false with the exit status: 0
 // after --help, 2 after a usage error (already reported).
 func (c *clientCmd) parse(args []string) (pos []string, status int, ok bool) {
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				c.printHelp(c.stdout)
-				return nil, 0, false
-			}
-			return nil, c.usageHint(), false
+	pos, err := parseMixed(c.fs, args)
+	if err != nil {
+		if !reportFlagError(c.stderr, c.name, c.fs, err) {
+			c.printHelp(c.stdout)
+			return nil, 0, false
 		}
-		if c.fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, c.fs.Arg(0))
-		args = c.fs.Args()[1:]
+		return nil, c.usageHint(), false
 	}
 	if _, err := c.seeds(); err != nil {
 		return nil, c.usageError("--bootstrap-server: %v", err), false
@@ -504,6 +514,9 @@ func signalContext() (context.Context, context.CancelFunc) {
 // runActions dispatches `strata NAME ACTION ...` to an action's run
 // function; help describes the actions.
 func runActions(name, help string, actions map[string]func(args []string, stdout, stderr io.Writer) int, args []string, stdout, stderr io.Writer) int {
+	if a := aliasOf(name); a != "" {
+		help += fmt.Sprintf("\n'strata %s' is the same command.\n", a)
+	}
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "strata %s: no action given\n\n", name)
 		fmt.Fprint(stderr, help)
@@ -516,7 +529,12 @@ func runActions(name, help string, actions map[string]func(args []string, stdout
 	}
 	run, ok := actions[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "strata %s: unknown action %q\n\n", name, args[0])
+		names := slices.Collect(maps.Keys(actions))
+		if strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "strata %s: %s before the action: flags go after it, as in 'strata %s <action> %s'\n\n", name, args[0], name, args[0])
+		} else {
+			fmt.Fprintf(stderr, "strata %s: unknown action %q%s\n\n", name, args[0], didYouMean(args[0], names, ""))
+		}
 		fmt.Fprint(stderr, help)
 		return 2
 	}

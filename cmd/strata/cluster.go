@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -13,6 +16,7 @@ func init() {
 	register(&command{
 		name:    "cluster",
 		summary: "print the cluster id, the controller and the brokers; rebalance, add and decommission brokers",
+		actions: clusterActions,
 		run:     runCluster,
 	})
 }
@@ -22,12 +26,17 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		if run, ok := clusterActions[args[0]]; ok {
 			return run(args[1:], stdout, stderr)
 		}
+		if !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "strata cluster: unknown action %q%s\n", args[0], didYouMean(args[0], slices.Collect(maps.Keys(clusterActions)), ""))
+			fmt.Fprintln(stderr, "Run 'strata cluster --help' for its actions and flags.")
+			return 2
+		}
 	}
 	c := newClientCmd("cluster", `Usage: strata cluster [flags]
        strata cluster rebalance [flags]
        strata cluster add-broker N [flags]
-       strata cluster decommission --broker N [flags]
-       strata cluster log-dirs [--broker N] [--topic T] [--json] [flags]
+       strata cluster decommission N [flags]
+       strata cluster log-dirs [TOPIC] [--broker N] [--json] [flags]
 
 Without an action, prints the cluster id, the controller's broker id, and
 every live broker with its id, advertised address and rack, from a

@@ -20,7 +20,7 @@ import (
 func init() { clusterActions["log-dirs"] = runClusterLogDirs }
 
 func runClusterLogDirs(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("cluster log-dirs", `Usage: strata cluster log-dirs [--broker N] [--topic T[,T...]] [--json]
+	c := newClientCmd("cluster log-dirs", `Usage: strata cluster log-dirs [TOPIC[,TOPIC...]] [--broker N] [--json]
 
 Describes the log directories (log.dirs) of every live broker, or of broker
 N (DescribeLogDirs): each directory's state (online, or its error:
@@ -35,13 +35,13 @@ docs/cluster.md). --topic lists only those topics' partitions.
 "partitions":[{"partition":"T-P","size":...,"offsetLag":...,"isFuture":false}]}]}]}
 `, `
 Example:
-  strata cluster log-dirs --broker 1 --topic orders
+  strata cluster log-dirs orders --broker 1
   strata cluster log-dirs --json
 `, stdout, stderr)
 	brokerFlag := c.fs.Int("broker", -1, "describe only broker `ID`")
 	topicFlag := c.fs.String("topic", "", "only the partitions of `TOPICS` (comma-separated)")
 	jsonOut := c.fs.Bool("json", false, "print kafka-log-dirs.sh's JSON")
-	if status, ok := c.parseFlagsOnly(args, ""); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	if *brokerFlag < -1 || *brokerFlag > 1<<31-1 {

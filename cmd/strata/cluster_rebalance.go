@@ -123,7 +123,7 @@ Example:
 `
 	case modeDecommission:
 		name = "cluster decommission"
-		usage = `Usage: strata cluster decommission --broker N [--output FILE] [--execute [--throttle BYTES_PER_SEC]]
+		usage = `Usage: strata cluster decommission N [--output FILE] [--execute [--throttle BYTES_PER_SEC]]
 
 Moves every replica off broker N to the least loaded other brokers, so N
 can be stopped for good. Refuses when a partition has more replicas than
@@ -133,7 +133,7 @@ anyway). At the end, with --execute, it checks that N holds no replica.
 ` + rebalanceCommon
 		example = `
 Example:
-  strata cluster decommission --broker 1
+  strata cluster decommission 1
   strata cluster decommission --broker 1 --execute --throttle 10000000
 `
 	}
@@ -144,26 +144,19 @@ Example:
 	throttle := c.fs.Int64("throttle", -1, "with --execute, limit the replication of the moves to `BYTES_PER_SEC` per broker (leader and follower side)")
 	timeout := c.fs.Duration("timeout", time.Hour, "with --execute, how long to wait for the moves to finish")
 	noRack := c.fs.Bool("disable-rack-aware", false, "ignore broker racks")
-	pos, status, ok := c.parse(args)
-	if !ok {
+	nameFlag := "broker" // add-broker N, decommission N: the broker id
+	if mode == modeRebalance {
+		nameFlag = ""
+	}
+	if status, ok := c.parseFlagsOnly(args, nameFlag); !ok {
 		return status
 	}
 	broker := int32(*brokerFlag)
 	switch {
-	case mode == modeAddBroker && len(pos) == 1 && *brokerFlag < 0:
-		n, err := strconv.ParseInt(pos[0], 10, 32)
-		if err != nil || n < 0 {
-			return c.usageError("broker id %q: want a number >= 0", pos[0])
-		}
-		broker = int32(n)
-	case len(pos) > 0:
-		return c.usageError("unexpected argument %q", pos[0])
-	}
-	switch {
 	case mode == modeRebalance && *brokerFlag >= 0:
 		return c.usageError("rebalance takes no --broker (see add-broker and decommission)")
 	case mode != modeRebalance && broker < 0:
-		return c.usageError("which broker? give its id (%s)", map[planMode]string{modeAddBroker: "strata cluster add-broker N", modeDecommission: "--broker N"}[mode])
+		return c.usageError("which broker? give its id: 'strata %s N' or --broker N", name)
 	case *throttle == 0 || *throttle < -1:
 		return c.usageError("--throttle %d: want a rate in bytes per second > 0", *throttle)
 	case *throttle > 0 && !*execute:

@@ -48,7 +48,7 @@ func runDocs(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, docsUsage)
 			return 0
 		}
-		fmt.Fprintf(stderr, "strata docs: %v\n\n%s", err, docsUsage)
+		fmt.Fprintf(stderr, "strata docs: %s\n\n%s", flagErrorText(fs, err), docsUsage)
 		return 2
 	}
 	if fs.NArg() != 1 {

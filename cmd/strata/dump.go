@@ -54,7 +54,7 @@ Example:
 
 func runDump(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors reported below
 	printData := fs.Bool("print-data", false, "also print each record: offset, timestamp, key, value, headers (non-printable bytes escaped)")
 	verifyIndex := fs.Bool("verify-index", false, "check the .index and .timeindex next to each .log against the log")
 	fs.Usage = func() {} // printed below, to stdout for --help
@@ -62,7 +62,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(w, dumpUsage)
 		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fs.SetOutput(stderr)
+		fs.SetOutput(io.Discard)
 		fmt.Fprint(w, dumpExample)
 	}
 
@@ -73,6 +73,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 				printUsage(stdout)
 				return 0
 			}
+			reportFlagError(stderr, "dump", fs, err)
 			printUsage(stderr)
 			return 2
 		}

@@ -20,9 +20,8 @@ func init() {
 	register(&command{
 		name:    "groups",
 		summary: "list, describe, delete consumer groups; reset their offsets",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("groups", groupsHelp, groupsActions, args, stdout, stderr)
-		},
+		actions: groupsActions,
+		help:    groupsHelp,
 	})
 }
 
@@ -49,8 +48,8 @@ Actions:
 Run 'strata groups <action> --help' for its flags and an example.
 
 Example:
-  strata groups describe --group billing
-  strata groups reset-offsets --group billing --topic orders --to-earliest --execute
+  strata groups describe billing
+  strata groups reset-offsets billing --topic orders --to-earliest --execute
 `
 
 func unknownGroup(group string) error {
@@ -82,7 +81,7 @@ Example:
 }
 
 func runGroupsDescribe(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups describe", `Usage: strata groups describe --group G [flags]
+	c := newClientCmd("groups describe", `Usage: strata groups describe GROUP [flags]
 
 Prints a consumer group as kafka-consumer-groups.sh --describe does: its
 state, then a line per partition it has committed offsets for or is
@@ -91,14 +90,14 @@ end offset, the lag between them and the member consuming it; then its
 members with their assignments.
 `, `
 Example:
-  strata groups describe --group billing
+  strata groups describe billing
 `, stdout, stderr)
-	group := c.fs.String("group", "", "the consumer group `G` (required)")
+	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
 	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
 	if *group == "" {
-		return c.usageError("--group is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		lags, err := s.adm.Lag(ctx, *group)
@@ -186,7 +185,7 @@ func assignment(m kadm.DescribedGroupMember) string {
 }
 
 func runGroupsResetOffsets(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups reset-offsets", `Usage: strata groups reset-offsets --group G --topic T <target> [--execute]
+	c := newClientCmd("groups reset-offsets", `Usage: strata groups reset-offsets GROUP --topic T <target> [--execute]
 
 Moves the committed offsets of group G for topic T (all its partitions, or
 one with --partition) to a target: --to-earliest, --to-latest,
@@ -197,10 +196,10 @@ is all it does (a dry run). The group must have no active members: stop
 its consumers first.
 `, `
 Example:
-  strata groups reset-offsets --group billing --topic orders --to-datetime 2024-05-01T00:00:00Z
-  strata groups reset-offsets --group billing --topic orders --to-datetime 2024-05-01T00:00:00Z --execute
+  strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z
+  strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z --execute
 `, stdout, stderr)
-	group := c.fs.String("group", "", "the consumer group `G` (required)")
+	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
 	topic := c.fs.String("topic", "", "the topic `T` whose offsets move (required)")
 	partition := c.fs.Int("partition", -1, "move only partition `P` (default: all)")
 	toEarliest := c.fs.Bool("to-earliest", false, "target: the first offset still in the log")
@@ -223,7 +222,7 @@ Example:
 	var afterMilli int64
 	switch {
 	case *group == "":
-		return c.usageError("--group is required")
+		return c.missingName()
 	case *topic == "":
 		return c.usageError("--topic is required")
 	case targets != 1:
@@ -344,21 +343,21 @@ Example:
 }
 
 func runGroupsDelete(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("groups delete", `Usage: strata groups delete --group G [--group G2]... [flags]
+	c := newClientCmd("groups delete", `Usage: strata groups delete GROUP... [flags]
 
 Deletes consumer groups and their committed offsets. A group must have no
 active members.
 `, `
 Example:
-  strata groups delete --group billing
+  strata groups delete billing
 `, stdout, stderr)
 	var groups stringsFlag
-	c.fs.Var(&groups, "group", "the consumer group `G` to delete (required); repeatable")
+	c.fs.Var(&groups, "group", "a consumer `GROUP` to delete (required); repeatable")
 	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
 	if len(groups) == 0 {
-		return c.usageError("--group is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		resps, err := s.adm.DeleteGroups(ctx, groups...)

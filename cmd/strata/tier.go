@@ -25,8 +25,8 @@ func init() {
 }
 
 const tierUsage = `Usage:
-  strata tier status [TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
-  strata tier restore (--topic TOPIC | --all) [--config FILE] [--override key=value]...
+  strata tier status [TOPIC | --topic TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
+  strata tier restore (TOPIC | --topic TOPIC | --all) [--config FILE] [--override key=value]...
 
 Both take the broker's settings: --config and --override read the same
 properties as strata broker (remote.storage.s3.*, remote.storage.dir,
@@ -81,12 +81,12 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("strata tier "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tierUsage) }
+	fs.SetOutput(io.Discard) // errors reported below
+	fs.Usage = func() {}
 	configFile := fs.String("config", "", "broker settings file")
 	var overrides overrideFlag
 	fs.Var(&overrides, "override", "broker setting key=value; repeatable")
-	topic := fs.String("topic", "", "topic to restore")
+	topic := fs.String("topic", "", "the topic (or give it as the argument)")
 	all := fs.Bool("all", false, "restore every topic in the store")
 	format := fs.String("format", "text", "status output: text or json")
 	metricsURL := fs.String("metrics-url", "", "status: the broker's Prometheus endpoint (default from metrics.listener)")
@@ -94,9 +94,11 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
+			if !reportFlagError(stderr, "tier "+sub, fs, err) {
+				fmt.Fprint(stdout, tierUsage)
 				return 0
 			}
+			fmt.Fprintln(stderr, "Run 'strata tier --help' for its flags and an example.")
 			return 2
 		}
 		if args = fs.Args(); len(args) == 0 {
@@ -109,6 +111,13 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strata tier: %v\n", err)
 		return 2
 	}
+	if err := bindArgs(fs, "topic", pos); err != nil { // TOPIC is --topic
+		fmt.Fprintf(stderr, "strata tier %s: %v\n", sub, err)
+		return 2
+	}
+	if *topic != "" {
+		pos = []string{*topic}
+	}
 	switch sub {
 	case "status":
 		if len(pos) > 1 {
@@ -119,8 +128,8 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier status: --format is text or json, not %q\n", *format)
 			return 2
 		}
-		if *topic != "" || *all {
-			fmt.Fprintf(stderr, "strata tier status: --topic and --all are restore's; give TOPIC\n")
+		if *all {
+			fmt.Fprintf(stderr, "strata tier status: --all is restore's; without TOPIC, status shows every topic\n")
 			return 2
 		}
 		return tierStatus(cfg, pos, tierStatusOptions{format: *format, metricsURL: *metricsURL, metricsNeeded: *metricsURL != ""}, stdout, stderr)
@@ -129,13 +138,13 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier restore: --format and --metrics-url are status's\n")
 			return 2
 		}
-		if len(pos) > 0 || (*topic == "") == !*all {
-			fmt.Fprintf(stderr, "strata tier restore: give --topic TOPIC or --all\n")
+		if (*topic == "") == !*all {
+			fmt.Fprintf(stderr, "strata tier restore: give TOPIC (or --topic TOPIC) or --all\n")
 			return 2
 		}
 		return tierRestore(cfg, *topic, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "strata tier: unknown subcommand %q\n\n%s", sub, tierUsage)
+	fmt.Fprintf(stderr, "strata tier: unknown subcommand %q%s\n\n%s", sub, didYouMean(sub, []string{"status", "restore"}, ""), tierUsage)
 	return 2
 }
 

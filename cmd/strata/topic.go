@@ -20,9 +20,8 @@ func init() {
 	register(&command{
 		name:    "topic",
 		summary: "create, list, describe, alter and delete topics; elect leaders; reassign partitions",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("topic", topicHelp, topicActions, args, stdout, stderr)
-		},
+		actions: topicActions,
+		help:    topicHelp,
 	})
 }
 
@@ -54,8 +53,8 @@ Actions:
 Run 'strata topic <action> --help' for its flags and an example.
 
 Example:
-  strata topic create --topic orders --partitions 3 --config retention.ms=86400000
-  strata topic describe --topic orders
+  strata topic create orders --partitions 3 --config retention.ms=86400000
+  strata topic describe orders
 `
 
 // topicIDString formats a topic ID as Kafka's tools do: URL-safe base64
@@ -78,17 +77,17 @@ func configMap(kvs keyValueFlag) map[string]*string {
 }
 
 func runTopicCreate(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic create", `Usage: strata topic create --topic NAME [flags]
+	c := newClientCmd("topic create", `Usage: strata topic create TOPIC [flags]
 
 Creates a topic. Partitions and replication factor default to the broker's
 num.partitions and default.replication.factor. Configs use Kafka's topic
 config names ('strata broker --help' lists those the broker accepts).
 `, `
 Example:
-  strata topic create --topic orders --partitions 3 --replication-factor 1 \
+  strata topic create orders --partitions 3 --replication-factor 1 \
       --config retention.ms=86400000 --config segment.bytes=104857600
 `, stdout, stderr)
-	topic := c.fs.String("topic", "", "`NAME` of the topic to create (required)")
+	topic := c.fs.String("topic", "", "the `TOPIC` to create (required)")
 	partitions := c.fs.Int("partitions", -1, "number of partitions `N` (-1: the broker's num.partitions)")
 	rf := c.fs.Int("replication-factor", -1, "copies `N` of each partition (-1: the broker's default.replication.factor)")
 	var configs keyValueFlag
@@ -99,7 +98,7 @@ Example:
 	}
 	switch {
 	case *topic == "":
-		return c.usageError("--topic is required")
+		return c.missingName()
 	case *partitions == 0 || *partitions < -1 || *partitions > 1<<20:
 		return c.usageError("--partitions %d: want a positive number, or -1 for the broker's default", *partitions)
 	case *rf == 0 || *rf < -1 || *rf > 1<<14:
@@ -155,19 +154,19 @@ Example:
 }
 
 func runTopicDescribe(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic describe", `Usage: strata topic describe [--topic NAME]... [flags]
+	c := newClientCmd("topic describe", `Usage: strata topic describe [TOPIC]... [flags]
 
-Prints each topic (all of them without --topic) as kafka-topics.sh
+Prints each topic (all of them when none is named) as kafka-topics.sh
 --describe does: a line with the topic id, partition count, replication
 factor and the configs set on the topic (those that differ from the
 broker's defaults), then a line per partition with its leader, replicas
 and in-sync replicas (Isr). A partition without a leader shows Leader: none.
 `, `
 Example:
-  strata topic describe --topic orders
+  strata topic describe orders payments
 `, stdout, stderr)
 	var topics stringsFlag
-	c.fs.Var(&topics, "topic", "`NAME` of a topic to describe; repeatable (default: all)")
+	c.fs.Var(&topics, "topic", "a `TOPIC` to describe; repeatable (default: all)")
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
@@ -247,20 +246,20 @@ func joinIDs(ids []int32) string {
 }
 
 func runTopicDelete(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic delete", `Usage: strata topic delete --topic NAME [flags]
+	c := newClientCmd("topic delete", `Usage: strata topic delete TOPIC [flags]
 
 Deletes a topic and all its data. There is no undo.
 `, `
 Example:
-  strata topic delete --topic orders
+  strata topic delete orders
 `, stdout, stderr)
-	topic := c.fs.String("topic", "", "`NAME` of the topic to delete (required)")
+	topic := c.fs.String("topic", "", "the `TOPIC` to delete (required)")
 	ifExists := c.fs.Bool("if-exists", false, "succeed if the topic does not exist")
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	if *topic == "" {
-		return c.usageError("--topic is required")
+		return c.missingName()
 	}
 	return c.withAdmin(func(ctx context.Context, s *session) int {
 		resps, err := s.adm.DeleteTopics(ctx, *topic)
@@ -280,17 +279,17 @@ Example:
 }
 
 func runTopicAlter(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic alter", `Usage: strata topic alter --topic NAME [flags]
+	c := newClientCmd("topic alter", `Usage: strata topic alter TOPIC [flags]
 
 Changes a topic: sets or removes topic configs (IncrementalAlterConfigs;
 a removed config falls back to the broker's default) and adds partitions
 (CreatePartitions: a topic never shrinks). Configs are changed first.
 `, `
 Example:
-  strata topic alter --topic orders --add-config retention.ms=3600000 \
+  strata topic alter orders --add-config retention.ms=3600000 \
       --delete-config segment.bytes --partitions 6
 `, stdout, stderr)
-	topic := c.fs.String("topic", "", "`NAME` of the topic to change (required)")
+	topic := c.fs.String("topic", "", "the `TOPIC` to change (required)")
 	var add keyValueFlag
 	c.fs.Var(&add, "add-config", "set a topic config `KEY=VALUE`; repeatable")
 	var del stringsFlag
@@ -301,7 +300,7 @@ Example:
 	}
 	switch {
 	case *topic == "":
-		return c.usageError("--topic is required")
+		return c.missingName()
 	case len(add) == 0 && len(del) == 0 && *partitions == 0:
 		return c.usageError("nothing to change: give --add-config, --delete-config or --partitions")
 	case *partitions < 0 || *partitions > 1<<20:
@@ -370,19 +369,19 @@ Example:
 const apiElectLeaders = 43
 
 func runTopicElectLeaders(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic elect-leaders", `Usage: strata topic elect-leaders [flags]
+	c := newClientCmd("topic elect-leaders", `Usage: strata topic elect-leaders [TOPIC] [flags]
 
 Asks the controller to elect partition leaders (ElectLeaders), like
 kafka-leader-election.sh. A preferred election moves leadership back to
 each partition's first replica when it is in sync; an unclean election
 picks any live replica for a partition that has no leader, and may lose
-acknowledged records. Without --topic, every partition is elected.
+acknowledged records. Without a topic, every partition is elected.
 `, `
 Example:
-  strata topic elect-leaders --election-type preferred --topic orders --partition 0
+  strata topic elect-leaders orders --election-type preferred --partition 0
 `, stdout, stderr)
 	how := c.fs.String("election-type", "preferred", "`TYPE`: preferred or unclean")
-	topic := c.fs.String("topic", "", "`NAME` of the topic (default: all topics)")
+	topic := c.fs.String("topic", "", "the `TOPIC` (default: all topics)")
 	partition := c.fs.Int("partition", -1, "elect only partition `P` (default: all of the topic)")
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status

@@ -63,7 +63,7 @@ func parseDeleteRecordsJSON(data []byte) (kadm.Offsets, error) {
 }
 
 func runTopicDeleteRecords(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("topic delete-records", `Usage: strata topic delete-records (--offset-json-file FILE | --topic NAME --partition P --offset N) [flags]
+	c := newClientCmd("topic delete-records", `Usage: strata topic delete-records (--offset-json-file FILE | TOPIC --partition P --offset N) [flags]
 
 Deletes the records of partitions below an offset (DeleteRecords), like
 kafka-delete-records.sh: each partition's log start offset moves up to
@@ -76,14 +76,14 @@ The offset JSON file is kafka-delete-records.sh's:
   {"partitions":[{"topic":"orders","partition":0,"offset":10}],"version":1}
 `, `
 Example:
-  strata topic delete-records --topic orders --partition 0 --offset 1000
+  strata topic delete-records orders --partition 0 --offset 1000
   strata topic delete-records --offset-json-file offsets.json
 `, stdout, stderr)
 	file := c.fs.String("offset-json-file", "", "`FILE` with the partitions and offsets (kafka-delete-records.sh's JSON)")
-	topic := c.fs.String("topic", "", "`NAME` of the topic (instead of --offset-json-file)")
+	topic := c.fs.String("topic", "", "the `TOPIC` (instead of --offset-json-file)")
 	partition := c.fs.Int("partition", -1, "partition `P` of --topic")
 	offset := c.fs.Int64("offset", -2, "delete the records below offset `N` (-1: the high watermark)")
-	if status, ok := c.parseFlagsOnly(args, ""); !ok {
+	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
 	var offs kadm.Offsets

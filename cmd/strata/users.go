@@ -19,9 +19,8 @@ func init() {
 	register(&command{
 		name:    "users",
 		summary: "create, delete, list users' SCRAM credentials",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("users", usersHelp, usersActions, args, stdout, stderr)
-		},
+		actions: usersActions,
+		help:    usersHelp,
 	})
 }
 
@@ -48,7 +47,7 @@ Actions:
 Run 'strata users <action> --help' for its flags and an example.
 
 Example:
-  strata users create --user alice --mechanism SCRAM-SHA-512 --password-file alice.pw
+  strata users create alice --mechanism SCRAM-SHA-512 --password-file alice.pw
   strata users list
 `
 
@@ -67,9 +66,9 @@ func scramMechanism(name string) (kadm.ScramMechanism, error) {
 }
 
 func runUsersCreate(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("users create", `Usage: strata users create --user U [--mechanism M]... [flags]
+	c := newClientCmd("users create", `Usage: strata users create USER [--mechanism M]... [flags]
 
-Sets user U's password for each --mechanism (SCRAM-SHA-512 when none is
+Sets USER's password for each --mechanism (SCRAM-SHA-512 when none is
 given), with a new random salt and --iterations. An existing credential of
 the mechanism is replaced. The password is read, in this order, from
 --password-file (its first line), from the environment variable
@@ -77,10 +76,10 @@ STRATA_PASSWORD, or from stdin (asked for twice without echo on a
 terminal). It is never printed or logged.
 `, `
 Example:
-  strata users create --user alice --mechanism SCRAM-SHA-256 --mechanism SCRAM-SHA-512 --iterations 8192 < alice.pw
-  STRATA_PASSWORD=alice-secret strata users create --user alice
+  strata users create alice --mechanism SCRAM-SHA-256 --mechanism SCRAM-SHA-512 --iterations 8192 < alice.pw
+  STRATA_PASSWORD=alice-secret strata users create alice
 `, stdout, stderr)
-	user := c.fs.String("user", "", "the user name `U` (required)")
+	user := c.fs.String("user", "", "the `USER` name (required)")
 	var mechs stringsFlag
 	c.fs.Var(&mechs, "mechanism", "`M`: SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (default SCRAM-SHA-512)")
 	iterations := c.fs.Int("iterations", 4096, "SCRAM iterations `N`, 4096 to 16384")
@@ -89,7 +88,7 @@ Example:
 		return status
 	}
 	if *user == "" {
-		return c.usageError("--user is required")
+		return c.missingName()
 	}
 	if *iterations < 4096 || *iterations > 16384 {
 		return c.usageError("--iterations %d: must be between 4096 and 16384", *iterations)
@@ -204,23 +203,23 @@ func alteredErr(res kadm.AlteredUserSCRAMs, user string) error {
 }
 
 func runUsersDelete(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("users delete", `Usage: strata users delete --user U [--mechanism M]... [flags]
+	c := newClientCmd("users delete", `Usage: strata users delete USER [--mechanism M]... [flags]
 
-Removes user U's credentials of each --mechanism, or all of them when none
+Removes USER's credentials of each --mechanism, or all of them when none
 is given. Connections already authenticated stay open; new ones are refused.
 `, `
 Example:
-  strata users delete --user alice
-  strata users delete --user alice --mechanism SCRAM-SHA-256
+  strata users delete alice
+  strata users delete alice --mechanism SCRAM-SHA-256
 `, stdout, stderr)
-	user := c.fs.String("user", "", "the user name `U` (required)")
+	user := c.fs.String("user", "", "the `USER` name (required)")
 	var mechs stringsFlag
 	c.fs.Var(&mechs, "mechanism", "`M`: SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (default: all the user has)")
 	if status, ok := c.parseFlagsOnly(args, "user"); !ok {
 		return status
 	}
 	if *user == "" {
-		return c.usageError("--user is required")
+		return c.missingName()
 	}
 	var dels []kadm.DeleteSCRAM
 	seen := map[kadm.ScramMechanism]bool{}
@@ -281,17 +280,17 @@ func describeUser(ctx context.Context, s *session, user string) (kadm.DescribedU
 }
 
 func runUsersList(args []string, stdout, stderr io.Writer) int {
-	c := newClientCmd("users list", `Usage: strata users list [--user U]... [flags]
+	c := newClientCmd("users list", `Usage: strata users list [USER]... [flags]
 
 Prints a line per user and mechanism: USER, MECHANISM, ITERATIONS, sorted by
 user. Salts and keys are never shown (the broker does not answer them).
 `, `
 Example:
   strata users list
-  strata users list --user alice
+  strata users list alice
 `, stdout, stderr)
 	var users stringsFlag
-	c.fs.Var(&users, "user", "only user `U`; repeat for more")
+	c.fs.Var(&users, "user", "only `USER`; repeat for more")
 	if status, ok := c.parseFlagsOnly(args, "user"); !ok {
 		return status
 	}
