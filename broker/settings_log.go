@@ -52,6 +52,9 @@ var logSettings = []setting{
 	{name: "log.message.timestamp.type", topic: "message.timestamp.type", typ: typeString, def: "CreateTime", enum: []string{"CreateTime", "LogAppendTime"}, dynamic: true,
 		topicSet: func(tc *topicConfig, v string) error { tc.logAppendTime = v == "LogAppendTime"; return nil },
 		doc:      "CreateTime keeps the producer's timestamps; LogAppendTime sets broker time."},
+	{name: "compression.type", topic: "compression.type", typ: typeString, def: "producer", enum: compressionTypes, dynamic: true,
+		topicSet: setCompressionType,
+		doc:      `The codec batches are stored with: "producer" keeps the producer's; "uncompressed", "gzip", "snappy", "lz4" or "zstd" recompress (or decompress) on append a batch the producer compressed otherwise, keeping its records, offsets, timestamps and producer fields, as Kafka's LogValidator. Recompression costs broker CPU on produce only: fetches send the stored batches as always. Kafka 3.8's per-codec levels (compression.*.level) are not supported.`},
 	{name: "log.message.downconversion.enable", topic: "message.downconversion.enable", typ: typeBoolean, def: "true", dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.downConversion },
 		doc:        "Whether consumers of Fetch v0-v3 (clients from before Kafka 0.11) get the topic's record batches converted to the message format they read (magic 0 or 1); when false they get UNSUPPORTED_VERSION. The conversion is done in memory, not zero-copy."},
@@ -137,3 +140,19 @@ var cleanerSettings = []setting{
 
 // itoa64 renders an int64 in decimal.
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// compressionTypes are compression.type's values, in Kafka's order.
+var compressionTypes = []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}
+
+// setCompressionType applies compression.type (one of compressionTypes,
+// checked by the registry).
+func setCompressionType(tc *topicConfig, v string) error {
+	codecs := map[string]segment.Codec{"uncompressed": segment.CodecNone, "gzip": segment.CodecGzip, "snappy": segment.CodecSnappy,
+		"lz4": segment.CodecLZ4, "zstd": segment.CodecZstd}
+	c, ok := codecs[v]
+	if !ok && v != "producer" {
+		return fmt.Errorf("compression.type %q is not one of %v", v, compressionTypes)
+	}
+	tc.recompress, tc.codec = ok, c
+	return nil
+}
