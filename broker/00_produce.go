@@ -26,7 +26,8 @@ import (
 //   not decompressed: the CRC covers them and they are stored as sent,
 //   unless the topic's compression.type names another codec than the
 //   batch's: then the batch is recompressed with it ("uncompressed":
-//   decompressed) before the append, as Kafka's LogValidator
+//   decompressed; at compression.gzip|lz4|zstd.level) before the append,
+//   as Kafka's LogValidator
 //   (validateMessagesAndAssignOffsetsCompressed): records, offset deltas,
 //   timestamps, producer id, epoch and base sequence, transactional flag
 //   kept; codec bits, length and CRC new. A batch whose records
@@ -284,7 +285,7 @@ func recompressProduced(records []byte, cfg topicConfig) ([]byte, error) {
 	if h, err := segment.ParseHeader(records); err == nil && h.Compression() == cfg.codec {
 		return records, nil // already in the topic's codec
 	}
-	out, err := segment.Recompress(records, cfg.codec, segment.DefaultMaxDecompressed)
+	out, err := segment.Recompress(records, cfg.codec, cfg.levels, segment.DefaultMaxDecompressed)
 	if err != nil {
 		return nil, newKafkaError(kerr.CorruptMessage, "%v", err)
 	}

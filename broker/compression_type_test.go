@@ -149,3 +149,70 @@ func TestCompressionTypeLegacyAndLimits(t *testing.T) {
 		t.Fatalf("DescribeConfigs compression.type: %v %+v", err, dresp)
 	}
 }
+
+// createTopicCode creates a one-partition topic with configs and returns
+// the topic's error code.
+func createTopicCode(t *testing.T, s *Server, name string, configs map[string]string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+	for k, v := range configs {
+		rt.Configs = append(rt.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: k, Value: kmsg.StringPtr(v)})
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), newClient(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].ErrorCode
+}
+
+// TestCompressionLevels: compression.*.level (KIP-390) are validated in
+// Kafka's ranges, and a topic recompresses at its level: zstd 19 and gzip
+// 1 batches read back whole, and zstd 19 is not larger than zstd 1.
+func TestCompressionLevels(t *testing.T) {
+	s := startServer(t, nil)
+	for i, bad := range []map[string]string{
+		{"compression.gzip.level": "0"}, {"compression.gzip.level": "10"}, {"compression.gzip.level": "-2"},
+		{"compression.lz4.level": "0"}, {"compression.lz4.level": "18"},
+		{"compression.zstd.level": "23"}, {"compression.zstd.level": "-131073"},
+	} {
+		if c := createTopicCode(t, s, fmt.Sprintf("bad-level-%d", i), bad); c != kerr.InvalidConfig.Code {
+			t.Errorf("#%d: %v: %s, want INVALID_CONFIG", i, bad, kerr.ErrorForCode(c))
+		}
+	}
+	cl := newClient(t, s)
+	rc := dialRaw(t, s)
+	corr := int32(0)
+	var value []byte
+	for i := range 2000 {
+		value = fmt.Appendf(value, "record %d of the level test, order %d; ", i, i*7919%1000)
+	}
+	sizes := map[string]int{}
+	for _, tc := range []struct{ name, typ, key, level string }{
+		{"zstd1", "zstd", "compression.zstd.level", "1"}, {"zstd19", "zstd", "compression.zstd.level", "19"},
+		{"gzip1", "gzip", "compression.gzip.level", "1"}, {"lz4-17", "lz4", "compression.lz4.level", "17"},
+	} {
+		topic := "level-" + tc.name
+		if c := createTopicCode(t, s, topic, map[string]string{"compression.type": tc.typ, tc.key: tc.level}); c != 0 {
+			t.Fatalf("%s: %s", topic, kerr.ErrorForCode(c))
+		}
+		batch, err := segment.BuildBatch(segment.BatchSpec{Codec: segment.CodecSnappy, Records: []segment.Record{{Timestamp: 1, Value: value}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := produceRaw(t, cl, topic, 0, batch); p.ErrorCode != 0 {
+			t.Fatalf("%s: %s", topic, kerr.ErrorForCode(p.ErrorCode))
+		}
+		hs, recs := storedBatches(t, rc, &corr, topic)
+		if len(hs) != 1 || hs[0].Compression() != codecByType(t, tc.typ) || len(recs) != 1 || !bytes.Equal(recs[0].Value, value) {
+			t.Fatalf("%s: stored %+v", topic, hs)
+		}
+		sizes[tc.name] = hs[0].Size()
+	}
+	t.Logf("stored batch sizes of %d record bytes: %v", len(value), sizes)
+	if sizes["zstd19"] > sizes["zstd1"] {
+		t.Errorf("zstd level 19 stored %d bytes, level 1 %d", sizes["zstd19"], sizes["zstd1"])
+	}
+}

@@ -53,11 +53,16 @@ func (s *Server) convertLegacyProduce(records []byte, cfg topicConfig) ([]byte, 
 	}
 	codec := set.Codec
 	if cfg.recompress {
-		codec = cfg.codec
+		codec = segment.CodecNone // compressed once below, at the topic's level
 	}
 	batch, err := segment.ConvertLegacy(set, codec)
 	if err != nil {
 		return nil, newKafkaError(kerr.InvalidRecord, "%v", err)
+	}
+	if cfg.recompress {
+		if batch, err = segment.Recompress(batch, cfg.codec, cfg.levels, segment.DefaultMaxDecompressed); err != nil {
+			return nil, newKafkaError(kerr.InvalidRecord, "%v", err)
+		}
 	}
 	s.stats.produceConverted.Add(int64(len(set.Records)))
 	return batch, nil

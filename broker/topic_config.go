@@ -49,6 +49,7 @@ type topicConfig struct {
 	// for "producer", which keeps the producer's codec.
 	recompress bool
 	codec      segment.Codec
+	levels     segment.Levels // compression.*.level
 	// Compaction (log_cleaner.go): cleanup.policy holds compact, delete
 	// or both; the cleaner's thresholds.
 	compact, deletePolicy                                     bool

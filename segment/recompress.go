@@ -7,7 +7,8 @@ import (
 )
 
 // Recompress returns the record batch b (one whole, validated v2 batch)
-// with its records section compressed with codec (CodecNone: stored
+// with its records section compressed with codec at the level lv gives it
+// (CompressLevels; CodecNone: stored
 // uncompressed), as Kafka's LogValidator does on append when a topic's
 // compression.type differs from the batch's codec: the records are the
 // same bytes once decompressed; base offset, leader epoch, last offset
@@ -19,7 +20,7 @@ import (
 // Decompression is bounded by maxDecompressed: a batch whose records
 // decompress to more fails with ErrTooLarge, one that does not decompress
 // with ErrDecompress (both ErrCorrupt). b is not modified.
-func Recompress(b []byte, codec Codec, maxDecompressed int) ([]byte, error) {
+func Recompress(b []byte, codec Codec, lv Levels, maxDecompressed int) ([]byte, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return nil, err
@@ -37,7 +38,7 @@ func Recompress(b []byte, codec Codec, maxDecompressed int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := Compress(codec, records)
+	body, err := CompressLevels(codec, records, lv)
 	if err != nil {
 		return nil, err
 	}

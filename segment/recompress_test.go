@@ -46,7 +46,7 @@ func TestRecompressEveryPair(t *testing.T) {
 		want := recordsOf(t, in)
 		for _, to := range allCodecs {
 			keep := bytes.Clone(in)
-			out, err := Recompress(in, to, DefaultMaxDecompressed)
+			out, err := Recompress(in, to, DefaultLevels, DefaultMaxDecompressed)
 			if err != nil {
 				t.Fatalf("%s -> %s: %v", from, to, err)
 			}
@@ -86,11 +86,49 @@ func TestRecompressRefusesBombs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Recompress(in, CodecGzip, 64<<10)
+	_, err = Recompress(in, CodecGzip, DefaultLevels, 64<<10)
 	if !errors.Is(err, ErrTooLarge) || !IsCorrupt(err) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
-	if _, err := Recompress(in[:len(in)-1], CodecGzip, DefaultMaxDecompressed); err == nil {
+	if _, err := Recompress(in[:len(in)-1], CodecGzip, DefaultLevels, DefaultMaxDecompressed); err == nil {
 		t.Fatal("a cut batch recompressed")
+	}
+}
+
+// TestCompressLevels: every codec at the ends of Kafka's level ranges
+// compresses to what Decompress reads back; a higher level is not larger
+// on compressible data; out-of-range levels fail.
+func TestCompressLevels(t *testing.T) {
+	in := compressible(256 << 10)
+	for _, tc := range []struct {
+		codec    Codec
+		low, hig Levels
+	}{
+		{CodecGzip, Levels{Gzip: GzipMinLevel, LZ4: 9, Zstd: 3}, Levels{Gzip: GzipMaxLevel, LZ4: 9, Zstd: 3}},
+		{CodecLZ4, Levels{Gzip: -1, LZ4: LZ4MinLevel, Zstd: 3}, Levels{Gzip: -1, LZ4: LZ4MaxLevel, Zstd: 3}},
+		{CodecZstd, Levels{Gzip: -1, LZ4: 9, Zstd: ZstdMinLevel}, Levels{Gzip: -1, LZ4: 9, Zstd: ZstdMaxLevel}},
+	} {
+		var sizes []int
+		for _, lv := range []Levels{tc.low, DefaultLevels, tc.hig} {
+			out, err := CompressLevels(tc.codec, in, lv)
+			if err != nil {
+				t.Fatalf("%s %+v: %v", tc.codec, lv, err)
+			}
+			back, err := Decompress(tc.codec, out)
+			if err != nil || !bytes.Equal(back, in) {
+				t.Fatalf("%s %+v: round trip: %v", tc.codec, lv, err)
+			}
+			sizes = append(sizes, len(out))
+		}
+		t.Logf("%s: %d bytes at the lowest level, %d at the default, %d at the highest", tc.codec, sizes[0], sizes[1], sizes[2])
+		if sizes[2] > sizes[0] {
+			t.Errorf("%s: highest level %d bytes, lowest %d", tc.codec, sizes[2], sizes[0])
+		}
+	}
+	if _, err := CompressLevels(CodecGzip, in, Levels{Gzip: 10, LZ4: 9, Zstd: 3}); err == nil {
+		t.Error("gzip level 10 accepted")
+	}
+	if _, err := CompressLevels(CodecLZ4, in, Levels{Gzip: -1, LZ4: 18, Zstd: 3}); err == nil {
+		t.Error("lz4 level 18 accepted")
 	}
 }
