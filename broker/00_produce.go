@@ -23,7 +23,16 @@ import (
 //   no control batch from a client (INVALID_RECORD); zstd before v7
 //   (UNSUPPORTED_COMPRESSION_TYPE); size against the topic's
 //   max.message.bytes (MESSAGE_TOO_LARGE). Records inside a batch are
-//   not decompressed: the CRC covers them and they are stored as sent.
+//   not decompressed: the CRC covers them and they are stored as sent,
+//   unless the topic's compression.type names another codec than the
+//   batch's: then the batch is recompressed with it ("uncompressed":
+//   decompressed; at compression.gzip|lz4|zstd.level) before the append,
+//   as Kafka's LogValidator
+//   (validateMessagesAndAssignOffsetsCompressed): records, offset deltas,
+//   timestamps, producer id, epoch and base sequence, transactional flag
+//   kept; codec bits, length and CRC new. A batch whose records
+//   decompress past 128 MiB is CORRUPT_MESSAGE; one that outgrows
+//   max.message.bytes once recompressed MESSAGE_TOO_LARGE.
 // * The batch gets its offsets from the log end and the partition's leader
 //   epoch; with message.timestamp.type=LogAppendTime its timestamps become
 //   broker time (and the CRC is recomputed).
@@ -228,7 +237,7 @@ func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg
 		return nil, err
 	}
 	if req.Version < 3 { // message sets of magic 0 and 1: produce_legacy.go
-		if records, err = s.convertLegacyProduce(records, ts.cfg.maxMessageBytes); err != nil {
+		if records, err = s.convertLegacyProduce(records, ts.cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -239,6 +248,9 @@ func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg
 		if err := checkRecordKeys(records, ts.name, index, sp); err != nil {
 			return nil, err
 		}
+	}
+	if records, err = recompressProduced(records, ts.cfg); err != nil {
+		return nil, err
 	}
 	minISR := int(ts.cfg.minInsyncReps)
 	if req.Acks == -1 {
@@ -279,6 +291,28 @@ func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg
 		return nil, nil
 	}
 	return &produceWait{p: p, epoch: lead.epoch, target: res.LastOffset + 1, minISR: minISR}, nil
+}
+
+// recompressProduced applies the topic's compression.type to a validated
+// batch: one in another codec is recompressed (bounded by
+// DefaultMaxDecompressed, else CORRUPT_MESSAGE) and held against
+// max.message.bytes again, as Kafka re-checks a batch whose size changed
+// in LogValidator.
+func recompressProduced(records []byte, cfg topicConfig) ([]byte, error) {
+	if !cfg.recompress {
+		return records, nil
+	}
+	if h, err := segment.ParseHeader(records); err == nil && h.Compression() == cfg.codec {
+		return records, nil // already in the topic's codec
+	}
+	out, err := segment.Recompress(records, cfg.codec, cfg.levels, segment.DefaultMaxDecompressed)
+	if err != nil {
+		return nil, newKafkaError(kerr.CorruptMessage, "%v", err)
+	}
+	if int64(len(out)) > int64(cfg.maxMessageBytes) {
+		return nil, newKafkaError(kerr.MessageTooLarge, "record batch of %d bytes once recompressed with %s is larger than max.message.bytes %d", len(out), cfg.codec, cfg.maxMessageBytes)
+	}
+	return out, nil
 }
 
 // validateProduceBatch applies Kafka's produce-time rules to one

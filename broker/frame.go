@@ -136,6 +136,10 @@ func parseRequest(frame []byte) (*request, error) {
 		size:    len(frame),
 	}
 	a := apis[r.key]
+	newRequest := kmsg.RequestForKey
+	if sa := strataAPIs[r.key]; a == nil && sa != nil {
+		a, newRequest = &sa.api, func(int16) kmsg.Request { return sa.newRequest() }
+	}
 	if a == nil {
 		return r, fmt.Errorf("%w: %d (version %d)", ErrUnknownAPIKey, r.key, r.version)
 	}
@@ -151,7 +155,7 @@ func parseRequest(frame []byte) (*request, error) {
 		}
 		return r, fmt.Errorf("%w: key %d version %d, served %d-%d", ErrUnsupportedVersion, r.key, r.version, a.min, a.max)
 	}
-	kreq := kmsg.RequestForKey(r.key)
+	kreq := newRequest(r.key)
 	kreq.SetVersion(r.version)
 	rd := kbin.Reader{Src: frame[8:]}
 	r.clientID = rd.NullableString()

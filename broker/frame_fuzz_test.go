@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/broker/strataapi"
 )
 
 // FuzzRequestFrame feeds arbitrary bytes to the frame reader and the
@@ -30,6 +32,8 @@ func FuzzRequestFrame(f *testing.F) {
 	meta.Version = 12
 	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("t")}}
 	seed(meta)
+	seed(&strataapi.DescribeTieredStorageRequest{})
+	seed(&strataapi.DescribeTieredStorageRequest{Topics: []strataapi.DescribeTieredStorageRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}})
 	f.Add([]byte{0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 3, 0, 3, 0})

@@ -23,14 +23,16 @@ import (
 //   against it too);
 // * the batch keeps the keys, values and order; magic 1 timestamps are
 //   kept, magic 0 messages get -1 (no timestamp); it is compressed with the
-//   set's codec (that of its first wrapper); it has no producer id, so no
+//   topic's compression.type, or with the set's codec (that of its first
+//   wrapper) when that is "producer"; it has no producer id, so no
 //   idempotence; the topic's message.timestamp.type applies on append.
 // A set of record batches v2 (magic 2, which Kafka also takes in v2) goes
 // through unchanged. Headers do not exist before magic 2.
 
 // convertLegacyProduce returns the records of a Produce v0-v2 partition
 // as the record batch v2 to append.
-func (s *Server) convertLegacyProduce(records []byte, maxMessageBytes int32) ([]byte, error) {
+func (s *Server) convertLegacyProduce(records []byte, cfg topicConfig) ([]byte, error) {
+	maxMessageBytes := cfg.maxMessageBytes
 	if len(records) == 0 {
 		return nil, newKafkaError(kerr.InvalidRecord, "produce request partitions must hold at least one message")
 	}
@@ -49,9 +51,18 @@ func (s *Server) convertLegacyProduce(records []byte, maxMessageBytes int32) ([]
 	if int64(set.MaxMessageSize) > int64(maxMessageBytes) {
 		return nil, newKafkaError(kerr.MessageTooLarge, "message of %d bytes is larger than max.message.bytes %d", set.MaxMessageSize, maxMessageBytes)
 	}
-	batch, err := segment.ConvertLegacy(set, set.Codec)
+	codec := set.Codec
+	if cfg.recompress {
+		codec = segment.CodecNone // compressed once below, at the topic's level
+	}
+	batch, err := segment.ConvertLegacy(set, codec)
 	if err != nil {
 		return nil, newKafkaError(kerr.InvalidRecord, "%v", err)
+	}
+	if cfg.recompress {
+		if batch, err = segment.Recompress(batch, cfg.codec, cfg.levels, segment.DefaultMaxDecompressed); err != nil {
+			return nil, newKafkaError(kerr.InvalidRecord, "%v", err)
+		}
 	}
 	s.stats.produceConverted.Add(int64(len(set.Records)))
 	return batch, nil

@@ -38,6 +38,30 @@ func register(key, min, max int16, handle handlerFunc) {
 	apis[key] = &api{key: key, min: min, max: max, handle: handle}
 }
 
+// strataAPIs are Strata's own APIs (package strataapi), by key: served
+// like Kafka's but never listed in ApiVersions, so no Kafka client sees
+// them. Filled at init by registerStrata, never written after.
+var strataAPIs = map[int16]*strataAPI{}
+
+// strataAPI is one of Strata's own APIs: its served versions and a
+// constructor of its request type.
+type strataAPI struct {
+	api
+	newRequest func() kmsg.Request
+}
+
+// registerStrata adds one of Strata's own APIs. Its key must be outside
+// Kafka's range (kmsg does not know it).
+func registerStrata(key, min, max int16, newRequest func() kmsg.Request, handle handlerFunc) {
+	if _, dup := strataAPIs[key]; dup || kmsg.RequestForKey(key) != nil || apis[key] != nil {
+		panic(fmt.Sprintf("broker: strata api key %d registered twice or known to kmsg", key))
+	}
+	if r := newRequest(); r.Key() != key || r.MaxVersion() < max {
+		panic(fmt.Sprintf("broker: strata api key %d: request type has key %d, max version %d", key, r.Key(), r.MaxVersion()))
+	}
+	strataAPIs[key] = &strataAPI{api: api{key: key, min: min, max: max, handle: handle}, newRequest: newRequest}
+}
+
 // servedAPIs returns the registry sorted by key.
 func servedAPIs() []*api {
 	out := make([]*api, 0, len(apis))

@@ -52,6 +52,18 @@ var logSettings = []setting{
 	{name: "log.message.timestamp.type", topic: "message.timestamp.type", typ: typeString, def: "CreateTime", enum: []string{"CreateTime", "LogAppendTime"}, dynamic: true,
 		topicSet: func(tc *topicConfig, v string) error { tc.logAppendTime = v == "LogAppendTime"; return nil },
 		doc:      "CreateTime keeps the producer's timestamps; LogAppendTime sets broker time."},
+	{name: "compression.type", topic: "compression.type", typ: typeString, def: "producer", enum: compressionTypes, dynamic: true,
+		topicSet: setCompressionType,
+		doc:      `The codec batches are stored with: "producer" keeps the producer's; "uncompressed", "gzip", "snappy", "lz4" or "zstd" recompress (or decompress) on append a batch the producer compressed otherwise, keeping its records, offsets, timestamps and producer fields, as Kafka's LogValidator. Recompression costs broker CPU on produce only: fetches send the stored batches as always. The codec's level is compression.gzip.level, compression.lz4.level or compression.zstd.level.`},
+	{name: "compression.gzip.level", topic: "compression.gzip.level", typ: typeInt, def: "-1", valid: between(-1, segment.GzipMaxLevel), check: checkGzipLevel, dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.levels.Gzip },
+		doc:        "The gzip level compression.type=gzip recompresses with: 1 (fastest) to 9 (smallest), or -1 for the codec's own (KIP-390)."},
+	{name: "compression.lz4.level", topic: "compression.lz4.level", typ: typeInt, def: "9", valid: between(segment.LZ4MinLevel, segment.LZ4MaxLevel), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.levels.LZ4 },
+		doc:        "The lz4 level compression.type=lz4 recompresses with, 1 to 17 (KIP-390): 9 is the fast compressor, as in Kafka; the others the high-compression levels, those above 9 compressing as 9."},
+	{name: "compression.zstd.level", topic: "compression.zstd.level", typ: typeInt, def: "3", valid: between(segment.ZstdMinLevel, segment.ZstdMaxLevel), dynamic: true,
+		topicField: func(tc *topicConfig) any { return &tc.levels.Zstd },
+		doc:        "The zstd level compression.type=zstd recompresses with, -131072 to 22 (KIP-390); the encoder has four speeds: below 3, 3 to 5, 6 to 9, and 10 up."},
 	{name: "log.message.downconversion.enable", topic: "message.downconversion.enable", typ: typeBoolean, def: "true", dynamic: true,
 		topicField: func(tc *topicConfig) any { return &tc.downConversion },
 		doc:        "Whether consumers of Fetch v0-v3 (clients from before Kafka 0.11) get the topic's record batches converted to the message format they read (magic 0 or 1); when false they get UNSUPPORTED_VERSION. The conversion is done in memory, not zero-copy."},
@@ -137,3 +149,27 @@ var cleanerSettings = []setting{
 
 // itoa64 renders an int64 in decimal.
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// compressionTypes are compression.type's values, in Kafka's order.
+var compressionTypes = []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}
+
+// setCompressionType applies compression.type (one of compressionTypes,
+// checked by the registry).
+func setCompressionType(tc *topicConfig, v string) error {
+	codecs := map[string]segment.Codec{"uncompressed": segment.CodecNone, "gzip": segment.CodecGzip, "snappy": segment.CodecSnappy,
+		"lz4": segment.CodecLZ4, "zstd": segment.CodecZstd}
+	c, ok := codecs[v]
+	if !ok && v != "producer" {
+		return fmt.Errorf("compression.type %q is not one of %v", v, compressionTypes)
+	}
+	tc.recompress, tc.codec = ok, c
+	return nil
+}
+
+// checkGzipLevel refuses 0, which Kafka's range (-1, or 1 to 9) leaves out.
+func checkGzipLevel(v string) error {
+	if v == "0" {
+		return fmt.Errorf("compression.gzip.level is -1 or 1 to 9, not 0")
+	}
+	return nil
+}

@@ -44,6 +44,12 @@ type topicConfig struct {
 	// (fetch_legacy.go).
 	downConversion bool
 	minInsyncReps  int32
+	// compression.type: with recompress, a produced batch in another
+	// codec than codec is recompressed on append (00_produce.go); false
+	// for "producer", which keeps the producer's codec.
+	recompress bool
+	codec      segment.Codec
+	levels     segment.Levels // compression.*.level
 	// Compaction (log_cleaner.go): cleanup.policy holds compact, delete
 	// or both; the cleaner's thresholds.
 	compact, deletePolicy                                     bool

@@ -69,6 +69,25 @@ func InspectLocal(dir string, m *Manifest, now time.Time) (LocalState, error) {
 	return ls, nil
 }
 
+// Pending counts the sealed segments of segs (in offset order, as
+// segment.Log.Segments returns them) whose offsets are not all in m (all
+// sealed segments when m is nil), their bytes, and the age at now of the
+// oldest by its .log file's modification time (0 when none, or when the
+// file is gone). It stats one file.
+func Pending(segs []segment.SegmentInfo, m *Manifest, now time.Time) (n int, bytes int64, oldest time.Duration) {
+	end := int64(-1)
+	if m != nil {
+		end = m.EndOffset()
+	}
+	n, bytes, path := pendingSegments(segs, end)
+	if path != "" {
+		if fi, err := os.Stat(path); err == nil {
+			oldest = max(now.Sub(fi.ModTime()), 0)
+		}
+	}
+	return n, bytes, oldest
+}
+
 // pendingSegments counts the sealed segments of segs (in offset order)
 // that end after remoteEnd (-1: no manifest), and returns the .log path of
 // the first of them.

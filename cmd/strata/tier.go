@@ -26,6 +26,7 @@ func init() {
 
 const tierUsage = `Usage:
   strata tier status [TOPIC | --topic TOPIC] [--format text|json] [--metrics-url URL] [--config FILE] [--override key=value]...
+  strata tier status --bootstrap-server HOST:PORT [TOPIC | --topic TOPIC] [--format text|json] [security flags]
   strata tier restore (TOPIC | --topic TOPIC | --all) [--config FILE] [--override key=value]...
 
 Both take the broker's settings: --config and --override read the same
@@ -54,6 +55,17 @@ status   one row per partition of each topic in the store (or of TOPIC),
          "-" marks what a source does not have (no local replica, nothing
          remote yet). --format json prints the same as one JSON object,
          with segment counts, pending bytes and the manifest's leader epoch.
+         With --bootstrap-server (cluster mode) every column comes from
+         the cluster instead, each partition from the broker leading it:
+         LOCAL START and LOG END from ListOffsets (earliest-local, latest:
+         the high watermark), LOCAL BYTES from DescribeLogDirs, the rest
+         from Strata's DescribeTieredStorage API (the leader's committed
+         manifest, its pending segments, its chunk cache); no broker
+         settings are read. Without TOPIC, every tiered partition the
+         brokers lead. The columns and JSON fields are the same in both
+         modes; JSON's "mode" says which one ("offline" or "cluster") and
+         "errors" lists what could not be shown (an unknown topic, a
+         partition without a leader).
 restore  recreates topics from the store in this broker's cluster: same
          topic id, partitions and configs, each partition starting at its
          remote end, so consumers read from offset 0 and producers continue
@@ -63,11 +75,13 @@ restore  recreates topics from the store in this broker's cluster: same
          skipped. It prints progress as it goes.
 
 Exit status: 0 on success; 1 when the store, a topic, or an explicit
---metrics-url cannot be read; 2 for a usage error.
+--metrics-url cannot be read (in cluster mode: a broker, or a topic or
+partition); 2 for a usage error.
 
 Example:
   strata tier status --config server.properties
   strata tier status orders --format json --metrics-url 127.0.0.1:9100
+  strata tier status --bootstrap-server broker1:9092 --topic orders
   strata tier restore --all --config server.properties && strata broker --config server.properties
 `
 
@@ -80,6 +94,9 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sub, args := args[0], args[1:]
+	if sub == "status" && hasBootstrapFlag(args) {
+		return runTierStatusCluster(args, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("strata tier "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors reported below
 	fs.Usage = func() {}

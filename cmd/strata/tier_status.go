@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,16 +49,26 @@ type tierStatusOptions struct {
 
 // tierStatusReport is the JSON output of `strata tier status --format json`.
 type tierStatusReport struct {
+	// Mode is "offline" (the object store and this machine's data
+	// directory) or "cluster" (--bootstrap-server: the brokers).
+	Mode string `json:"mode"`
+	// BootstrapServers is --bootstrap-server in cluster mode.
+	BootstrapServers string `json:"bootstrap_servers,omitempty"`
+	// ObjectStore and DataDir are what offline mode read ("" in cluster
+	// mode).
 	ObjectStore  string `json:"object_store"`
 	DataDir      string `json:"data_dir"`
 	DataDirFound bool   `json:"data_dir_found"`
 	// MetricsURL is the broker endpoint read, null when none is known.
 	MetricsURL   *string `json:"metrics_url"`
 	MetricsError string  `json:"metrics_error,omitempty"`
-	// Cache is the whole chunk cache's counters since the broker started,
-	// null without metrics.
+	// Cache is the whole chunk cache's counters since the broker started
+	// (in cluster mode, summed over the brokers), null without metrics
+	// (offline) or tiered storage.
 	Cache      *tierCacheStatus      `json:"cache"`
 	Partitions []tierPartitionStatus `json:"partitions"`
+	// Errors are the topics and partitions that could not be shown.
+	Errors []tierStatusError `json:"errors"`
 }
 
 type tierCacheStatus struct {
@@ -106,7 +115,7 @@ func tierStatus(cfg broker.Config, pos []string, opts tierStatusOptions, stdout,
 		return 1
 	}
 	status := 0
-	rep := tierStatusReport{ObjectStore: what, DataDir: strings.Join(cfg.LogDirs, ","), Partitions: []tierPartitionStatus{}}
+	rep := tierStatusReport{Mode: "offline", ObjectStore: what, DataDir: strings.Join(cfg.LogDirs, ","), Partitions: []tierPartitionStatus{}, Errors: []tierStatusError{}}
 	var found []string // the directories of log.dirs that exist
 	for _, d := range cfg.LogDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
@@ -153,22 +162,13 @@ func tierStatus(cfg broker.Config, pos []string, opts tierStatusOptions, stdout,
 		rows, err := topicTierStatus(ctx, st, found, name, bm, now)
 		if err != nil {
 			fmt.Fprintf(stderr, "strata tier status: %s: %v\n", name, err)
+			rep.Errors = append(rep.Errors, tierStatusError{Topic: name, Partition: -1, Error: err.Error()})
 			status = 1
 		}
 		rep.Partitions = append(rep.Partitions, rows...)
 	}
 
-	if opts.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "strata tier status: %v\n", err)
-			return 1
-		}
-		return status
-	}
-	printTierStatus(stdout, &rep, len(pos) == 0)
-	return status
+	return printTierReport(stdout, stderr, &rep, opts.format, len(pos) == 0, status)
 }
 
 // topicTierStatus returns the rows of one topic's partitions: those with
@@ -215,7 +215,8 @@ func topicTierStatus(ctx context.Context, st tiering.ObjectStore, logDirs []stri
 			row.RemoteBytes, row.RemoteSegments = ptr(m.Bytes()), ptr(len(m.Segments))
 			row.LeaderEpoch = ptr(m.LeaderEpoch)
 			if n := len(m.Segments); n > 0 {
-				row.LastUpload = ptr(m.Segments[n-1].UploadedAt.UTC())
+				// Milliseconds, as DescribeTieredStorage carries it.
+				row.LastUpload = ptr(m.Segments[n-1].UploadedAt.UTC().Truncate(time.Millisecond))
 			}
 		}
 		if dir, ok := local[p]; ok {
@@ -244,6 +245,35 @@ func topicTierStatus(ctx context.Context, st tiering.ObjectStore, logDirs []stri
 
 // printTierStatus writes the text form.
 func printTierStatus(w io.Writer, rep *tierStatusReport, all bool) {
+	if rep.Mode == "cluster" {
+		printTierClusterHeader(w, rep)
+	} else {
+		printTierOfflineHeader(w, rep)
+	}
+	if len(rep.Partitions) == 0 {
+		if all && rep.Mode == "cluster" {
+			fmt.Fprintln(w, "no tiered partitions")
+		} else if all {
+			fmt.Fprintln(w, "no topics in the object store")
+		}
+		return
+	}
+	printTierRows(w, rep.Partitions)
+}
+
+// printTierClusterHeader writes the lines above cluster mode's rows.
+func printTierClusterHeader(w io.Writer, rep *tierStatusReport) {
+	fmt.Fprintf(w, "cluster: %s (each partition from the broker that leads it)\n", rep.BootstrapServers)
+	if c := rep.Cache; c != nil {
+		fmt.Fprintf(w, "chunk cache since the brokers started: %s, %d hits, %d joined GETs, %d misses, %d evictions\n",
+			ratioText(c.HitRatio, c.Hits+c.InflightJoins+c.Misses), c.Hits, c.InflightJoins, c.Misses, c.Evictions)
+	} else {
+		fmt.Fprintln(w, "chunk cache: none (no broker has tiered storage)")
+	}
+}
+
+// printTierOfflineHeader writes the lines above offline mode's rows.
+func printTierOfflineHeader(w io.Writer, rep *tierStatusReport) {
 	fmt.Fprintf(w, "object store: %s\n", rep.ObjectStore)
 	if rep.DataDirFound {
 		fmt.Fprintf(w, "data directory: %s (local columns: this broker's replicas)\n", rep.DataDir)
@@ -261,15 +291,13 @@ func printTierStatus(w io.Writer, rep *tierStatusReport, all bool) {
 		fmt.Fprintf(w, "chunk cache since the broker started: %s, %d hits, %d joined GETs, %d misses, %d evictions\n",
 			ratioText(c.HitRatio, c.Hits+c.InflightJoins+c.Misses), c.Hits, c.InflightJoins, c.Misses, c.Evictions)
 	}
-	if len(rep.Partitions) == 0 {
-		if all {
-			fmt.Fprintln(w, "no topics in the object store")
-		}
-		return
-	}
+}
+
+// printTierRows writes the table, the same columns in both modes.
+func printTierRows(w io.Writer, rows []tierPartitionStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tLOCAL START\tREMOTE START\tREMOTE END\tLOG END\tLOCAL BYTES\tREMOTE BYTES\tPENDING\tOLDEST PENDING\tLAST UPLOAD\tCACHE HIT")
-	for _, r := range rep.Partitions {
+	for _, r := range rows {
 		last := "-"
 		if r.LastUpload != nil {
 			last = r.LastUpload.Format(time.RFC3339)

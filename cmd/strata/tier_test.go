@@ -235,3 +235,39 @@ func TestTierMetricsURL(t *testing.T) {
 		}
 	}
 }
+
+func TestHasBootstrapFlag(t *testing.T) {
+	for i, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"orders", "--format", "json"}, false},
+		{[]string{"--bootstrap-server", "h:1"}, true},
+		{[]string{"orders", "-bootstrap-server=h:1"}, true},
+		{[]string{"--", "--bootstrap-server", "h:1"}, false},
+		{[]string{"--override", "bootstrap-server"}, false},
+	} {
+		if got := hasBootstrapFlag(tc.args); got != tc.want {
+			t.Errorf("#%d: got %v, want %v", i, got, tc.want)
+		}
+	}
+}
+
+// TestTierStatusClusterUsage: cluster mode's usage errors exit 2, an
+// unreachable cluster 1.
+func TestTierStatusClusterUsage(t *testing.T) {
+	for i, args := range [][]string{
+		{"--bootstrap-server", "127.0.0.1:1", "--format", "yaml"},
+		{"--bootstrap-server", "127.0.0.1:1", "a", "b"},
+		{"--bootstrap-server", "127.0.0.1:1", "a", "--topic", "b"},
+		{"--bootstrap-server", "127.0.0.1:1", "--override", "log.dirs=/x"},
+	} {
+		if r := cli(t, append([]string{"tier", "status"}, args...)...); r.code != 2 {
+			t.Errorf("#%d: %v: exit %d, want 2\n%s", i, args, r.code, r.stderr)
+		}
+	}
+	if r := cli(t, "tier", "status", "--bootstrap-server", closedPort(t)); r.code != 1 {
+		t.Errorf("unreachable: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+}
