@@ -53,6 +53,7 @@ var contractTests = []struct {
 	{"ReassignmentKeepsISR", testReassignmentKeepsISR},
 	{"ReassignmentFailoverRestart", testReassignmentFailoverRestart},
 	{"ScramCredentials", testScramCredentials},
+	{"EntityConfigs", testEntityConfigs},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},
 	{"ACLsAfterExpiry", testACLsAfterExpiry},

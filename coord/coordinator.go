@@ -76,6 +76,9 @@ type Coordinator interface {
 	// ScramStore holds users' SCRAM credentials (users.go).
 	ScramStore
 	ACLStore
+	// EntityConfigStore holds Kafka's /config/<type>/<name> entity
+	// configs: the dynamic broker configs (entity_config.go).
+	EntityConfigStore
 
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when

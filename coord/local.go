@@ -35,6 +35,9 @@ type localFile struct {
 	PendingDeletion map[string]TopicID     `json:"pending_deletion,omitempty"`
 	// Users are user configs (SCRAM credentials), see local_users.go.
 	Users map[string]map[string]string `json:"users,omitempty"`
+	// Configs are the entity configs of the other entity types (entity
+	// type to entity name to config), see local_config.go.
+	Configs map[string]map[string]map[string]string `json:"configs,omitempty"`
 }
 
 type localTopic struct {
@@ -79,6 +82,9 @@ type LocalStore struct {
 
 	// acls are the ACLs (local_acls.go), in ACLFile; written with mu held.
 	acls *aclTable
+
+	// configWatchers hear of every entity config change (local_config.go).
+	configWatchers entityWatchers
 
 	mu struct {
 		sync.Mutex

@@ -32,8 +32,8 @@ type ZK struct {
 	clusterID string
 	hub       *hub
 	cache     *zkCache
-	users     *zkUsers // SCRAM credentials (zk_users.go)
-	acls      *zkACLs  // zk_acls.go
+	configs   *zkConfigs // entity configs, SCRAM credentials among them (zk_config.go)
+	acls      *zkACLs    // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -137,7 +137,7 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		_ = z.Close()
 		return nil, err
 	}
-	if err := z.startUsers(ctx); err != nil {
+	if err := z.startConfigs(ctx); err != nil {
 		_ = z.Close()
 		return nil, err
 	}
@@ -356,8 +356,8 @@ func (z *ZK) Close() error {
 	if z.cache != nil {
 		<-z.loopDone
 	}
-	if z.users != nil {
-		<-z.users.done
+	if z.configs != nil {
+		<-z.configs.done
 	}
 	if z.acls != nil {
 		<-z.acls.done
