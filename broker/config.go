@@ -314,7 +314,19 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		} else {
 			continue
 		}
-		e.synonyms = []configSynonym{{name: s.name, value: e.value, source: e.source}}
+		// Kafka's synonym order: the static settings (the setting, then
+		// its synonyms in coarser units), then the default.
+		for _, n := range s.brokerNames() {
+			if v, ok := c.Properties[n]; ok {
+				e.synonyms = append(e.synonyms, configSynonym{name: n, value: strings.TrimSpace(v), source: kmsg.ConfigSourceStaticBrokerConfig})
+			}
+		}
+		if s.synonymOf == "" && s.hasDefault() {
+			e.synonyms = append(e.synonyms, configSynonym{name: s.name, value: s.def, source: kmsg.ConfigSourceDefaultConfig})
+		}
+		if len(e.synonyms) == 0 {
+			e.synonyms = []configSynonym{{name: s.name, value: e.value, source: e.source}}
+		}
 		out = append(out, e)
 	}
 	// The per-listener settings given, as Kafka lists them.

@@ -75,9 +75,6 @@ type Server struct {
 	// repl runs replication (package replica; wired in replication.go),
 	// set by NewServer.
 	repl *replica.Manager
-	// dynThrottle holds the replication throttle rates set at run time
-	// (replication_throttle.go).
-	dynThrottle dynamicThrottle
 	// dynCfg holds the dynamic broker configs set at run time
 	// (dynamic_broker_config.go).
 	dynCfg dynamicBrokerConfig

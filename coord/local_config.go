@@ -65,17 +65,42 @@ func (ss *LocalSession) alterEntity(ctx context.Context, entityType, name string
 		return fmt.Errorf("coord: alter %s entity config: %w", entityType, err)
 	}
 	s := ss.store
-	s.mu.Lock()
+	// fn runs without the store's lock (it may read the store); the
+	// write happens only if the entity is still what fn saw, else fn
+	// runs again, as ZooKeeper's compare-and-set.
+	var f localFile
+	var next map[string]string
+	var exists bool
+	for attempt := 0; ; attempt++ {
+		if attempt >= 20 {
+			return fmt.Errorf("%w: %s entity %q: writers kept conflicting", ErrVersionConflict, entityType, name)
+		}
+		s.mu.Lock()
+		if err := ss.checkLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		cur, ok := entitiesLocked(&s.mu.file, entityType)[name]
+		cur = maps.Clone(cur)
+		s.mu.Unlock()
+		n, err := fn(maps.Clone(cur))
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if err := ss.checkLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		now, nowOK := entitiesLocked(&s.mu.file, entityType)[name]
+		if nowOK != ok || !maps.Equal(now, cur) {
+			s.mu.Unlock()
+			continue
+		}
+		f, next, exists = s.mu.file, n, ok
+		break
+	}
 	defer s.mu.Unlock()
-	if err := ss.checkLocked(); err != nil {
-		return err
-	}
-	f := s.mu.file
-	cur, exists := entitiesLocked(&f, entityType)[name]
-	next, err := fn(maps.Clone(cur))
-	if err != nil {
-		return err
-	}
 	if !exists && next == nil {
 		return nil
 	}
