@@ -146,6 +146,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
 	s.metrics = newBrokerMetrics(s)
+	s.logIgnoredKafkaSettings()
 
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("broker: no log.dirs")
