@@ -139,7 +139,7 @@ func unusedKafkaSetting(key, value string) (reason string, ok bool, err error) {
 		return reasonOther, true, nil
 	}
 	if g.refuse || g.valueMatters && strings.TrimSpace(value) != g.harmless {
-		return g.reason, true, fmt.Errorf("Kafka setting %s is not supported: %s", key, g.reason)
+		return g.reason, true, fmt.Errorf("not supported (a Kafka setting): %s", g.reason)
 	}
 	return g.reason, true, nil
 }
