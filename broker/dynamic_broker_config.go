@@ -436,8 +436,8 @@ func (s *Server) dynamicSynonyms(st *setting, perBroker bool) []configSynonym {
 
 // describeBrokerEntries is the DescribeConfigs answer of a broker
 // resource: this broker's (every setting with its value in force and its
-// synonyms) or, for the default resource, the dynamic defaults only, as
-// Kafka.
+// synonyms) or, for the default resource, the dynamic defaults only, with
+// their synonyms but this broker's own, as Kafka.
 func (s *Server) describeBrokerEntries(perBroker bool) []configEntry {
 	var out []configEntry
 	for _, e := range s.cfg.brokerConfigEntries() {
@@ -452,11 +452,8 @@ func (s *Server) describeBrokerEntries(perBroker bool) []configEntry {
 		if st.dynamicBroker {
 			e.readOnly = false
 		}
-		if !perBroker {
-			if len(dyn) == 0 || dyn[0].name != st.name {
-				continue
-			}
-			e.synonyms = nil
+		if !perBroker && (len(dyn) == 0 || dyn[0].name != st.name) {
+			continue // the default resource: only the dynamic defaults
 		}
 		if len(dyn) > 0 {
 			e.value, e.source = dyn[0].value, dyn[0].source

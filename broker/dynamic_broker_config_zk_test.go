@@ -139,6 +139,19 @@ func TestDynamicBrokerConfigsZK(t *testing.T) {
 		described[0].Configs[0].Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
 		t.Fatalf("describe the default: %v %+v", err, described)
 	}
+	// Its synonyms: the default's value, then whichever broker answered
+	// has in its file (broker 2: STATIC_BROKER_CONFIG) and Kafka's
+	// default; never a broker's own value.
+	syn := described[0].Configs[0].Synonyms
+	if len(syn) < 2 || syn[0].Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || *syn[0].Value != "7200000" ||
+		syn[len(syn)-1].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("the default's synonyms: %+v", syn)
+	}
+	for _, sy := range syn {
+		if sy.Source == kmsg.ConfigSourceDynamicBrokerConfig {
+			t.Fatalf("the default's synonyms hold a broker's own value: %+v", syn)
+		}
+	}
 	// The topic's retention.ms comes from the dynamic default on broker 1.
 	tc, err := adm.DescribeTopicConfigs(ctx, "dyn")
 	if err != nil {

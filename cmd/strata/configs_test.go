@@ -41,7 +41,7 @@ func TestConfigsDescribeAlter(t *testing.T) {
 	mustCLI(t, append([]string{"configs", "alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=3600000"}, b...)...)
 	r := mustCLI(t, append([]string{"configs", "--describe", "--entity-type", "brokers", "--entity-default"}, b...)...)
 	if !strings.Contains(r.stdout, "Default configs for brokers in the cluster are:") ||
-		!strings.Contains(r.stdout, "log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}") {
+		!strings.Contains(r.stdout, "log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=") {
 		t.Fatalf("describe default:\n%s", r.stdout)
 	}
 	r = mustCLI(t, append([]string{"configs", "--alter", "--entity-type", "broker", "--entity-name", "0", "--add-config", "log.retention.ms=60000,log.cleaner.backoff.ms=1000"}, b...)...)
