@@ -113,8 +113,9 @@ func setCleanupPolicy(tc *topicConfig, v string) error {
 }
 
 // cleanerSettings are the broker's log cleaner settings (log_cleaner.go);
-// the per-topic compaction configs are in logSettings. They are read at
-// start.
+// the per-topic compaction configs are in logSettings. Those marked
+// dynamicBroker are Kafka's LogCleaner.reconfigurableConfigs, applied by
+// logCleaner.reconfigure.
 var cleanerSettings = []setting{
 	{name: "log.cleaner.enable", typ: typeBoolean, def: "true",
 		field: func(c *Config) any { return &c.Cleaner.Enable },
