@@ -181,3 +181,31 @@ func TestDynamicBrokerConfigsZK(t *testing.T) {
 		return retention(srv[1]) == segDefaults.RetentionMs && retention(srv[3]) == segDefaults.RetentionMs && retention(srv[2]) == 600000
 	})
 }
+
+// TestDynamicBrokerConfigsEmbeddedRestart: on a single node (the
+// embedded coordinator) a per-broker and a default dynamic config are
+// kept in the coordinator's file: after a restart the broker runs with
+// them from the start (the cleaner's backoff, the topic default).
+func TestDynamicBrokerConfigsEmbeddedRestart(t *testing.T) {
+	props := map[string]string{"log.dirs": t.TempDir()}
+	s := startServer(t, props)
+	cl := newClient(t, s)
+	if code := brokerAlter(t, cl, "0", setOp("log.cleaner.backoff.ms", "1234")); code != 0 {
+		t.Fatalf("per-broker: error %d", code)
+	}
+	if code := brokerAlter(t, cl, "", setOp("log.segment.bytes", "1048576")); code != 0 {
+		t.Fatalf("default: error %d", code)
+	}
+	if got := s.cleaner.config().Backoff; got != 1234*time.Millisecond {
+		t.Fatalf("backoff before the restart: %v", got)
+	}
+	cl.Close()
+	shutdown(t, s)
+	s = startServer(t, props)
+	if got := s.cleaner.config().Backoff; got != 1234*time.Millisecond {
+		t.Fatalf("backoff after the restart: %v", got)
+	}
+	if got := s.topicDefaults()["segment.bytes"]; got != "1048576" {
+		t.Fatalf("segment.bytes default after the restart: %q", got)
+	}
+}
