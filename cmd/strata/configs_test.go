@@ -75,6 +75,11 @@ func TestConfigsDescribeAlter(t *testing.T) {
 	if strings.Count(r.stdout, "\n  ") != 2 || !strings.Contains(r.stdout, "Dynamic configs for broker 0 are:") {
 		t.Fatalf("dynamic configs of broker 0:\n%s", r.stdout)
 	}
+	// Every live broker when none is named.
+	r = mustCLI(t, append([]string{"configs", "describe", "--entity-type", "brokers"}, b...)...)
+	if !strings.Contains(r.stdout, "Dynamic configs for broker 0 are:\n  log.cleaner.backoff.ms=1000") {
+		t.Fatalf("every broker:\n%s", r.stdout)
+	}
 	// Refused by the broker, with its message.
 	r = cli(t, append([]string{"configs", "alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "num.partitions=3"}, b...)...)
 	if r.code != 1 || !strings.Contains(r.stderr, "Cannot update these configs dynamically: Set(num.partitions)") {
