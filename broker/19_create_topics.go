@@ -134,7 +134,7 @@ func handleCreateTopics(s *Server, r *request) (reply, error) {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			for _, e := range s.cfg.topicConfigEntries(spec.configs) {
+			for _, e := range s.topicConfigEntries(spec.configs) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				v := e.value
 				c.Name, c.Value, c.Source = e.name, &v, int8(e.source)

@@ -155,7 +155,7 @@ func (s *Server) deleteRecordsOnLeader(p *partition, offset int64) (epoch int32,
 func cleanupDeletes(s *Server, t *topicState) bool {
 	v, ok := t.overrides["cleanup.policy"]
 	if !ok {
-		v = s.cfg.TopicDefaults["cleanup.policy"]
+		v = s.topicDefaults()["cleanup.policy"]
 	}
 	for _, p := range strings.Split(v, ",") {
 		if strings.TrimSpace(p) == "delete" {

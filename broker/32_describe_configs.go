@@ -17,15 +17,22 @@ import (
 //   (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); read-only
 //   where the registry says it cannot change at run time (none so far).
 //   Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
-// * Broker resources (this broker's id, or "" for the cluster default):
-//   the broker settings, read-only but for the dynamic broker configs
-//   (dynamic_broker_config.go) and the replication throttle rates, whose
-//   run-time values have source DYNAMIC_BROKER_CONFIG; another broker id
-//   is INVALID_REQUEST. Other resource types are INVALID_REQUEST.
+// * Broker resources: this broker's id describes every broker setting
+//   with its value in force, read-only but for the dynamic broker configs
+//   (dynamic_broker_config.go), with the source of the strongest of
+//   DYNAMIC_BROKER_CONFIG (this broker's /config/brokers/<id>),
+//   DYNAMIC_DEFAULT_BROKER_CONFIG (/config/brokers/<default>),
+//   STATIC_BROKER_CONFIG (the properties file), DEFAULT_CONFIG; ""
+//   describes the cluster defaults (the dynamic default configs only), as
+//   Kafka; another broker id is INVALID_REQUEST ("unexpected broker id",
+//   Kafka's answer: describe a broker by asking it). Other resource
+//   types are INVALID_REQUEST.
 // * ConfigNames, when not null, selects configs; unknown names are left
 //   out, as Kafka does.
-// * Synonyms (v1+, when asked) list the override, the broker setting and
-//   the default, strongest first. Documentation (v3+) when asked.
+// * Synonyms (v1+, when asked) in Kafka's order: the topic override, then
+//   each source (dynamic per broker, dynamic default, static, default)
+//   with its names (log.retention.ms, log.retention.minutes,
+//   log.retention.hours) in turn. Documentation (v3+) when asked.
 // * Authorization (with an authorizer, as Kafka): DESCRIBE_CONFIGS on the
 //   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
 //   (CLUSTER_AUTHORIZATION_FAILED), each resource on its own.
@@ -49,15 +56,15 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 		case err != nil:
 		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			if t := s.topic(rr.ResourceName); t != nil {
-				entries = s.cfg.topicConfigEntries(t.overrides)
+				entries = s.topicConfigEntries(t.overrides)
 			} else {
 				err = newKafkaError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
 			}
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.BrokerID)) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
-			} else if rr.ResourceName != "" {
-				entries = s.withDynamicBrokerConfigs(s.withDynamicThrottle(s.cfg.brokerConfigEntries()))
+			} else {
+				entries = s.describeBrokerEntries(rr.ResourceName != "")
 			}
 		default:
 			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)

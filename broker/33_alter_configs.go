@@ -2,7 +2,6 @@ package broker
 
 import (
 	"github.com/stratastream/strata/broker/acl"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,17 +23,15 @@ import (
 //   cleanup.policy is compact, or retention.ms=-1 and retention.bytes=-1;
 //   anything else is INVALID_CONFIG.
 // * ValidateOnly checks and changes nothing.
-// * Broker resources: broker settings come from the properties file and
-//   --override; the changes served at run time are
-//   leader.replication.throttled.rate and follower.replication.throttled.rate
-//   (replication_throttle.go: kept in memory, not persisted; a rate not
-//   named goes back to the properties file's value, the non-incremental
-//   semantics), the dynamic broker configs (the log cleaner's,
-//   dynamic_broker_config.go; likewise, those not named go back to the
-//   properties file's values), and setting a TLS listener's store
-//   settings to their current values, which reloads its certificates
-//   (ssl_reload.go);
-//   anything else is INVALID_REQUEST. Other resource types are
+// * Broker resources ("" for the cluster default, else any broker id):
+//   the entity's dynamic broker configs (dynamic_broker_config.go) are
+//   replaced by exactly those given (the non-incremental semantics: one
+//   not named goes back to the default entity's, the properties file's
+//   or the default value), stored in the coordinator as Kafka's
+//   /config/brokers/<entity>; a setting that is not dynamic is
+//   INVALID_REQUEST; setting a TLS listener's store settings to their
+//   current values, on this broker's own resource, reloads its
+//   certificates (ssl_reload.go). Other resource types are
 //   INVALID_REQUEST.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
 //   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
@@ -79,47 +76,11 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)
 			}
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-			if err = brokerResourceName(s, rr.ResourceName); err == nil {
-				// The rates not named go back to the properties
-				// file's values (the non-incremental semantics).
-				configs := map[string]*string{}
-				given := map[string]*string{}
-				dyn := dynamicBrokerChange{replace: true}
-				for _, c := range rr.Configs {
-					if isThrottleRate(c.Name) {
-						given[c.Name] = c.Value
-					} else if isDynamicBrokerSetting(c.Name) {
-						if err = dyn.addSet(c.Name, c.Value); err != nil {
-							break
-						}
-					} else {
-						configs[c.Name] = c.Value
-					}
-				}
-				var ops []throttleRateOp
-				for _, k := range throttleRateKeys {
-					if err != nil {
-						break
-					}
-					v, ok := given[k]
-					op, perr := parseThrottleRate(k, v, !ok)
-					if perr != nil {
-						err = perr
-						break
-					}
-					ops = append(ops, op)
-				}
-				if err == nil {
-					err = s.alterDynamicBroker(dyn, true /* validateOnly */)
-				}
-				if err == nil && len(configs) > 0 {
-					err = s.reloadSSL(configs, req.ValidateOnly)
-				}
-				if err == nil && !req.ValidateOnly {
-					s.applyThrottleRates(ops)
-					err = s.alterDynamicBroker(dyn, false)
-				}
+			var ops []brokerConfigOp
+			for _, c := range rr.Configs {
+				ops = append(ops, brokerConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
 			}
+			err = s.alterBrokerConfigs(rr.ResourceName, ops, true, req.ValidateOnly)
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}
@@ -132,22 +93,8 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 	return reply{msg: resp}, nil
 }
 
-// brokerResourceName checks a broker resource names this broker (or is
-// empty, the broker the request went to).
-func brokerResourceName(s *Server, name string) error {
-	if name != "" && name != strconv.Itoa(int(s.cfg.BrokerID)) {
-		return newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, name)
-	}
-	return nil
-}
-
-// brokerResourceError is the answer to altering anything but a topic.
-func brokerResourceError(s *Server, typ kmsg.ConfigResourceType, name string) error {
-	if typ != kmsg.ConfigResourceTypeBroker {
-		return newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", typ)
-	}
-	if name != "" && name != strconv.Itoa(int(s.cfg.BrokerID)) {
-		return newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, name)
-	}
-	return newKafkaError(kerr.InvalidRequest, "broker configs cannot be changed at runtime; set them in the properties file or with --override and restart")
+// brokerResourceError is the answer to altering a resource type that is
+// neither a topic nor a broker.
+func brokerResourceError(_ *Server, typ kmsg.ConfigResourceType, _ string) error {
+	return newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", typ)
 }

@@ -25,18 +25,17 @@ import (
 // * A config named twice in one resource, or an unknown operation, is
 //   INVALID_REQUEST.
 // * ValidateOnly checks and changes nothing.
-// * Broker resources: SET or DELETE of leader.replication.throttled.rate
-//   and follower.replication.throttled.rate (replication_throttle.go: kept
-//   in memory, not persisted; DELETE goes back to the properties file's
-//   value; APPEND/SUBTRACT are INVALID_CONFIG), SET or DELETE of the
-//   dynamic broker configs (the log cleaner's log.cleaner.threads,
-//   log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.load.factor,
-//   log.cleaner.io.buffer.size, log.cleaner.io.max.bytes.per.second,
-//   log.cleaner.backoff.ms; dynamic_broker_config.go: validated,
-//   applied at once, kept in memory only), and SET of a TLS
-//   listener's store settings to their current values, which reloads its
-//   certificates (ssl_reload.go); any other change is INVALID_REQUEST, as
-//   in AlterConfigs.
+// * Broker resources ("" for the cluster default, else any broker id):
+//   SET, DELETE and, for list settings (log.cleanup.policy), APPEND and
+//   SUBTRACT of the dynamic broker configs (dynamic_broker_config.go: the
+//   log cleaner's, the replication throttle rates, the log.* topic
+//   defaults), on top of the entity's stored configs, stored in the
+//   coordinator as Kafka's /config/brokers/<entity> and applied by every
+//   broker it concerns; a setting that is not dynamic is INVALID_REQUEST
+//   ("Cannot update these configs dynamically"), APPEND/SUBTRACT of
+//   another is INVALID_CONFIG. SET of a TLS listener's store settings to
+//   their current values, on this broker's own resource, reloads its
+//   certificates (ssl_reload.go).
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
 //   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
 //   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
@@ -59,61 +58,11 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = s.incrementalAlterTopic(rr, req.ValidateOnly)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-			if err = brokerResourceName(s, rr.ResourceName); err == nil {
-				configs := map[string]*string{}
-				var ops []throttleRateOp
-				var dyn dynamicBrokerChange
-				seen := map[string]bool{}
-				for _, c := range rr.Configs {
-					if seen[c.Name] {
-						err = newKafkaError(kerr.InvalidRequest, "broker config %s is given twice", c.Name)
-						break
-					}
-					seen[c.Name] = true
-					if isThrottleRate(c.Name) {
-						if c.Op != kmsg.IncrementalAlterConfigOpSet && c.Op != kmsg.IncrementalAlterConfigOpDelete {
-							err = newKafkaError(kerr.InvalidConfig, "broker config %s: only SET and DELETE apply to a number", c.Name)
-							break
-						}
-						op, perr := parseThrottleRate(c.Name, c.Value, c.Op == kmsg.IncrementalAlterConfigOpDelete)
-						if perr != nil {
-							err = perr
-							break
-						}
-						ops = append(ops, op)
-						continue
-					}
-					if isDynamicBrokerSetting(c.Name) {
-						switch c.Op {
-						case kmsg.IncrementalAlterConfigOpSet:
-							err = dyn.addSet(c.Name, c.Value)
-						case kmsg.IncrementalAlterConfigOpDelete:
-							dyn.del = append(dyn.del, c.Name)
-						default:
-							err = newKafkaError(kerr.InvalidConfig, "broker config %s: only SET and DELETE apply to a value that is not a list", c.Name)
-						}
-						if err != nil {
-							break
-						}
-						continue
-					}
-					if c.Op != kmsg.IncrementalAlterConfigOpSet {
-						err = newKafkaError(kerr.InvalidRequest, "broker config %s: only SET of a TLS listener's store settings, and SET or DELETE of leader/follower.replication.throttled.rate and of the dynamic broker configs, are served at run time", c.Name)
-						break
-					}
-					configs[c.Name] = c.Value
-				}
-				if err == nil {
-					err = s.alterDynamicBroker(dyn, true /* validateOnly */)
-				}
-				if err == nil && len(configs) > 0 {
-					err = s.reloadSSL(configs, req.ValidateOnly)
-				}
-				if err == nil && !req.ValidateOnly {
-					s.applyThrottleRates(ops)
-					err = s.alterDynamicBroker(dyn, false)
-				}
+			var ops []brokerConfigOp
+			for _, c := range rr.Configs {
+				ops = append(ops, brokerConfigOp{name: c.Name, op: c.Op, value: c.Value})
 			}
+			err = s.alterBrokerConfigs(rr.ResourceName, ops, false, req.ValidateOnly)
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}
@@ -167,7 +116,7 @@ func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestRes
 			}
 			cur, ok := next[c.Name]
 			if !ok {
-				cur = s.cfg.TopicDefaults[c.Name]
+				cur = s.topicDefaults()[c.Name]
 			}
 			list := splitList(cur)
 			for _, v := range splitList(*c.Value) {

@@ -66,6 +66,13 @@ func (s *Server) joinCluster() error {
 		return fmt.Errorf("broker: coordinator: %w", err)
 	}
 	s.coord = c
+	// The dynamic broker configs override the properties file's before
+	// anything runs with them (Kafka's DynamicBrokerConfig.initialize);
+	// the watch is set first so that no change is missed.
+	dynCh, dynStop := c.WatchEntityConfigs()
+	s.loadDynamicBrokerConfigs()
+	s.bgWG.Add(1)
+	go s.watchDynamicBrokerConfigs(dynCh, dynStop)
 	if err := s.startAuthorizer(); err != nil {
 		return err
 	}

@@ -182,6 +182,9 @@ type Config struct {
 	// Properties are the broker settings as given, for DescribeConfigs on
 	// the broker resource.
 	Properties map[string]string
+	// IgnoredKafkaSettings are the Kafka settings given that Strata does
+	// not use, with the reason (kafka_settings.go), logged at start.
+	IgnoredKafkaSettings map[string]string
 	// Logger receives the broker's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// LogOptions are passed to segment.Open for every partition log, after
@@ -227,6 +230,9 @@ type ConfigError struct {
 // Error names the key, the value (unless the setting is sensitive) and
 // what is wrong with it.
 func (e *ConfigError) Error() string {
+	if e.Value == "" && strings.HasPrefix(e.Reason, "unknown setting "+e.Key+":") {
+		return e.Reason
+	}
 	if e.Value == "" && strings.HasPrefix(e.Reason, "unknown") {
 		return fmt.Sprintf("broker config %q: %s", e.Key, e.Reason)
 	}
@@ -271,7 +277,22 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			continue
 		}
 		if _, ok := brokerSettingByName[k]; !ok {
-			return c, &ConfigError{Key: k, Reason: "unknown setting (see strata broker --help for the list)"}
+			reason, kafka, err := unusedKafkaSetting(k, v)
+			if err != nil {
+				return c, &ConfigError{Key: k, Value: v, Reason: err.Error()}
+			}
+			if kafka {
+				if c.IgnoredKafkaSettings == nil {
+					c.IgnoredKafkaSettings = map[string]string{}
+				}
+				c.IgnoredKafkaSettings[k] = reason
+				continue
+			}
+			reason = "unknown setting (see strata broker --help for the list)"
+			if hint := unknownSettingHint(k); hint != "" {
+				reason = "unknown setting " + k + ": did you mean " + hint + "?"
+			}
+			return c, &ConfigError{Key: k, Reason: reason}
 		}
 		c.Properties[k] = v
 	}
@@ -323,7 +344,19 @@ func (c *Config) brokerConfigEntries() []configEntry {
 		} else {
 			continue
 		}
-		e.synonyms = []configSynonym{{name: s.name, value: e.value, source: e.source}}
+		// Kafka's synonym order: the static settings (the setting, then
+		// its synonyms in coarser units), then the default.
+		for _, n := range s.brokerNames() {
+			if v, ok := c.Properties[n]; ok {
+				e.synonyms = append(e.synonyms, configSynonym{name: n, value: strings.TrimSpace(v), source: kmsg.ConfigSourceStaticBrokerConfig})
+			}
+		}
+		if s.synonymOf == "" && s.hasDefault() {
+			e.synonyms = append(e.synonyms, configSynonym{name: s.name, value: s.def, source: kmsg.ConfigSourceDefaultConfig})
+		}
+		if len(e.synonyms) == 0 {
+			e.synonyms = []configSynonym{{name: s.name, value: e.value, source: e.source}}
+		}
 		out = append(out, e)
 	}
 	// The per-listener settings given, as Kafka lists them.

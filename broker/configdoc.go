@@ -113,7 +113,10 @@ func WriteConfigReference(w io.Writer) error {
 
 	b.WriteString("## Broker settings\n\n")
 	b.WriteString("Kafka's names. An unknown key or a bad value stops the broker with exit\n")
-	b.WriteString("status 2 and a message naming it. The default is what DescribeConfigs\n")
+	b.WriteString("status 2 and a message naming it (an unknown key with the closest known\n")
+	b.WriteString("name); a Kafka setting Strata does not use is accepted and logged as\n")
+	b.WriteString("ignored (see [Kafka settings Strata ignores](#kafka-settings-strata-ignores)).\n")
+	b.WriteString("The default is what DescribeConfigs\n")
 	b.WriteString("reports for a broker started with no settings; in italics, what applies\n")
 	b.WriteString("when a setting without a value of its own is not set. Broker settings are\n")
 	b.WriteString("read at start only, but for those marked dynamic.\n\n")
@@ -124,7 +127,7 @@ func WriteConfigReference(w io.Writer) error {
 			doc += " The broker's default of topic config `" + d.TopicConfig + "`."
 		}
 		if d.Dynamic {
-			doc += " Dynamic: changeable at run time on the broker resource (IncrementalAlterConfigs, AlterConfigs), not persisted across a restart."
+			doc += " Dynamic: changeable at run time per broker or as the cluster default (see [Dynamic broker configs](#dynamic-broker-configs))."
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, mdDefault(d), mdText(d.Valid), mdText(doc))
 	}
@@ -148,8 +151,69 @@ func WriteConfigReference(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", d.Name, strings.Join(keys, ", "), d.Type, mdDefault(d), mdText(d.Valid), dynamic, mdText(d.Doc))
 	}
+	writeDynamicBrokerDoc(&b)
+	writeIgnoredKafkaDoc(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDynamicBrokerDoc documents the dynamic broker configs.
+func writeDynamicBrokerDoc(b *strings.Builder) {
+	b.WriteString("\n## Dynamic broker configs\n\n")
+	b.WriteString("The broker settings marked dynamic above change at run time, as Kafka's\n")
+	b.WriteString("dynamic broker configs: IncrementalAlterConfigs (SET, DELETE; APPEND and\n")
+	b.WriteString("SUBTRACT for list settings) or AlterConfigs on a broker resource, for example\n")
+	b.WriteString("`strata configs alter --entity-type brokers --entity-default --add-config\n")
+	b.WriteString("log.retention.ms=3600000` or `kafka-configs.sh --bootstrap-server ...\n")
+	b.WriteString("--entity-type brokers --entity-name 2 --alter --add-config ...`. The resource\n")
+	b.WriteString("named \"\" is the cluster-wide default, a broker id (any, live or not) that\n")
+	b.WriteString("broker. They are stored as Kafka stores them, in ZooKeeper at\n")
+	b.WriteString("`/config/brokers/<default>` and `/config/brokers/<id>` (JSON\n")
+	b.WriteString("`{\"version\":1,\"config\":{...}}`, with a `/config/changes/config_change_N`\n")
+	b.WriteString("notification), or in the embedded coordinator's file. Every broker watches\n")
+	b.WriteString("them and applies a change within about a second; a broker reads them at\n")
+	b.WriteString("start, before it serves, so they survive restarts.\n\n")
+	b.WriteString("Precedence, strongest first, and the sources DescribeConfigs reports (its\n")
+	b.WriteString("synonyms list them in this order): the broker's own entity\n")
+	b.WriteString("(DYNAMIC_BROKER_CONFIG), the default entity (DYNAMIC_DEFAULT_BROKER_CONFIG),\n")
+	b.WriteString("the properties file (STATIC_BROKER_CONFIG), the default (DEFAULT_CONFIG). A\n")
+	b.WriteString("`log.*` setting that is a topic config's default applies at once to every\n")
+	b.WriteString("topic without an override of its own. A setting that is not dynamic is\n")
+	b.WriteString("refused with INVALID_REQUEST (\"Cannot update these configs dynamically:\n")
+	b.WriteString("Set(...)\"), a bad value with INVALID_CONFIG; ValidateOnly checks only. A\n")
+	b.WriteString("stored value a broker cannot use (written by a Kafka tool) is logged and\n")
+	b.WriteString("left out.\n")
+}
+
+// writeIgnoredKafkaDoc documents the table of Kafka settings Strata does
+// not use (kafka_settings.go).
+func writeIgnoredKafkaDoc(b *strings.Builder) {
+	b.WriteString("\n## Kafka settings Strata ignores\n\n")
+	b.WriteString("A Kafka 3.9 broker setting (the names are generated from Kafka's source by\n")
+	b.WriteString("`deploy/scripts/gen-kafka-broker-configs.py`) that Strata does not use is\n")
+	b.WriteString("accepted, so that Kafka's `server.properties` starts a broker, and logged\n")
+	b.WriteString("once at start (\"Kafka settings ignored\", one line per reason). Those\n")
+	b.WriteString("marked *refused* stop the broker instead (or unless they hold the value\n")
+	b.WriteString("shown, which changes nothing): ignoring them would change identity or\n")
+	b.WriteString("security. A Kafka setting not listed here is ignored with the reason \"")
+	b.WriteString(reasonOther)
+	b.WriteString("\".\n\n| reason | settings |\n|---|---|\n")
+	for _, g := range kafkaUnused {
+		reason := mdText(g.reason)
+		switch {
+		case g.refuse:
+			reason += " *(refused)*"
+		case g.valueMatters && g.harmless == "":
+			reason += " *(refused when set)*"
+		case g.valueMatters:
+			reason += " *(refused unless `" + g.harmless + "`)*"
+		}
+		keys := make([]string, len(g.keys))
+		for i, k := range g.keys {
+			keys[i] = "`" + k + "`"
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", reason, strings.Join(keys, ", "))
+	}
 }
 
 // mdDefault renders a setting's default for a Markdown table cell.

@@ -127,7 +127,7 @@ func TestCleanerConfigsAtRunTime(t *testing.T) {
 		{setOp(threadsKey, "3"), setOp(threadsKey, "2")},
 		{setOp(threadsKey, "3"), setOp("log.cleaner.enable", "false")}, // not dynamic
 	} {
-		if code := brokerAlter(t, cl, "", bad...); code == 0 {
+		if code := brokerAlter(t, cl, "0", bad...); code == 0 {
 			t.Errorf("#%d: accepted", i)
 		}
 	}

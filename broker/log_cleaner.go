@@ -290,6 +290,30 @@ func (c *logCleaner) validateReconfiguration(next CleanerConfig) error {
 	return err
 }
 
+// initialConfig replaces the configuration before the threads start (the
+// dynamic broker configs read at start), as Kafka builds its cleaner from
+// the configuration with them applied; next is checked by cleanerMapSize.
+func (c *logCleaner) initialConfig(next CleanerConfig) {
+	c.reconfMu.Lock()
+	defer c.reconfMu.Unlock()
+	next.Enable = c.config().Enable
+	if c.gen != nil { // already running: restart the threads
+		c.limiter.SetLimit(cleanerRate(next))
+		c.stopThreadsLocked()
+		c.limiter.SetBurst(cleanerIOBuffer(next))
+		c.mu.Lock()
+		c.mu.cfg = next
+		c.mu.Unlock()
+		c.startLocked()
+		return
+	}
+	c.limiter.SetLimit(cleanerRate(next))
+	c.limiter.SetBurst(cleanerIOBuffer(next))
+	c.mu.Lock()
+	c.mu.cfg = next
+	c.mu.Unlock()
+}
+
 // reconfigure applies a configuration validateReconfiguration accepted,
 // as Kafka's LogCleaner.reconfigure: the throttle's rate changes at once;
 // the threads are stopped (cleanings in progress canceled, their

@@ -44,17 +44,26 @@ type applyState struct {
 	seq     uint64
 	applied bool // seq is valid
 	closed  bool // Shutdown has closed the logs: apply nothing more
+	// defaultsGen is the topic defaults' generation last applied.
+	defaultsGen uint64
 }
 
 // applySnapshot brings the broker's topics and logs in line with snap.
 func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if s.apply.closed || (s.apply.applied && snap.Seq <= s.apply.seq) {
+	gen := s.dynCfg.gen.Load()
+	if s.apply.closed || (s.apply.applied && snap.Seq <= s.apply.seq && gen == s.apply.defaultsGen) {
 		return
 	}
 	first := !s.apply.applied
-	s.apply.seq, s.apply.applied = snap.Seq, true
+	if !s.apply.applied || snap.Seq > s.apply.seq {
+		s.apply.seq = snap.Seq
+	} else {
+		snap = s.coord.Snapshot() // the topic defaults changed: re-resolve with the latest
+		s.apply.seq = max(s.apply.seq, snap.Seq)
+	}
+	s.apply.applied, s.apply.defaultsGen = true, gen
 
 	s.mu.RLock()
 	cur := maps.Clone(s.mu.topics)
@@ -81,7 +90,7 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	var removed []*partition
 	for name, ti := range snap.Topics {
 		var rm []*partition
-		next[name], rm = s.syncTopic(cur[name], ti, first)
+		next[name], rm = s.syncTopic(cur[name], ti, first, gen)
 		removed = append(removed, rm...)
 	}
 	s.swapTopics(next)
@@ -156,10 +165,10 @@ func (s *Server) deleteRemovedReplica(p *partition) {
 // partitions this broker is no longer a replica of, for the caller to
 // delete once they are out of the served topics. A removed replica that
 // still leads is kept until the controller has moved leadership off it.
-func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) (*topicState, []*partition) {
+func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool, gen uint64) (*topicState, []*partition) {
 	self := s.cfg.BrokerID
-	ts := &topicState{name: ti.Name, id: ti.ID, overrides: ti.Configs}
-	configChanged := old == nil || !maps.Equal(old.overrides, ti.Configs)
+	ts := &topicState{name: ti.Name, id: ti.ID, overrides: ti.Configs, defaultsGen: gen}
+	configChanged := old == nil || !maps.Equal(old.overrides, ti.Configs) || old.defaultsGen != gen
 	if configChanged {
 		ts.cfg = s.resolveStoredConfig(ti.Name, ti.Configs)
 	} else {
@@ -236,7 +245,7 @@ func (s *Server) syncTopic(old *topicState, ti *coord.TopicInfo, first bool) (*t
 // override this broker cannot use (written by another broker version) is
 // logged and left out rather than making the topic unusable.
 func (s *Server) resolveStoredConfig(name string, overrides map[string]string) topicConfig {
-	cfg, err := resolveTopicConfig(s.cfg.TopicDefaults, overrides)
+	cfg, err := resolveTopicConfig(s.topicDefaults(), overrides)
 	if err == nil {
 		return cfg
 	}
@@ -248,10 +257,10 @@ func (s *Server) resolveStoredConfig(name string, overrides map[string]string) t
 			s.log.Error("ignoring a topic config override this broker cannot apply", "topic", name, "config", k, "value", v)
 		}
 	}
-	cfg, err = resolveTopicConfig(s.cfg.TopicDefaults, usable)
+	cfg, err = resolveTopicConfig(s.topicDefaults(), usable)
 	if err != nil {
 		s.log.Error("topic configs do not resolve; using the broker defaults", "topic", name, "err", err)
-		cfg, _ = resolveTopicConfig(s.cfg.TopicDefaults, nil)
+		cfg, _ = resolveTopicConfig(s.topicDefaults(), nil)
 	}
 	return cfg
 }

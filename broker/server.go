@@ -78,9 +78,6 @@ type Server struct {
 	// repl runs replication (package replica; wired in replication.go),
 	// set by NewServer.
 	repl *replica.Manager
-	// dynThrottle holds the replication throttle rates set at run time
-	// (replication_throttle.go).
-	dynThrottle dynamicThrottle
 	// dynCfg holds the dynamic broker configs set at run time
 	// (dynamic_broker_config.go).
 	dynCfg dynamicBrokerConfig
@@ -162,6 +159,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.txnLoader.init()
 	s.metrics = newBrokerMetrics(s)
 	s.tokens = newTokenManager(s)
+	s.logIgnoredKafkaSettings()
 
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("broker: no log.dirs")

@@ -64,10 +64,11 @@ type setting struct {
 	// dynamic says the topic config can change at run time, per topic,
 	// through AlterConfigs and IncrementalAlterConfigs.
 	dynamic bool
-	// dynamicBroker says the broker setting can change at run time on the
-	// broker resource (dynamic_broker_config.go); other broker settings
-	// are read at start only (but for the replication throttle rates and
-	// the TLS store reload, which have their own paths).
+	// dynamicBroker says the broker setting is a dynamic broker config:
+	// it can change at run time per broker or as the cluster default,
+	// stored in the coordinator (dynamic_broker_config.go); other broker
+	// settings are read at start only (but for the TLS store reload,
+	// ssl_reload.go).
 	dynamicBroker bool
 	// valid bounds a number (nil: any value of typ); enum lists the values
 	// a string may take; check, when set, validates further.

@@ -127,7 +127,7 @@ func (s *Server) checkCreateTopic(spec *createTopicSpec, snap *coord.Snapshot) e
 			return newKafkaError(kerr.InvalidConfig, "%v", err)
 		}
 	}
-	if _, err := resolveTopicConfig(s.cfg.TopicDefaults, spec.configs); err != nil {
+	if _, err := resolveTopicConfig(s.topicDefaults(), spec.configs); err != nil {
 		return newKafkaError(kerr.InvalidConfig, "%v", err)
 	}
 	if _, ok := snap.Topics[spec.name]; ok {
@@ -312,7 +312,7 @@ func (s *Server) setTopicConfig(name string, overrides map[string]string, valida
 			return newKafkaError(kerr.InvalidConfig, "%v", err)
 		}
 	}
-	cfg, err := resolveTopicConfig(s.cfg.TopicDefaults, overrides)
+	cfg, err := resolveTopicConfig(s.topicDefaults(), overrides)
 	if err != nil {
 		return newKafkaError(kerr.InvalidConfig, "%v", err)
 	}

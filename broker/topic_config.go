@@ -125,13 +125,19 @@ type configSynonym struct {
 }
 
 // topicConfigEntries describes every supported topic config of a topic
-// with the given overrides, under broker configuration c.
-func (c *Config) topicConfigEntries(overrides map[string]string) []configEntry {
+// with the given overrides, under broker configuration c, the topic
+// defaults in force and the dynamic broker configs dyn gives (nil: none),
+// in Kafka's synonym order: the override, the dynamic broker configs, the
+// static ones, the default.
+func (c *Config) topicConfigEntries(overrides, defaults map[string]string, dyn func(*setting) []configSynonym) []configEntry {
 	out := make([]configEntry, 0, len(topicSettings))
 	for _, s := range topicSettings {
 		e := configEntry{name: s.topic, typ: s.typ.kafka(), doc: s.doc, readOnly: !s.dynamic}
 		if v, ok := overrides[s.topic]; ok {
 			e.synonyms = append(e.synonyms, configSynonym{name: s.topic, value: v, source: kmsg.ConfigSourceDynamicTopicConfig})
+		}
+		if dyn != nil && s.name != "" {
+			e.synonyms = append(e.synonyms, dyn(s)...)
 		}
 		for _, bk := range s.brokerNames() {
 			if v, ok := c.Properties[bk]; ok {
@@ -140,8 +146,8 @@ func (c *Config) topicConfigEntries(overrides map[string]string) []configEntry {
 		}
 		e.synonyms = append(e.synonyms, configSynonym{name: s.label(), value: s.def, source: kmsg.ConfigSourceDefaultConfig})
 		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
-		if e.source == kmsg.ConfigSourceStaticBrokerConfig {
-			e.value = c.TopicDefaults[s.topic] // in the topic config's unit
+		if e.source != kmsg.ConfigSourceDynamicTopicConfig && e.source != kmsg.ConfigSourceDefaultConfig {
+			e.value = defaults[s.topic] // in the topic config's unit
 		}
 		out = append(out, e)
 	}

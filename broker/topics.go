@@ -24,6 +24,9 @@ type topicState struct {
 	id        coord.TopicID
 	overrides map[string]string
 	cfg       topicConfig
+	// defaultsGen is the generation of the broker's topic defaults cfg
+	// was resolved with (dynamic_broker_config.go).
+	defaultsGen uint64
 	// parts has one entry per partition of the topic; nil where this
 	// broker is not a replica (or the log failed to open).
 	parts []*partition

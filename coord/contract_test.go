@@ -54,6 +54,7 @@ var contractTests = []struct {
 	{"ReassignmentFailoverRestart", testReassignmentFailoverRestart},
 	{"ScramCredentials", testScramCredentials},
 	{"DelegationTokens", testDelegationTokens},
+	{"EntityConfigs", testEntityConfigs},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},
 	{"ACLsAfterExpiry", testACLsAfterExpiry},

@@ -79,6 +79,10 @@ type Coordinator interface {
 	// TokenStore holds delegation tokens (tokens.go).
 	TokenStore
 
+	// EntityConfigStore holds Kafka's /config/<type>/<name> entity
+	// configs: the dynamic broker configs (entity_config.go).
+	EntityConfigStore
+
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when
 	// the coordinator is opened.

@@ -37,6 +37,9 @@ type localFile struct {
 	Users map[string]map[string]string `json:"users,omitempty"`
 	// Tokens are delegation tokens, see local_tokens.go.
 	Tokens map[string]DelegationToken `json:"delegation_tokens,omitempty"`
+	// Configs are the entity configs of the other entity types (entity
+	// type to entity name to config), see local_config.go.
+	Configs map[string]map[string]map[string]string `json:"configs,omitempty"`
 }
 
 type localTopic struct {
@@ -81,6 +84,9 @@ type LocalStore struct {
 
 	// acls are the ACLs (local_acls.go), in ACLFile; written with mu held.
 	acls *aclTable
+
+	// configWatchers hear of every entity config change (local_config.go).
+	configWatchers entityWatchers
 
 	mu struct {
 		sync.Mutex

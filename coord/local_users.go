@@ -2,8 +2,6 @@ package coord
 
 import (
 	"context"
-	"fmt"
-	"maps"
 )
 
 // The embedded coordinator keeps users' configs in its file
@@ -36,41 +34,13 @@ func (ss *LocalSession) ScramUsers() map[string]map[string]string {
 	return out
 }
 
-// AlterScramCredentials implements ScramStore: the file is replaced
-// atomically with the new user configs before it returns.
+// AlterScramCredentials implements ScramStore: one AlterEntityConfig of
+// the user's config (the file replaced atomically before it returns).
 func (ss *LocalSession) AlterScramCredentials(ctx context.Context, user string, alt ScramAlteration) error {
 	if err := validateAlteration(user, alt); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("coord: alter SCRAM credentials: %w", err)
-	}
-	s := ss.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := ss.checkLocked(); err != nil {
-		return err
-	}
-	cfg, err := applyAlteration(s.mu.file.Users[user], alt)
-	if err != nil {
-		return err
-	}
-	f := s.mu.file
-	f.Users = maps.Clone(s.mu.file.Users)
-	if f.Users == nil {
-		f.Users = map[string]map[string]string{}
-	}
-	if cfg == nil {
-		delete(f.Users, user)
-	} else {
-		f.Users[user] = cfg
-	}
-	if len(f.Users) == 0 {
-		f.Users = nil
-	}
-	if err := s.persistLocked(&f, s.mu.topics); err != nil {
-		return err
-	}
-	s.mu.file = f
-	return nil
+	return ss.alterEntity(ctx, EntityUsers, user, func(cur map[string]string) (map[string]string, error) {
+		return applyAlteration(cur, alt)
+	})
 }

@@ -133,15 +133,3 @@ func SanitizeUser(user string) string {
 
 // DesanitizeUser undoes SanitizeUser (Kafka's URLDecoder.decode).
 func DesanitizeUser(s string) (string, error) { return url.QueryUnescape(s) }
-
-func copyUsers(in map[string]map[string]string) map[string]map[string]string {
-	out := make(map[string]map[string]string, len(in))
-	for u, m := range in {
-		c := make(map[string]string, len(m))
-		for k, v := range m {
-			c[k] = v
-		}
-		out[u] = c
-	}
-	return out
-}

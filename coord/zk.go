@@ -32,9 +32,9 @@ type ZK struct {
 	clusterID string
 	hub       *hub
 	cache     *zkCache
-	users     *zkUsers  // SCRAM credentials (zk_users.go)
-	tokens    *zkTokens // delegation tokens (zk_tokens.go)
-	acls      *zkACLs   // zk_acls.go
+	configs   *zkConfigs // entity configs, SCRAM credentials among them (zk_config.go)
+	tokens    *zkTokens  // delegation tokens (zk_tokens.go)
+	acls      *zkACLs    // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -138,7 +138,7 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		_ = z.Close()
 		return nil, err
 	}
-	if err := z.startUsers(ctx); err != nil {
+	if err := z.startConfigs(ctx); err != nil {
 		_ = z.Close()
 		return nil, err
 	}
@@ -361,8 +361,8 @@ func (z *ZK) Close() error {
 	if z.cache != nil {
 		<-z.loopDone
 	}
-	if z.users != nil {
-		<-z.users.done
+	if z.configs != nil {
+		<-z.configs.done
 	}
 	if z.tokens != nil {
 		<-z.tokens.done

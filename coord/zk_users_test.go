@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -64,4 +65,47 @@ func TestZKScramKafkaLayout(t *testing.T) {
 	if _, ok := z.ScramUsers()["carol"]; ok {
 		t.Fatal("carol still has credentials")
 	}
+}
+
+// TestZKBrokerConfigKafkaLayout: broker entity configs are Kafka's
+// /config/brokers/<default> and /config/brokers/<id> znodes with their
+// change notifications, and a broker config written as Kafka's
+// kafka-configs --zookeeper writes it reaches the cache.
+func TestZKBrokerConfigKafkaLayout(t *testing.T) {
+	srv := zktest.Start(t)
+	e := newZKEnvOn(srv)(t).(*zkEnv)
+	z := e.open(t).(*ZK)
+	raw := rawZK(t, srv.Addr())
+	ctx := ctxT(t, waitTimeout)
+	if err := z.AlterEntityConfig(ctx, EntityBrokers, DefaultEntity, func(map[string]string) (map[string]string, error) {
+		return map[string]string{"log.retention.ms": "60000"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := raw.Get(e.chroot + "/config/brokers/<default>")
+	if err != nil || string(data) != `{"version":1,"config":{"log.retention.ms":"60000"}}` {
+		t.Fatalf("default broker znode: %s (%v)", data, err)
+	}
+	changes, _, err := raw.Children(e.chroot + "/config/changes")
+	if err != nil || len(changes) != 1 {
+		t.Fatalf("notifications: %v %v", changes, err)
+	}
+	note, _, _ := raw.Get(e.chroot + "/config/changes/" + changes[0])
+	if string(note) != `{"version":2,"entity_path":"brokers/<default>"}` {
+		t.Fatalf("notification: %s", note)
+	}
+	watch, stop := z.WatchEntityConfigs()
+	defer stop()
+	if _, err := raw.Create(e.chroot+"/config/brokers/3", []byte(`{"version":1,"config":{"log.cleaner.threads":"2"}}`), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Create(e.chroot+"/config/changes/config_change_", []byte(`{"version":2,"entity_path":"brokers/3"}`), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-watch:
+	case <-time.After(waitTimeout):
+		t.Fatal("no watch signal for a change written as Kafka writes it")
+	}
+	waitEntity(t, z, "3", "log.cleaner.threads", "2")
 }

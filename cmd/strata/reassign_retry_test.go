@@ -22,7 +22,9 @@ import (
 // two-broker cluster and runs, while it is paused, `strata topic
 // reassign --execute` (AlterPartitionReassignments) and then `strata
 // cluster rebalance --execute --throttle` (IncrementalAlterConfigs of
-// the topic's throttled replicas, then AlterPartitionReassignments): the
+// the brokers' throttle rates, dynamic broker configs stored in
+// ZooKeeper, and of the topic's throttled replicas, then
+// AlterPartitionReassignments): the
 // brokers answer REQUEST_TIMED_OUT, the commands say they retry, and
 // once ZooKeeper is resumed they finish. Every record acknowledged
 // before is read back at the end.
@@ -80,7 +82,7 @@ func TestReassignRetriesZooKeeperStall(t *testing.T) {
 
 	// 2. cluster rebalance --execute --throttle while ZooKeeper is paused:
 	// partitions 1-3 are on broker 1, one of them moves.
-	r = runStalled(t, zk, append([]string{"cluster", "rebalance", "--execute", "--throttle", "50000000"}, b...), "IncrementalAlterConfigs of topic stall: REQUEST_TIMED_OUT")
+	r = runStalled(t, zk, append([]string{"cluster", "rebalance", "--execute", "--throttle", "50000000"}, b...), "REQUEST_TIMED_OUT: write the dynamic broker configs")
 	if r.code != 0 || !strings.Contains(r.stdout, "Verified: ") || !strings.Contains(r.stderr, "IncrementalAlterConfigs succeeded after") {
 		t.Fatalf("cluster rebalance across the stall: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
