@@ -26,7 +26,10 @@ import (
 // history checker holds every acknowledged record in the log.
 func TestTxnPartitionRestartAfterKill(t *testing.T) {
 	const topic = "txk"
-	b := StartBroker(t, "log.segment.bytes=4096")
+	// The batches are appended raw, without a coordinator's transaction
+	// behind them: they name a transactional id (as transactional batches
+	// must) and the leader does not verify it.
+	b := StartBroker(t, "log.segment.bytes=4096", "transaction.partition.verification.enable=false")
 	b.CreateTopic(t, topic, 1)
 	cl := b.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -62,6 +65,7 @@ func TestTxnPartitionRestartAfterKill(t *testing.T) {
 		}
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 10000
+		req.TransactionID = kmsg.StringPtr("txn-partition-restart")
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = topic
 		rp := kmsg.NewProduceRequestTopicPartition()
