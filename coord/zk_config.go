@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,66 +63,16 @@ func (z *ZK) startConfigs(ctx context.Context) error {
 	for _, typ := range EntityTypes {
 		dirs = append(dirs, zConfig+"/"+typ)
 	}
-	for _, p := range dirs {
-		p := z.path(p)
-		err := z.call(ctx, "create", p, func() error {
-			_, err := z.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	if err := z.createPersistent(ctx, dirs); err != nil {
+		return err
 	}
 	if err := c.reload(ctx); err != nil {
 		return err
 	}
 	z.configs = c
-	go c.loop()
+	go z.watchChanges(changeWatch{dir: zConfigChanges, prefix: zConfigChangePfx, resync: zConfigResync,
+		what: "entity configs", reload: c.reload}, c.done)
 	return nil
-}
-
-func (c *zkConfigs) loop() {
-	defer close(c.done)
-	z := c.z
-	backoff := 100 * time.Millisecond
-	for {
-		var ch <-chan zk.Event
-		p := z.path(zConfigChanges)
-		var children []string
-		err := z.call(bg, "watch", p, func() (err error) {
-			children, _, ch, err = z.conn.ChildrenW(p)
-			return err
-		})
-		if err == nil {
-			err = c.reload(bg)
-		}
-		if err == nil {
-			c.purge(children)
-			backoff = 100 * time.Millisecond
-		} else {
-			if errors.Is(err, ErrClosed) {
-				return
-			}
-			z.log.Debug("coord: entity configs not reloaded; retrying", "err", err)
-			ch = nil
-		}
-		wait := time.NewTimer(zConfigResync)
-		if ch == nil {
-			wait.Reset(backoff)
-			backoff = min(2*backoff, 2*time.Second)
-		}
-		select {
-		case <-ch:
-		case <-wait.C:
-		case <-z.closing:
-			wait.Stop()
-			return
-		}
-		wait.Stop()
-	}
 }
 
 // reload reads every entity znode of every type and replaces the cache;
@@ -187,28 +136,6 @@ func (c *zkConfigs) read(ctx context.Context, typ, name string) (map[string]stri
 		}
 	}
 	return d.Config, st.Version, nil
-}
-
-// purge deletes notifications older than Kafka's 15 minutes.
-func (c *zkConfigs) purge(children []string) {
-	z := c.z
-	now := time.Now()
-	for _, ch := range children {
-		if !strings.HasPrefix(ch, zConfigChangePfx) {
-			continue
-		}
-		p := z.path(zConfigChanges + "/" + ch)
-		var st *zk.Stat
-		if err := z.call(bg, "exists", p, func() (err error) {
-			_, st, err = z.conn.Exists(p)
-			return err
-		}); err != nil || st == nil || st.Ctime == 0 {
-			continue
-		}
-		if now.Sub(time.UnixMilli(st.Ctime)) > zChangeExpiry {
-			_ = z.call(bg, "delete", p, func() error { return z.conn.Delete(p, -1) })
-		}
-	}
 }
 
 // entities returns the cached configs of one entity type (shared: do not

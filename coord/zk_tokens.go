@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -96,66 +95,16 @@ type zkTokens struct {
 func (z *ZK) startTokens(ctx context.Context) error {
 	t := &zkTokens{z: z, done: make(chan struct{})}
 	t.mu.tokens = map[string]DelegationToken{}
-	for _, p := range []string{zTokenAuth, zTokens, zTokenChanges} {
-		p := z.path(p)
-		err := z.call(ctx, "create", p, func() error {
-			_, err := z.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	if err := z.createPersistent(ctx, []string{zTokenAuth, zTokens, zTokenChanges}); err != nil {
+		return err
 	}
 	if err := t.reload(ctx); err != nil {
 		return err
 	}
 	z.tokens = t
-	go t.loop()
+	go z.watchChanges(changeWatch{dir: zTokenChanges, prefix: zTokenChangePfx, resync: zTokensResync,
+		what: "delegation tokens", reload: t.reload}, t.done)
 	return nil
-}
-
-func (t *zkTokens) loop() {
-	defer close(t.done)
-	z := t.z
-	backoff := 100 * time.Millisecond
-	for {
-		var ch <-chan zk.Event
-		p := z.path(zTokenChanges)
-		var children []string
-		err := z.call(bg, "watch", p, func() (err error) {
-			children, _, ch, err = z.conn.ChildrenW(p)
-			return err
-		})
-		if err == nil {
-			err = t.reload(bg)
-		}
-		if err == nil {
-			t.purge(children)
-			backoff = 100 * time.Millisecond
-		} else {
-			if errors.Is(err, ErrClosed) {
-				return
-			}
-			z.log.Debug("coord: delegation tokens not reloaded; retrying", "err", err)
-			ch = nil
-		}
-		wait := time.NewTimer(zTokensResync)
-		if ch == nil {
-			wait.Reset(backoff)
-			backoff = min(2*backoff, 2*time.Second)
-		}
-		select {
-		case <-ch:
-		case <-wait.C:
-		case <-z.closing:
-			wait.Stop()
-			return
-		}
-		wait.Stop()
-	}
 }
 
 // reload reads every token znode and replaces the cache. A znode that
@@ -198,28 +147,6 @@ func (t *zkTokens) reload(ctx context.Context) error {
 	t.mu.tokens = tokens
 	t.mu.Unlock()
 	return nil
-}
-
-// purge deletes notifications older than Kafka's 15 minutes.
-func (t *zkTokens) purge(children []string) {
-	z := t.z
-	now := time.Now()
-	for _, c := range children {
-		if !strings.HasPrefix(c, zTokenChangePfx) {
-			continue
-		}
-		p := z.path(zTokenChanges + "/" + c)
-		var st *zk.Stat
-		if err := z.call(bg, "exists", p, func() (err error) {
-			_, st, err = z.conn.Exists(p)
-			return err
-		}); err != nil || st == nil || st.Ctime == 0 {
-			continue
-		}
-		if now.Sub(time.UnixMilli(st.Ctime)) > zChangeExpiry {
-			_ = z.call(bg, "delete", p, func() error { return z.conn.Delete(p, -1) })
-		}
-	}
 }
 
 func (t *zkTokens) noteOp(tokenID string) *zk.CreateRequest {
