@@ -5,7 +5,8 @@
 # ZooKeeper, iproute2 (ip and tc, with which broker/e2e/netlab makes the
 # network namespaces, bridges and links of the network fault tests),
 # and mount, losetup and mkfs.ext4 (util-linux, mount, e2fsprogs: the disk
-# fault tests mount a tmpfs and a failing loop device).
+# fault tests mount a tmpfs and a failing loop device), zsh and fish (whose
+# syntax checks the shell completion test runs on `strata completion`).
 #
 # Idempotent and quiet: when everything is present it only asks dpkg and
 # exits; otherwise it runs `apt-get update` once and installs what is
@@ -24,7 +25,7 @@ if [ ! -x "$minio_bin/minio" ]; then
 	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
 fi
 
-packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs zsh fish)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
