@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 func init() {
@@ -51,6 +52,7 @@ func buildVersion() versionInfo {
 	}
 	if v.Commit == "unknown" && commit != "" {
 		v.Commit = commit
+		v.Modified = strings.HasSuffix(version, "-dirty")
 	}
 	if v.Version == "" {
 		v.Version = "devel"
