@@ -38,12 +38,6 @@ func (f propertyFlag) Set(v string) error {
 	return nil
 }
 
-// has reports whether k was given.
-func (p *consoleProps) has(k string) bool {
-	_, ok := p.set[k]
-	return ok
-}
-
 // bool returns property k as true or false, def when not given; any other
 // value is an error (Kafka takes anything but "true" for false: a typo
 // there would silently print less).

@@ -149,6 +149,9 @@ func (e *endTracker) remove(parts []int32) {
 		delete(e.targets, p)
 		delete(e.open, p)
 	}
+	if len(e.targets) > 0 && len(e.open) == 0 {
+		e.finishLocked() // what is left is at its end
+	}
 }
 
 func (e *endTracker) finishLocked() {
