@@ -25,7 +25,7 @@ STATICCHECK_VERSION := v0.8.2
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/strata
+	$(GO) build -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo devel) -X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./cmd/strata
 
 run: build
 	@echo "Starting a single Strata broker on 127.0.0.1:9092 (data in ./data)."

@@ -158,6 +158,10 @@ func runACL(action aclAction, args []string, stdout, stderr io.Writer) int {
 	if action == aclRemove {
 		f.force = fs.Bool("force", false, "remove without asking")
 	}
+	var format *formatFlag
+	if action == aclList {
+		format = c.formatFlag()
+	}
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -183,6 +187,9 @@ func runACL(action aclAction, args []string, stdout, stderr io.Writer) int {
 		bindings, err := describeACLs(ctx, s, filters)
 		if err != nil {
 			return c.fail(err)
+		}
+		if format.json() {
+			return c.printJSON(aclsJSON(bindings))
 		}
 		printACLs(c.stdout, "Current ACLs for resource", bindings)
 		return 0

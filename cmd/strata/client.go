@@ -82,6 +82,9 @@ func (c *clientCmd) printHelp(w io.Writer) {
 	c.fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		arg := "--" + f.Name
+		if len(f.Name) == 1 { // a short alias, as kcat's -e
+			arg = "-" + f.Name
+		}
 		if name != "" {
 			arg += " " + name
 		}

@@ -52,6 +52,7 @@ Example:
   strata cluster --bootstrap-server 127.0.0.1:9092,127.0.0.1:9093
   strata cluster add-broker 4 --execute --throttle 10000000
 `, stdout, stderr)
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -59,6 +60,20 @@ Example:
 		md, err := s.adm.BrokerMetadata(ctx)
 		if err != nil {
 			return c.fail(err)
+		}
+		if format.json() {
+			out := jsonCluster{Controller: md.Controller, Brokers: []jsonBroker{}}
+			if md.Cluster != "" {
+				out.ClusterID = &md.Cluster
+			}
+			for _, b := range md.Brokers {
+				jb := jsonBroker{ID: b.NodeID, Host: b.Host, Port: b.Port}
+				if b.Rack != nil && *b.Rack != "" {
+					jb.Rack = b.Rack
+				}
+				out.Brokers = append(out.Brokers, jb)
+			}
+			return c.printJSON(out)
 		}
 		cluster := md.Cluster
 		if cluster == "" {

@@ -30,7 +30,7 @@ files), offset lag and whether the replica is a future one (a move between
 directories in progress, see 'Moving replicas between data directories' in
 docs/cluster.md). --topic lists only those topics' partitions.
 
---json prints kafka-log-dirs.sh --describe's JSON instead:
+--format json (or --json) prints kafka-log-dirs.sh --describe's JSON instead:
 {"version":1,"brokers":[{"broker":N,"logDirs":[{"logDir":...,"error":null,
 "partitions":[{"partition":"T-P","size":...,"offsetLag":...,"isFuture":false}]}]}]}
 `, `
@@ -40,9 +40,13 @@ Example:
 `, stdout, stderr)
 	brokerFlag := c.fs.Int("broker", -1, "describe only broker `ID`")
 	topicFlag := c.fs.String("topic", "", "only the partitions of `TOPICS` (comma-separated)")
-	jsonOut := c.fs.Bool("json", false, "print kafka-log-dirs.sh's JSON")
+	jsonOut := c.fs.Bool("json", false, "print kafka-log-dirs.sh's JSON (as --format json)")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
+	}
+	if format.json() {
+		*jsonOut = true
 	}
 	if *brokerFlag < -1 || *brokerFlag > 1<<31-1 {
 		return c.usageError("--broker %d: want a broker id >= 0", *brokerFlag)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,6 +145,7 @@ Example:
 	throttle := c.fs.Int64("throttle", -1, "with --execute, limit the replication of the moves to `BYTES_PER_SEC` per broker (leader and follower side)")
 	timeout := c.fs.Duration("timeout", time.Hour, "with --execute, how long to wait for the moves to finish")
 	noRack := c.fs.Bool("disable-rack-aware", false, "ignore broker racks")
+	format := c.formatFlag()
 	nameFlag := "broker" // add-broker N, decommission N: the broker id
 	if mode == modeRebalance {
 		nameFlag = ""
@@ -163,6 +165,8 @@ Example:
 		return c.usageError("--throttle needs --execute")
 	case *timeout <= 0:
 		return c.usageError("--timeout %v: want a duration > 0", *timeout)
+	case format.json() && *execute:
+		return c.usageError("--format json prints the plan of a dry run: leave out --execute")
 	}
 
 	sctx, stop := signalContext()
@@ -193,6 +197,9 @@ Example:
 		return c.failf("'strata cluster' lists the brokers and their racks; 'strata topic describe' the replicas.", "%v", err)
 	}
 	changed := plan.Changed()
+	if format.json() {
+		return c.planJSON(plan, changed, *output)
+	}
 	if len(changed) == 0 {
 		if mode == modeDecommission {
 			fmt.Fprintf(stdout, "Broker %d holds no replica: nothing to move; it can be stopped.\n", broker)
@@ -564,4 +571,51 @@ func (r *rebalanceRun) clearThrottles() error {
 		}, nil, []string{t}))
 	}
 	return errors.Join(errs...)
+}
+
+// jsonPlan is the dry run of rebalance, add-broker and decommission with
+// --format json. Wire format of the CLI: only add fields.
+type jsonPlan struct {
+	ReplicaMoves       int              `json:"replica_moves"`
+	PartitionsChanged  int              `json:"partitions_changed"`
+	BytesToCopy        *int64           `json:"bytes_to_copy"` // null: unknown
+	Changes            []jsonPlanChange `json:"changes"`
+	CurrentAssignment  json.RawMessage  `json:"current_assignment"`  // kafka-reassign-partitions.sh's JSON
+	ProposedAssignment json.RawMessage  `json:"proposed_assignment"` // the same, to apply
+}
+
+type jsonPlanChange struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Current     []int32 `json:"current"`
+	Target      []int32 `json:"target"`
+	BytesToCopy *int64  `json:"bytes_to_copy"` // null: unknown
+}
+
+// planJSON prints the plan as jsonPlan, and writes --output as the text
+// does.
+func (c *clientCmd) planJSON(plan *rebalancePlan, changed []int, output string) int {
+	out := jsonPlan{ReplicaMoves: plan.Moves, PartitionsChanged: len(changed), Changes: []jsonPlanChange{}}
+	var cur, tgt []reassignPartition
+	var toCopy int64
+	for _, i := range changed {
+		p, t := plan.Current[i], plan.Target[i]
+		n := plan.Copies(t.name())
+		if n < 0 || toCopy < 0 {
+			toCopy = -1
+		} else {
+			toCopy += n
+		}
+		out.Changes = append(out.Changes, jsonPlanChange{Topic: p.Topic, Partition: p.Partition, Current: ids(p.Replicas), Target: ids(t.Replicas), BytesToCopy: nonNeg(n)})
+		cur = append(cur, reassignPartition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas})
+		tgt = append(tgt, reassignPartition{Topic: t.Topic, Partition: t.Partition, Replicas: t.Replicas})
+	}
+	out.BytesToCopy = nonNeg(toCopy)
+	out.CurrentAssignment, out.ProposedAssignment = json.RawMessage(marshalPlan(cur)), json.RawMessage(marshalPlan(tgt))
+	if output != "" && len(changed) > 0 {
+		if err := os.WriteFile(output, []byte(marshalPlan(tgt)+"\n"), 0o644); err != nil {
+			return c.fail(err)
+		}
+	}
+	return c.printJSON(out)
 }

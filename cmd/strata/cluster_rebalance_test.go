@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,6 +108,21 @@ func TestClusterAddBrokerDecommission(t *testing.T) {
 	}
 	if moved != 4 {
 		t.Fatalf("the plan file puts %d replicas on broker 4, want 4: %s", moved, data)
+	}
+	// The same plan as --format json: the moves and the file's assignment.
+	var jp jsonPlan
+	if r := cluster("add-broker", "4", "--format", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &jp) != nil {
+		t.Fatalf("add-broker --format json: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var planJSON, fileJSON bytes.Buffer
+	if err := json.Compact(&planJSON, jp.ProposedAssignment); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Compact(&fileJSON, data); err != nil {
+		t.Fatal(err)
+	}
+	if jp.ReplicaMoves != 4 || len(jp.Changes) != jp.PartitionsChanged || planJSON.String() != fileJSON.String() {
+		t.Errorf("add-broker --format json: %d moves, %d changes of %d, proposed %s; want 4 and the --output file:\n%s", jp.ReplicaMoves, len(jp.Changes), jp.PartitionsChanged, jp.ProposedAssignment, data)
 	}
 	if after := describeAll(t, adm); after != before {
 		t.Fatalf("the dry run changed the cluster:\n%s\nwas\n%s", after, before)

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -29,20 +30,32 @@ const consumeUsage = `Usage: strata consume [flags] TOPIC
 Prints the records of TOPIC, like kafka-console-consumer.sh: all its
 partitions, or one with --partition. It starts at the end of each partition
 (new records only) unless --from-beginning, --offset or --from-time says
-otherwise, and runs until Ctrl-C, --max-messages or --timeout.
+otherwise, and runs until Ctrl-C, --max-messages, --timeout or, with
+--exit-at-end (-e, as kcat -e), until every partition reached the end it
+had when its consumption began: the records there then, and no more.
 
 With --group it joins that consumer group, shares the partitions with the
 group's other members and commits the offsets of the records it printed
 (every few seconds and when it stops). The start flags then apply only to
 partitions where the group has no committed offset yet.
 
-Text output is a line per record: its value, after its key and a tab with
---print-key, after "Partition:P<tab>Offset:N<tab>" with --print-offset; a
-null key or value prints as null. JSON output (--format json) is an object
+Text output is a line per record as kafka-console-consumer.sh prints it,
+with its --property names: [CreateTime:MS<tab>] with print.timestamp=true,
+[Partition:P<tab>] with print.partition=true, [Offset:N<tab>] with
+print.offset=true, [K1:V1,K2:V2<tab>] (or NO_HEADERS) with
+print.headers=true, [KEY<tab>] with print.key=true, then the value (off
+with print.value=false). key.separator replaces the tab, headers.separator
+the comma, line.separator the newline, null.literal the "null" a null key
+or value prints as. --print-key is print.key=true; --print-offset is
+print.partition=true and print.offset=true. JSON output (--format json) is an object
 a line: {"topic", "partition", "offset", "timestamp" (Unix milliseconds),
 "key", "value", "headers": [{"key", "value"}]}. A key or value is a string
 when it is valid UTF-8, null when null, else base64 with "key_base64" or
 "value_base64" true (for headers, "value_base64").
+
+Progress (records, MB/s, the position against the end of the partitions
+seen) goes to stderr at most four times a second when stderr is a
+terminal; --progress shows it anyway, --no-progress never.
 
 Exit status: 0 when it stopped as asked (Ctrl-C, --max-messages,
 --timeout); 1 when the topic does not exist or consuming failed; 2 for a
@@ -55,6 +68,7 @@ Example:
   strata consume --partition 0 --offset 42 --format json orders
   strata consume --from-time 2024-05-01T12:00:00Z --timeout 5s orders
   strata consume --group billing orders
+  strata consume -e --from-beginning --property print.timestamp=true --property print.key=true orders
 `
 
 // fetchMaxWait is how long the broker may hold a fetch without records:
@@ -71,16 +85,34 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	group := c.fs.String("group", "", "consume as a member of consumer group `G` and commit offsets")
 	maxMessages := c.fs.Int("max-messages", 0, "exit after `N` records (default: no limit)")
 	timeout := c.fs.Duration("timeout", 0, "exit once no record arrived for `D`, such as 5s or 1m (default: never)")
-	format := c.fs.String("format", "text", "output `FORMAT`: text or json")
-	printKey := c.fs.Bool("print-key", false, "text format: print the key and a tab before the value")
-	printOffset := c.fs.Bool("print-offset", false, "text format: print the partition and offset before the record")
+	format := c.formatFlag()
+	printKey := c.fs.Bool("print-key", false, "text format: print the key and a tab before the value (--property print.key=true)")
+	printOffset := c.fs.Bool("print-offset", false, "text format: print the partition and offset before the record (print.partition and print.offset)")
+	exitAtEnd := c.fs.Bool("exit-at-end", false, "exit once every partition reached the end it had when its consumption began")
+	c.fs.BoolVar(exitAtEnd, "e", false, "the same as --exit-at-end (kcat -e)")
+	progress := c.fs.Bool("progress", false, "show progress on stderr even when it is not a terminal")
+	noProgress := c.fs.Bool("no-progress", false, "never show progress")
+	props := &consoleProps{known: consumerProperties}
+	c.fs.Var(propertyFlag{props}, "property", "kafka-console-consumer.sh's formatter `KEY=VALUE`: print.timestamp, print.key, print.headers, print.partition, print.offset, print.value (true or false), key.separator, headers.separator, line.separator, null.literal; repeatable")
 	topic, status, ok := c.parseTopicArg(args)
 	if !ok {
 		return status
 	}
+	p, err := newPrinter(props, *printKey, *printOffset)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	p.json = format.json()
+	if p.json && len(props.set) > 0 {
+		return c.usageError("--property sets the text format: it does not go with --format json")
+	}
+	if *progress && *noProgress {
+		return c.usageError("give one of --progress and --no-progress")
+	}
 
 	start := kgo.NewOffset().AtEnd()
 	exact := int64(-1) // --offset N
+	var fromMs int64   // --from-time
 	starts := 0
 	if *fromBeginning {
 		start = kgo.NewOffset().AtStart()
@@ -92,6 +124,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 			return c.usageError("--from-time %q: %v", *fromTime, err)
 		}
 		start = kgo.NewOffset().AfterMilli(ms)
+		fromMs = ms
 		starts++
 	}
 	if *offset != "" {
@@ -123,8 +156,15 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		return c.usageError("--max-messages %d: want 0 or more", *maxMessages)
 	case *timeout < 0:
 		return c.usageError("--timeout %v: want a positive duration", *timeout)
-	case *format != "text" && *format != "json":
-		return c.usageError("--format %q: want text or json", *format)
+	}
+	spec := startSpec{start: start}
+	switch {
+	case *fromBeginning || *offset == "earliest":
+		spec.kind = startEarliest
+	case *fromTime != "":
+		spec.kind, spec.ms = startTime, fromMs
+	case *offset != "" && *offset != "latest":
+		spec.kind = startExact
 	}
 
 	ctx, stop := signalContext()
@@ -135,6 +175,11 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	}
 	if exact >= 0 {
 		start = kgo.NewOffset().At(at)
+		spec.exact = at
+	}
+	var end *endTracker
+	if *exitAtEnd {
+		end = newEndTracker()
 	}
 
 	// The --timeout clock starts once there are partitions to consume:
@@ -143,10 +188,29 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	var readyOnce sync.Once
 	markReady := func() { readyOnce.Do(func() { close(ready) }) }
 	opts := []kgo.Opt{kgo.FetchMaxWait(fetchMaxWait)}
+	if end != nil {
+		// The markers of transactions count toward the end.
+		opts = append(opts, kgo.KeepControlRecords())
+	}
 	switch {
 	case *group != "":
 		opts = append(opts, kgo.ConsumerGroup(*group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(start), kgo.AutoCommitMarks(),
-			kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { markReady() }))
+			kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+				if end != nil {
+					end.addAll(spec.positions(ctx, kadm.NewClient(cl), topic, assigned[topic], *group))
+				}
+				markReady()
+			}),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+				if end != nil {
+					end.remove(revoked[topic])
+				}
+			}),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+				if end != nil {
+					end.remove(lost[topic])
+				}
+			}))
 	case *partition >= 0:
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {int32(*partition): start}}))
 	default:
@@ -160,11 +224,22 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		return c.fail(err)
 	}
 	defer s.close()
+	if end != nil && *group == "" {
+		var parts []int32 // nil: all
+		if *partition >= 0 {
+			parts = []int32{int32(*partition)}
+		}
+		end.addAll(spec.positions(ctx, s.adm, topic, parts, ""))
+	}
 
 	out := bufio.NewWriter(stdout)
-	p := &printer{out: out, json: *format == "json", printKey: *printKey, printOffset: *printOffset}
-	cons := &consumer{s: s, p: p, limit: *maxMessages, idle: *timeout, group: *group != "", ready: ready, stderr: stderr, startIdle: idleTimer}
+	p.out = out
+	cons := &consumer{s: s, p: p, limit: *maxMessages, idle: *timeout, group: *group != "", ready: ready, stderr: stderr, startIdle: idleTimer, end: end}
+	if *progress || !*noProgress && isTerminal(stderr) {
+		cons.progress = newConsumeProgress(stderr, isTerminal(stderr))
+	}
 	count, err := cons.run(ctx)
+	cons.progress.finish()
 	if ferr := out.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -268,6 +343,8 @@ type consumer struct {
 	// startIdle starts the idle clock of one poll: idleTimer, taken
 	// when the command starts, as goroutines may call it after it ended.
 	startIdle func(time.Duration) *time.Timer
+	end       *endTracker      // --exit-at-end; nil without
+	progress  *consumeProgress // nil: none
 }
 
 // idleTimer starts the --timeout clock of one poll. Tests replace it to
@@ -283,6 +360,9 @@ var errIdle = errors.New("no records within --timeout")
 func (c *consumer) run(ctx context.Context) (int, error) {
 	count := 0
 	for c.limit == 0 || count < c.limit {
+		if c.end.finished() {
+			return count, c.end.error()
+		}
 		want := -1
 		if c.limit > 0 {
 			want = c.limit - count
@@ -294,7 +374,7 @@ func (c *consumer) run(ctx context.Context) (int, error) {
 		var fatal error
 		fetches.EachError(func(topic string, partition int32, err error) {
 			switch {
-			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errIdle):
+			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errIdle), errors.Is(err, errAtEnd):
 			case isDataLoss(err):
 				fmt.Fprintf(c.stderr, "strata consume: warning: %v\n", err)
 			case fatal == nil:
@@ -302,18 +382,27 @@ func (c *consumer) run(ctx context.Context) (int, error) {
 			}
 		})
 		var werr error
+		c.progress.fetched(fetches)
 		fetches.EachRecord(func(r *kgo.Record) {
-			if werr != nil {
+			if werr != nil || c.limit > 0 && count >= c.limit || !c.end.take(r) {
+				return
+			}
+			if r.Attrs.IsControl() { // kept for --exit-at-end only
+				if c.group {
+					c.s.cl.MarkCommitRecords(r)
+				}
 				return
 			}
 			if werr = c.p.print(r); werr != nil {
 				return
 			}
 			count++
+			c.progress.record(r)
 			if c.group {
 				c.s.cl.MarkCommitRecords(r)
 			}
 		})
+		c.progress.tick(false)
 		if werr != nil {
 			return count, werr
 		}
@@ -325,6 +414,8 @@ func (c *consumer) run(ctx context.Context) (int, error) {
 			return count, fatal
 		case ctx.Err() != nil:
 			return count, abortCause(ctx) // nil after Ctrl-C
+		case c.end.finished():
+			return count, c.end.error()
 		case fetches.NumRecords() == 0 && idled:
 			return count, nil // --timeout
 		}
@@ -337,6 +428,15 @@ func (c *consumer) run(ctx context.Context) (int, error) {
 func (c *consumer) poll(ctx context.Context, want int) (fetches kgo.Fetches, idled bool) {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if c.end != nil {
+		go func() {
+			select {
+			case <-c.end.done:
+				cancel(errAtEnd)
+			case <-pctx.Done():
+			}
+		}()
+	}
 	if c.idle > 0 {
 		go func() {
 			select {
@@ -364,11 +464,42 @@ func isDataLoss(err error) bool {
 
 // printer writes records as text or JSON lines.
 type printer struct {
-	out         *bufio.Writer
-	json        bool
-	printKey    bool
-	printOffset bool
-	enc         *json.Encoder
+	out  *bufio.Writer
+	json bool
+	enc  *json.Encoder
+	// The text format: DefaultMessageFormatter's settings.
+	printTimestamp, printPartition, printOffset, printHeaders, printKey, printValue bool
+	keySep, lineSep, headersSep, nullLiteral                                        string
+}
+
+// newPrinter is the text format of the --property flags, with --print-key
+// and --print-offset as their shorthands.
+func newPrinter(props *consoleProps, printKey, printOffset bool) (*printer, error) {
+	p := &printer{
+		keySep:      props.str("key.separator", "\t"),
+		lineSep:     props.str("line.separator", "\n"),
+		headersSep:  props.str("headers.separator", ","),
+		nullLiteral: props.str("null.literal", "null"),
+	}
+	for _, b := range []struct {
+		key string
+		def bool
+		to  *bool
+	}{
+		{"print.timestamp", false, &p.printTimestamp},
+		{"print.partition", printOffset, &p.printPartition},
+		{"print.offset", printOffset, &p.printOffset},
+		{"print.headers", false, &p.printHeaders},
+		{"print.key", printKey, &p.printKey},
+		{"print.value", true, &p.printValue},
+	} {
+		v, err := props.bool(b.key, b.def)
+		if err != nil {
+			return nil, err
+		}
+		*b.to = v
+	}
+	return p, nil
 }
 
 // jsonRecord is a record in --format json. Wire format of the CLI: only
@@ -427,21 +558,64 @@ func (p *printer) print(r *kgo.Record) error {
 		}
 		return p.enc.Encode(&j)
 	}
-	if p.printOffset {
-		fmt.Fprintf(p.out, "Partition:%d\tOffset:%d\t", r.Partition, r.Offset)
+	// As DefaultMessageFormatter.writeTo: each field, then the key
+	// separator when another field follows, else the line separator.
+	type field struct {
+		on    bool
+		write func()
 	}
-	if p.printKey {
-		writeNullable(p.out, r.Key)
-		p.out.WriteByte('\t')
+	fields := []field{
+		{p.printTimestamp, func() {
+			switch r.Attrs.TimestampType() {
+			case 0:
+				fmt.Fprintf(p.out, "CreateTime:%d", r.Timestamp.UnixMilli())
+			case 1:
+				fmt.Fprintf(p.out, "LogAppendTime:%d", r.Timestamp.UnixMilli())
+			default:
+				p.out.WriteString("NO_TIMESTAMP")
+			}
+		}},
+		{p.printPartition, func() { fmt.Fprintf(p.out, "Partition:%d", r.Partition) }},
+		{p.printOffset, func() { fmt.Fprintf(p.out, "Offset:%d", r.Offset) }},
+		{p.printHeaders, func() {
+			if len(r.Headers) == 0 {
+				p.out.WriteString("NO_HEADERS")
+			}
+			for i, h := range r.Headers {
+				if i > 0 {
+					p.out.WriteString(p.headersSep)
+				}
+				p.out.WriteString(h.Key + ":")
+				p.writeNullable(h.Value)
+			}
+		}},
+		{p.printKey, func() { p.writeNullable(r.Key) }},
+		{p.printValue, func() { p.writeNullable(r.Value) }},
 	}
-	writeNullable(p.out, r.Value)
-	return p.out.WriteByte('\n')
+	last := -1
+	for i, f := range fields {
+		if f.on {
+			last = i
+		}
+	}
+	for i, f := range fields {
+		if !f.on {
+			continue
+		}
+		f.write()
+		if i < last {
+			p.out.WriteString(p.keySep)
+		} else {
+			p.out.WriteString(p.lineSep)
+		}
+	}
+	return nil
 }
 
-func writeNullable(w *bufio.Writer, b []byte) {
+func (p *printer) writeNullable(b []byte) {
 	if b == nil {
-		w.WriteString("null")
+		p.out.WriteString(p.nullLiteral)
 		return
 	}
-	w.Write(b)
+	p.out.Write(b)
 }

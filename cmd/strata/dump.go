@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/stratastream/strata/segment"
 )
@@ -37,6 +39,11 @@ cleaner-offset-checkpoint) and whether the segment is cleaned. A .index,
 Files are named by their 20-digit base
 offset. Flags may come before or after the files.
 
+--format json prints an object a line instead, each with "type" and
+"file": file, batch, record (--print-data), log_summary,
+cleaner_checkpoint, index_entry, time_index_entry, index_summary,
+index_check (--verify-index), aborted_txn; docs/cli.md lists the fields.
+
 A corrupt or torn tail of a .log is reported on stderr with its position;
 the valid prefix is printed first.
 
@@ -57,6 +64,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // errors reported below
 	printData := fs.Bool("print-data", false, "also print each record: offset, timestamp, key, value, headers (non-printable bytes escaped)")
 	verifyIndex := fs.Bool("verify-index", false, "check the .index and .timeindex next to each .log against the log")
+	format := addFormatFlag(fs)
 	fs.Usage = func() {} // printed below, to stdout for --help
 	printUsage := func(w io.Writer) {
 		fmt.Fprint(w, dumpUsage)
@@ -96,7 +104,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		status = 1
 	}
 	for _, path := range files {
-		d := &dumper{path: path, out: out, stderr: stderr, printData: *printData}
+		d := &dumper{path: path, out: out, stderr: stderr, printData: *printData, json: format.json()}
 		if !d.dumpFile(*verifyIndex) {
 			status = 1
 		}
@@ -161,10 +169,33 @@ type dumper struct {
 	out       *bufio.Writer
 	stderr    io.Writer
 	printData bool
+	json      bool // --format json: an object a line, see emit
 	problems  int
 	// nextOffset is the offset after the last batch dumpLog framed (the
 	// base offset if none).
 	nextOffset int64
+}
+
+// emit writes one --format json line: {"type": typ, "file": path,
+// kv's pairs...}; names snake_case (docs/cli.md).
+func (d *dumper) emit(typ string, kv ...any) {
+	m := map[string]any{"type": typ, "file": d.path}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	enc := json.NewEncoder(d.out)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(m) // a write error shows at the final Flush
+}
+
+// jsonValue is b as consume's JSON has it: the string when valid UTF-8,
+// else base64 with base64 true; nil for null.
+func jsonValue(b []byte) (v any, base64 bool) {
+	s, b64 := jsonBytes(b)
+	if s == nil {
+		return nil, false
+	}
+	return *s, b64
 }
 
 func (d *dumper) problem(format string, args ...any) {
@@ -198,7 +229,11 @@ func (d *dumper) dumpFile(verifyIndex bool) bool {
 		d.problem("not a regular file")
 		return false
 	}
-	fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, st.Size())
+	if d.json {
+		d.emit("file", "base_offset", base, "size", st.Size(), "kind", strings.TrimPrefix(suffix, "."))
+	} else {
+		fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, st.Size())
+	}
 	switch suffix {
 	case segment.LogSuffix:
 		batches := d.dumpLog(f, st.Size(), base)
@@ -263,6 +298,14 @@ func (d *dumper) dumpLog(f *os.File, size, base int64) []segment.BatchStart {
 		pos += int64(h.Size())
 	}
 	d.nextOffset = max(next, base)
+	if d.json {
+		first, last := any(nil), any(nil)
+		if len(batches) > 0 {
+			first, last = batches[0].BaseOffset, next-1
+		}
+		d.emit("log_summary", "batches", len(batches), "records", records, "valid_bytes", pos, "first_offset", first, "last_offset", last)
+		return batches
+	}
 	fmt.Fprintf(d.out, "Summary: %d batches, %d records, %d valid bytes", len(batches), records, pos)
 	if len(batches) > 0 {
 		fmt.Fprintf(d.out, ", offsets %d to %d", batches[0].BaseOffset, next-1)
@@ -292,6 +335,10 @@ func (d *dumper) printCleaned(dir string, base int64) {
 	case base < ckpt:
 		state = "partly cleaned (it falls inside the segment)"
 	}
+	if d.json {
+		d.emit("cleaner_checkpoint", "checkpoint", ckpt, "base_offset", base, "next_offset", d.nextOffset, "state", strings.Fields(state)[0])
+		return
+	}
 	fmt.Fprintf(d.out, "Cleaner checkpoint: %d; this segment [%d, %d) is %s\n", ckpt, base, d.nextOffset, state)
 }
 
@@ -306,6 +353,18 @@ func (d *dumper) printBatch(h segment.Header, pos int64, verr error) {
 	tsType := "CreateTime"
 	if h.LogAppendTime() {
 		tsType = "LogAppendTime"
+	}
+	if d.json {
+		kv := []any{"base_offset", h.BaseOffset, "last_offset", h.LastOffset(), "count", h.RecordCount, "position", pos, "size", h.Size(),
+			"crc_valid", !errors.Is(verr, segment.ErrCRCMismatch), "compression", fmt.Sprint(h.Compression()),
+			"producer_id", h.ProducerID, "producer_epoch", h.ProducerEpoch, "base_sequence", h.BaseSequence,
+			"is_transactional", h.Transactional(), "is_control", h.Control(), "timestamp_type", tsType,
+			"base_timestamp", h.BaseTimestamp, "max_timestamp", h.MaxTimestamp, "partition_leader_epoch", h.PartitionLeaderEpoch}
+		if ms, ok := h.DeleteHorizon(); ok {
+			kv = append(kv, "delete_horizon_ms", ms)
+		}
+		d.emit("batch", kv...)
+		return
 	}
 	fmt.Fprintf(d.out, "baseOffset: %d lastOffset: %d count: %d position: %d size: %d crcValid: %t compression: %s"+
 		" producerId: %d producerEpoch: %d baseSequence: %d isTransactional: %t isControl: %t"+
@@ -335,6 +394,31 @@ func (d *dumper) printRecords(batch []byte, h segment.Header, pos int64) {
 		}
 		if !ok {
 			return
+		}
+		if d.json {
+			key, kb := jsonValue(r.Key)
+			val, vb := jsonValue(r.Value)
+			hs := []map[string]any{}
+			for _, hd := range r.Headers {
+				hv, hb := jsonValue(hd.Value)
+				jh := map[string]any{"key": hd.Key, "value": hv}
+				if hb {
+					jh["value_base64"] = true
+				}
+				hs = append(hs, jh)
+			}
+			kv := []any{"offset", r.Offset, "timestamp", r.Timestamp, "key_size", nullableLen(r.Key), "value_size", nullableLen(r.Value), "key", key, "value", val, "headers", hs}
+			if kb {
+				kv = append(kv, "key_base64", true)
+			}
+			if vb {
+				kv = append(kv, "value_base64", true)
+			}
+			if h.Control() {
+				kv = append(kv, "control", controlType(r.Key))
+			}
+			d.emit("record", kv...)
+			continue
 		}
 		fmt.Fprintf(d.out, "| offset: %d timestamp: %d keySize: %d valueSize: %d", r.Offset, r.Timestamp, nullableLen(r.Key), nullableLen(r.Value))
 		if h.Control() {
@@ -405,9 +489,13 @@ func (d *dumper) printOffsetIndex(base int64) {
 	}
 	for i := range ix.Len() {
 		e := ix.Entry(i)
+		if d.json {
+			d.emit("index_entry", "offset", base+int64(e.RelOffset), "position", e.Position)
+			continue
+		}
 		fmt.Fprintf(d.out, "offset: %d position: %d\n", base+int64(e.RelOffset), e.Position)
 	}
-	fmt.Fprintf(d.out, "Summary: %d entries\n", ix.Len())
+	d.indexSummary(ix.Len())
 }
 
 func (d *dumper) printTimeIndex(base int64) {
@@ -417,9 +505,13 @@ func (d *dumper) printTimeIndex(base int64) {
 	}
 	for i := range ix.Len() {
 		e := ix.Entry(i)
+		if d.json {
+			d.emit("time_index_entry", "timestamp", e.Timestamp, "offset", base+int64(e.RelOffset))
+			continue
+		}
 		fmt.Fprintf(d.out, "timestamp: %d offset: %d\n", e.Timestamp, base+int64(e.RelOffset))
 	}
-	fmt.Fprintf(d.out, "Summary: %d entries\n", ix.Len())
+	d.indexSummary(ix.Len())
 }
 
 // verifyOffsetIndex checks the .index at path against the log's batches
@@ -435,6 +527,10 @@ func (d *dumper) verifyOffsetIndex(path string, base int64, batches []segment.Ba
 	for _, m := range mismatches {
 		d.problem("%s: %s", filepath.Base(path), m)
 	}
+	if d.json {
+		d.emit("index_check", "index", filepath.Base(path), "entries", ix.Len(), "mismatches", len(mismatches))
+		return
+	}
 	fmt.Fprintf(d.out, "Index %s: %d entries, %d mismatches\n", filepath.Base(path), ix.Len(), len(mismatches))
 }
 
@@ -449,6 +545,10 @@ func (d *dumper) verifyTimeIndex(path string, base int64, batches []segment.Batc
 	for _, m := range mismatches {
 		d.problem("%s: %s", filepath.Base(path), m)
 	}
+	if d.json {
+		d.emit("index_check", "index", filepath.Base(path), "entries", ix.Len(), "mismatches", len(mismatches))
+		return
+	}
 	fmt.Fprintf(d.out, "Time index %s: %d entries, %d mismatches\n", filepath.Base(path), ix.Len(), len(mismatches))
 }
 
@@ -460,14 +560,29 @@ func (d *dumper) dumpTxnIndex(base int64) bool {
 		d.problem("%v", err)
 		return false
 	}
-	fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, len(b))
 	ents, _, err := segment.DecodeTxnIndex(b, base)
-	for _, e := range ents {
-		fmt.Fprintf(d.out, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n", e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
+	if d.json {
+		d.emit("file", "base_offset", base, "size", len(b), "kind", "txnindex")
+		for _, e := range ents {
+			d.emit("aborted_txn", "producer_id", e.ProducerID, "first_offset", e.FirstOffset, "last_offset", e.LastOffset, "last_stable_offset", e.LastStableOffset)
+		}
+	} else {
+		fmt.Fprintf(d.out, "Dumping %s (base offset %d, %d bytes)\n", d.path, base, len(b))
+		for _, e := range ents {
+			fmt.Fprintf(d.out, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n", e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
+		}
 	}
-	fmt.Fprintf(d.out, "Summary: %d entries\n", len(ents))
+	d.indexSummary(len(ents))
 	if err != nil {
 		d.problem("%v", err)
 	}
 	return d.problems == 0
+}
+
+func (d *dumper) indexSummary(n int) {
+	if d.json {
+		d.emit("index_summary", "entries", n)
+		return
+	}
+	fmt.Fprintf(d.out, "Summary: %d entries\n", n)
 }

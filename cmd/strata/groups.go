@@ -65,6 +65,7 @@ Prints the names of the consumer groups, one a line, sorted.
 Example:
   strata groups list
 `, stdout, stderr)
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -72,6 +73,13 @@ Example:
 		groups, err := s.adm.ListGroups(ctx)
 		if err != nil {
 			return c.fail(err)
+		}
+		if format.json() {
+			out := jsonGroupList{Groups: []jsonListedGroup{}}
+			for _, g := range groups.Sorted() {
+				out.Groups = append(out.Groups, jsonListedGroup{GroupID: g.Group, ProtocolType: g.ProtocolType, State: g.State, Coordinator: g.Coordinator})
+			}
+			return c.printJSON(out)
 		}
 		for _, g := range groups.Groups() {
 			fmt.Fprintln(stdout, g)
@@ -93,6 +101,7 @@ Example:
   strata groups describe billing
 `, stdout, stderr)
 	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, "group"); !ok {
 		return status
 	}
@@ -114,6 +123,9 @@ Example:
 			return c.fail(unknownGroup(*group))
 		}
 
+		if format.json() {
+			return c.groupJSON(l)
+		}
 		fmt.Fprintf(stdout, "Group %s: state %s", *group, l.State)
 		if l.Protocol != "" {
 			fmt.Fprintf(stdout, ", protocol %s", l.Protocol)
@@ -159,6 +171,37 @@ Example:
 		}
 		return 0
 	})
+}
+
+// groupJSON prints groups describe --format json; exit 1 when a
+// partition's lag is unknown for an error, as the text does.
+func (c *clientCmd) groupJSON(l kadm.DescribedGroupLag) int {
+	out := jsonGroup{GroupID: l.Group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol, Coordinator: l.Coordinator.NodeID,
+		Partitions: []jsonGroupOffset{}, Members: []jsonGroupMember{}}
+	var lagErr error
+	for _, m := range l.Lag.Sorted() {
+		j := jsonGroupOffset{Topic: m.Topic, Partition: m.Partition, CurrentOffset: nonNeg(m.Commit.At), Lag: nonNeg(m.Lag), Error: errString(m.Err)}
+		if m.End.Err == nil {
+			j.LogEndOffset = nonNeg(m.End.Offset)
+		}
+		if m.Member != nil {
+			j.ConsumerID, j.Host, j.ClientID = &m.Member.MemberID, &m.Member.ClientHost, &m.Member.ClientID
+		}
+		if m.Err != nil && lagErr == nil {
+			lagErr = fmt.Errorf("partition %s-%d: %w", m.Topic, m.Partition, m.Err)
+		}
+		out.Partitions = append(out.Partitions, j)
+	}
+	for _, m := range l.Members {
+		out.Members = append(out.Members, jsonGroupMember{ConsumerID: m.MemberID, InstanceID: m.InstanceID, Host: m.ClientHost, ClientID: m.ClientID, Assignment: memberAssignment(m)})
+	}
+	if status := c.printJSON(out); status != 0 {
+		return status
+	}
+	if lagErr != nil {
+		return c.fail(lagErr)
+	}
+	return 0
 }
 
 func offsetOrDash(o int64) string {

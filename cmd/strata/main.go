@@ -31,6 +31,9 @@ type command struct {
 	// work. It returns the process exit status. A command with actions and
 	// run dispatches to its actions itself.
 	run func(args []string, stdout, stderr io.Writer) int
+	// actionNames are the actions of a command that parses them itself
+	// (run without actions), for completion.
+	actionNames []string
 }
 
 var commands = map[string]*command{}
@@ -109,7 +112,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-16s %s\n", label, commands[n].summary)
 	}
 	fmt.Fprintf(w, "\nA resource command answers to its singular and its plural name, and takes\nthe resource's name as an argument or with its flag: 'strata topic describe\norders' is 'strata topics describe --topic orders' (docs/cli.md).\n")
-	fmt.Fprintf(w, "\nRun 'strata <command> --help' for a command's flags and an example.\n")
+	fmt.Fprintf(w, "\nRun 'strata <command> --help' for a command's flags and an example;\n'strata --version' for this binary's version.\n")
 }
 
 func main() {
@@ -125,6 +128,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
+	case "--version", "-version":
+		return runVersion(args[1:], stdout, stderr)
 	}
 	c, ok := lookup(args[0])
 	if !ok {

@@ -30,7 +30,10 @@ const produceUsage = `Usage: strata produce [flags] TOPIC
 Sends each line of stdin (or of --file) to TOPIC as one record, like
 kafka-console-producer.sh. A line ends at \n or \r\n; the last one needs
 no newline. With --key-separator a line is split at the first separator
-into key and value; without it the key is null. Records without
+into key and value; without it the key is null. Kafka's spelling works
+too: --property parse.key=true splits at a tab, or at
+--property key.separator=SEP (as --key-separator SEP); key.separator
+without parse.key=true is ignored, as Kafka ignores it. Records without
 --partition are spread by key as Kafka's default partitioner does.
 
 Writes are idempotent (no duplicates on retry) unless --acks is 0 or 1.
@@ -67,9 +70,25 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 	compression := c.fs.String("compression", "none", "batch compression `CODEC`: none, gzip, snappy, lz4 or zstd")
 	acks := c.fs.String("acks", "all", "`ACKS` to wait for: 0 (none), 1 (the leader's) or all (the in-sync replicas')")
 	partition := c.fs.Int("partition", -1, "send every record to partition `P` (default: by key)")
+	props := &consoleProps{known: producerProperties}
+	c.fs.Var(propertyFlag{props}, "property", "kafka-console-producer.sh's `KEY=VALUE`: parse.key=true (split at key.separator, default a tab), key.separator=SEP; repeatable")
 	topic, status, ok := c.parseTopicArg(args)
 	if !ok {
 		return status
+	}
+	parseKey, err := props.bool("parse.key", false)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	if parseKey {
+		sep := props.str("key.separator", "\t")
+		switch {
+		case sep == "":
+			return c.usageError("--property key.separator is empty: give a separator")
+		case *keySep != "" && *keySep != sep:
+			return c.usageError("--key-separator %q and --property key.separator=%q differ: give one", *keySep, sep)
+		}
+		*keySep = sep
 	}
 
 	opts := []kgo.Opt{

@@ -21,6 +21,8 @@ func init() {
 		name:    "tier",
 		summary: "tiered storage: status of what is in the object store, restore topics from it",
 		run:     runTier,
+		// status and restore, parsed by runTier.
+		actionNames: []string{"status", "restore"},
 	})
 }
 
@@ -105,7 +107,7 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overrides, "override", "broker setting key=value; repeatable")
 	topic := fs.String("topic", "", "the topic (or give it as the argument)")
 	all := fs.Bool("all", false, "restore every topic in the store")
-	format := fs.String("format", "text", "status output: text or json")
+	format := addFormatFlag(fs)
 	metricsURL := fs.String("metrics-url", "", "status: the broker's Prometheus endpoint (default from metrics.listener)")
 	// TOPIC may come before, between or after the flags.
 	var pos []string
@@ -141,17 +143,13 @@ func runTier(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "strata tier status: at most one TOPIC\n")
 			return 2
 		}
-		if *format != "text" && *format != "json" {
-			fmt.Fprintf(stderr, "strata tier status: --format is text or json, not %q\n", *format)
-			return 2
-		}
 		if *all {
 			fmt.Fprintf(stderr, "strata tier status: --all is restore's; without TOPIC, status shows every topic\n")
 			return 2
 		}
-		return tierStatus(cfg, pos, tierStatusOptions{format: *format, metricsURL: *metricsURL, metricsNeeded: *metricsURL != ""}, stdout, stderr)
+		return tierStatus(cfg, pos, tierStatusOptions{format: format.String(), metricsURL: *metricsURL, metricsNeeded: *metricsURL != ""}, stdout, stderr)
 	case "restore":
-		if *format != "text" || *metricsURL != "" {
+		if format.json() || *metricsURL != "" {
 			fmt.Fprintf(stderr, "strata tier restore: --format and --metrics-url are status's\n")
 			return 2
 		}

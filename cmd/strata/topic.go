@@ -135,6 +135,7 @@ Example:
   strata topic list --bootstrap-server 127.0.0.1:9092 --exclude-internal
 `, stdout, stderr)
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -145,6 +146,13 @@ Example:
 		}
 		if *excludeInternal {
 			topics.FilterInternal()
+		}
+		if format.json() {
+			out := jsonTopicList{Topics: []jsonTopicName{}}
+			for _, t := range topics.Sorted() {
+				out.Topics = append(out.Topics, jsonTopicName{Name: t.Topic, Internal: t.IsInternal})
+			}
+			return c.printJSON(out)
 		}
 		for _, name := range topics.Names() {
 			fmt.Fprintln(stdout, name)
@@ -168,6 +176,7 @@ Example:
 	var topics stringsFlag
 	c.fs.Var(&topics, "topic", "a `TOPIC` to describe; repeatable (default: all)")
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, "topic"); !ok {
 		return status
 	}
@@ -203,6 +212,9 @@ Example:
 				slices.Sort(configs[rc.Name])
 			}
 		}
+		if format.json() {
+			return c.topicsJSON(md.Topics.Sorted(), configs)
+		}
 		failed := false
 		for _, t := range md.Topics.Sorted() {
 			if t.Err != nil {
@@ -228,6 +240,38 @@ Example:
 		}
 		return 0
 	})
+}
+
+// topicsJSON prints topic describe --format json; exit 1 when a topic
+// has an error, as the text does.
+func (c *clientCmd) topicsJSON(topics []kadm.TopicDetail, configs map[string][]string) int {
+	out := jsonTopics{Topics: []jsonTopic{}}
+	failed := false
+	for _, t := range topics {
+		j := jsonTopic{Name: t.Topic, Internal: t.IsInternal, Configs: map[string]string{}, Partitions: []jsonPartition{}, Error: errString(t.Err)}
+		if t.Err != nil {
+			failed = true
+			out.Topics = append(out.Topics, j)
+			continue
+		}
+		j.TopicID, j.PartitionCount, j.ReplicationFactor = topicIDString(t.ID), len(t.Partitions), t.Partitions.NumReplicas()
+		for _, kv := range configs[t.Topic] {
+			k, v, _ := strings.Cut(kv, "=")
+			j.Configs[k] = v
+		}
+		for _, p := range t.Partitions.Sorted() {
+			jp := jsonPartition{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: ids(p.Replicas), ISR: ids(p.ISR), OfflineReplicas: ids(p.OfflineReplicas)}
+			if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
+				jp.Error = p.Err.Error()
+			}
+			j.Partitions = append(j.Partitions, jp)
+		}
+		out.Topics = append(out.Topics, j)
+	}
+	if status := c.printJSON(out); status != 0 || !failed {
+		return status
+	}
+	return 1
 }
 
 func brokerID(id int32) string {

@@ -291,6 +291,7 @@ Example:
 `, stdout, stderr)
 	var users stringsFlag
 	c.fs.Var(&users, "user", "only `USER`; repeat for more")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, "user"); !ok {
 		return status
 	}
@@ -310,6 +311,20 @@ Example:
 				}
 				list = append(list, d)
 			}
+		}
+		if format.json() {
+			out := jsonUsers{Users: []jsonUser{}}
+			for _, d := range list {
+				if d.Err != nil {
+					return c.fail(fmt.Errorf("user %s: %w", d.User, kafkaError(d.Err, d.ErrMessage)))
+				}
+				u := jsonUser{User: d.User, Credentials: []jsonCredential{}}
+				for _, ci := range d.CredInfos {
+					u.Credentials = append(u.Credentials, jsonCredential{Mechanism: ci.Mechanism.String(), Iterations: ci.Iterations})
+				}
+				out.Users = append(out.Users, u)
+			}
+			return c.printJSON(out)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")

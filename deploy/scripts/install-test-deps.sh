@@ -5,9 +5,10 @@
 # ZooKeeper, iproute2 (ip and tc, with which broker/e2e/netlab makes the
 # network namespaces, bridges and links of the network fault tests),
 # and mount, losetup and mkfs.ext4 (util-linux, mount, e2fsprogs: the disk
-# fault tests mount a tmpfs and a failing loop device), and prometheus for
-# its promtool (broker/alerts_test.go checks deploy/prometheus/strata-alerts.yml
-# with promtool check rules).
+# fault tests mount a tmpfs and a failing loop device), prometheus for its
+# promtool (broker/metrics_deploy_test.go checks deploy/prometheus/strata-alerts.yml
+# with promtool check rules), and zsh and fish (whose syntax checks the
+# shell completion test runs on `strata completion`).
 #
 # Idempotent and quiet: when everything is present it only asks dpkg and
 # exits; otherwise it runs `apt-get update` once and installs what is
@@ -26,7 +27,7 @@ if [ ! -x "$minio_bin/minio" ]; then
 	(cd /tmp && GOFLAGS= GOBIN="$minio_bin" timeout 900 go install "$minio_module")
 fi
 
-packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs prometheus)
+packages=(kcat python3-confluent-kafka strace zookeeper libslf4j-java iproute2 util-linux mount e2fsprogs prometheus zsh fish)
 
 installed() {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed
