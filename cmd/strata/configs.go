@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -19,12 +18,23 @@ func init() {
 	register(&command{
 		name:    "configs",
 		summary: "describe and alter topic and broker configs (kafka-configs.sh)",
-		run:     runConfigs,
+		actions: configsActions,
+		help:    configsHelp,
+		// runConfigs takes Kafka's --describe / --alter spellings too.
+		run: runConfigs,
 	})
 }
 
-const configsHelp = `Usage: strata configs describe|alter --entity-type TYPE [flags]
+// configsActions are configs' actions; runConfigs dispatches to them.
+var configsActions = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"describe": runConfigsDescribe,
+	"alter":    runConfigsAlter,
+}
+
+const configsHelp = `Usage: strata configs <action> --entity-type TYPE [flags]
        strata configs --describe|--alter --entity-type TYPE [flags]
+
+<action> is describe or alter.
 
 Describes and changes configs over the Kafka protocol (DescribeConfigs,
 IncrementalAlterConfigs), like kafka-configs.sh --bootstrap-server. The
@@ -183,23 +193,16 @@ func findEntityType(name string) (*configEntityType, error) {
 // runConfigs dispatches the action: a first word, or Kafka's --describe
 // / --alter anywhere.
 func runConfigs(args []string, stdout, stderr io.Writer) int {
+	// Kafka's --describe / --alter become the action word, wherever
+	// they stand; the rest is every command's action dispatch.
 	action := ""
-	if len(args) > 0 {
-		switch args[0] {
-		case "-h", "-help", "--help", "help":
-			fmt.Fprint(stdout, configsHelp)
-			return 0
-		case "describe", "alter":
-			action, args = args[0], args[1:]
-		}
-	}
 	var rest []string
 	for _, a := range args {
 		switch a {
 		case "--describe", "-describe", "--alter", "-alter":
 			word := strings.TrimLeft(a, "-")
 			if action != "" && action != word {
-				fmt.Fprintf(stderr, "strata configs: both %s and %s given\n", action, word)
+				fmt.Fprintf(stderr, "strata configs: both --%s and --%s given: give one action\n", action, word)
 				return 2
 			}
 			action = word
@@ -207,19 +210,17 @@ func runConfigs(args []string, stdout, stderr io.Writer) int {
 			rest = append(rest, a)
 		}
 	}
-	switch action {
-	case "describe":
-		return runConfigsDescribe(rest, stdout, stderr)
-	case "alter":
-		return runConfigsAlter(rest, stdout, stderr)
+	if action != "" {
+		if len(rest) > 0 && (rest[0] == "describe" || rest[0] == "alter") {
+			if rest[0] != action {
+				fmt.Fprintf(stderr, "strata configs: both %s and --%s given: give one action\n", rest[0], action)
+				return 2
+			}
+			rest = rest[1:]
+		}
+		rest = append([]string{action}, rest...)
 	}
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		fmt.Fprintf(stderr, "strata configs: unknown action %q\n\n", rest[0])
-	} else {
-		fmt.Fprintf(stderr, "strata configs: no action given (describe or alter, or --describe or --alter)\n\n")
-	}
-	fmt.Fprint(stderr, configsHelp)
-	return 2
+	return runActions("configs", configsHelp, configsActions, rest, stdout, stderr)
 }
 
 // entityFlags are the flags that name the entity.
@@ -280,6 +281,11 @@ type describedSyno struct {
 	Source string  `json:"source"`
 }
 
+// describedEntities is describe's JSON document.
+type describedEntities struct {
+	Entities []describedEntity `json:"entities"`
+}
+
 type describedEntity struct {
 	EntityType string            `json:"entity_type"`
 	EntityName string            `json:"entity_name"`
@@ -312,16 +318,13 @@ Example:
 `, stdout, stderr)
 	ef := addEntityFlags(c)
 	all := c.fs.Bool("all", false, "every config, not only the dynamic ones")
-	format := c.fs.String("format", "text", "output `FORMAT`: text or json")
+	format := c.formatFlag()
 	pos, status, ok := c.parse(args)
 	if !ok {
 		return status
 	}
 	if len(pos) > 0 {
 		return c.usageError("unexpected argument %q", pos[0])
-	}
-	if *format != "text" && *format != "json" {
-		return c.usageError("--format %q: want text or json", *format)
 	}
 	et, name, isDefault, err := ef.parse(false)
 	if err != nil {
@@ -358,13 +361,8 @@ Example:
 			slices.SortFunc(de.Configs, func(a, b describedConfig) int { return strings.Compare(a.Name, b.Name) })
 			out = append(out, de)
 		}
-		if *format == "json" {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(out); err != nil {
-				return c.fail(err)
-			}
-			return 0
+		if format.json() {
+			return c.printJSON(describedEntities{Entities: out})
 		}
 		for _, de := range out {
 			kind := "Dynamic configs"

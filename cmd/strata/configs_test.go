@@ -49,8 +49,10 @@ func TestConfigsDescribeAlter(t *testing.T) {
 		t.Fatalf("alter: %s", r.stdout)
 	}
 	r = mustCLI(t, append([]string{"configs", "describe", "--entity-type", "brokers", "--entity-name", "0", "--all", "--format", "json"}, b...)...)
-	var out []describedEntity
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out) != 1 {
+	var doc describedEntities
+	err := json.Unmarshal([]byte(r.stdout), &doc)
+	out := doc.Entities
+	if err != nil || len(out) != 1 {
 		t.Fatalf("json: %v\n%s", err, r.stdout)
 	}
 	var found bool

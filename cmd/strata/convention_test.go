@@ -290,6 +290,10 @@ func TestConventionNames(t *testing.T) {
 		t.Errorf("users list ua uf: want both users:\n%s", l)
 	}
 	both("users delete", []string{"users", "delete", "ua"}, []string{"user", "delete", "--user", "uf"})
+	// A token's HMAC: on this PLAINTEXT listener both forms are refused
+	// alike (tokens need SASL), after the HMAC was taken from either.
+	same("tokens renew", []string{"tokens", "renew", "aG1hYw=="}, []string{"tokens", "renew", "--hmac", "aG1hYw=="})
+	same("tokens expire", []string{"tokens", "expire", "aG1hYw=="}, []string{"tokens", "expire", "--hmac", "aG1hYw=="})
 	both("topic delete", []string{"topic", "delete", "ta"}, []string{"topics", "delete", "--topic", "tf"})
 	if l := must("topic", "list").stdout; strings.Contains(l, "ta\n") || strings.Contains(l, "tf\n") {
 		t.Errorf("topic list after deleting ta and tf:\n%s", l)

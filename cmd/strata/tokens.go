@@ -18,9 +18,8 @@ func init() {
 	register(&command{
 		name:    "tokens",
 		summary: "create, renew, expire, describe delegation tokens",
-		run: func(args []string, stdout, stderr io.Writer) int {
-			return runActions("tokens", tokensHelp, tokensActions, args, stdout, stderr)
-		},
+		actions: tokensActions,
+		help:    tokensHelp,
 	})
 }
 
@@ -240,6 +239,7 @@ Example:
 `, stdout, stderr)
 	var owners stringsFlag
 	c.fs.Var(&owners, "owner-principal", "only tokens owned (or renewed) by `P` (User:name); repeat for more")
+	format := c.formatFlag()
 	if status, ok := c.parseFlagsOnly(args, ""); !ok {
 		return status
 	}
@@ -256,7 +256,41 @@ Example:
 		if err != nil {
 			return c.fail(tokenError(err))
 		}
+		if format.json() {
+			return c.printJSON(tokensJSON(ts))
+		}
 		printTokens(stdout, ts)
 		return 0
 	})
+}
+
+// describedTokens is tokens describe's JSON document.
+type describedTokens struct {
+	Tokens []describedToken `json:"tokens"`
+}
+
+type describedToken struct {
+	TokenID   string   `json:"token_id"`
+	HMAC      string   `json:"hmac"` // base64
+	Owner     string   `json:"owner"`
+	Requester string   `json:"requester"`
+	Renewers  []string `json:"renewers"`
+	// Times are Unix milliseconds.
+	IssueTimestamp  int64 `json:"issue_timestamp"`
+	ExpiryTimestamp int64 `json:"expiry_timestamp"`
+	MaxTimestamp    int64 `json:"max_timestamp"`
+}
+
+func tokensJSON(ts kadm.DelegationTokens) describedTokens {
+	out := describedTokens{Tokens: []describedToken{}}
+	for _, t := range ts {
+		d := describedToken{TokenID: t.TokenID, HMAC: base64.StdEncoding.EncodeToString(t.HMAC),
+			Owner: principalString(t.Owner), Requester: principalString(t.TokenRequesterPrincipal), Renewers: []string{},
+			IssueTimestamp: t.IssueTimestamp.UnixMilli(), ExpiryTimestamp: t.ExpiryTimestamp.UnixMilli(), MaxTimestamp: t.MaxTimestamp.UnixMilli()}
+		for _, r := range t.Renewers {
+			d.Renewers = append(d.Renewers, principalString(r))
+		}
+		out.Tokens = append(out.Tokens, d)
+	}
+	return out
 }
