@@ -585,6 +585,13 @@ func produceHist(t *testing.T, c *Cluster, hist *history.History, topic string, 
 	t.Helper()
 	cl := c.newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer cl.Close()
+	produceHistWith(t, cl, hist, topic, parts, n, prefix)
+}
+
+// produceHistWith is produceHist through the client cl (which must
+// partition manually): values prefix-partition-i.
+func produceHistWith(t *testing.T, cl *kgo.Client, hist *history.History, topic string, parts []int32, n int, prefix string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

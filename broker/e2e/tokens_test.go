@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,35 +106,8 @@ func TestDelegationTokensCluster(t *testing.T) {
 	// Produce as the token (alice) through broker 2, acks=all.
 	hist := history.New()
 	pcl := tokenClient(2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for _, p := range parts {
-		for i := range 100 {
-			v := fmt.Sprintf("tok-%d-%d", p, i)
-			tp := history.TP{Topic: topic, Partition: p}
-			hist.Sent("token", tp, v)
-			wg.Add(1)
-			pcl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
-				defer wg.Done()
-				if err != nil {
-					hist.Answered(tp, v, history.Unknown, -1, err.Error())
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				hist.Answered(tp, v, history.Acked, r.Offset, "")
-			})
-		}
-	}
-	wg.Wait()
+	produceHistWith(t, pcl, hist, topic, parts, 100, "tok")
 	pcl.Close()
-	if firstErr != nil {
-		t.Fatalf("producing with the token: %v", firstErr)
-	}
 
 	// Expire through broker 2; broker 1 refuses new token connections.
 	out = runCmd(t, 60*time.Second, "", strataBin, append([]string{"tokens", "expire", "--hmac", hmac}, asAlice(2)...)...)
