@@ -126,7 +126,7 @@ func TestClientQuotasAPI(t *testing.T) {
 		return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: n}
 	}
 	set := func(k string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: k, Value: v} }
-	alter := func(validate bool, entity kadm.ClientQuotaEntity, ops ...kadm.AlterClientQuotaOp) (error, string) {
+	alter := func(validate bool, entity kadm.ClientQuotaEntity, ops ...kadm.AlterClientQuotaOp) (string, error) {
 		t.Helper()
 		f := adm.AlterClientQuotas
 		if validate {
@@ -139,11 +139,11 @@ func TestClientQuotasAPI(t *testing.T) {
 		if len(res) != 1 {
 			t.Fatalf("%d results", len(res))
 		}
-		return res[0].Err, res[0].ErrMessage
+		return res[0].ErrMessage, res[0].Err
 	}
 	ok := func(entity kadm.ClientQuotaEntity, ops ...kadm.AlterClientQuotaOp) {
 		t.Helper()
-		if err, msg := alter(false, entity, ops...); err != nil {
+		if msg, err := alter(false, entity, ops...); err != nil {
 			t.Fatalf("alter %v: %v %s", entity, err, msg)
 		}
 	}
@@ -177,13 +177,13 @@ func TestClientQuotasAPI(t *testing.T) {
 		{kadm.ClientQuotaEntity{{Type: "ip", Name: strp("1.2.3.4")}, user(strp("bob"))}, set(quotaKeyProducer, 1), "Invalid quota entity combination, IP entity should not be used with user/client ID entity."},
 	} {
 		for _, validate := range []bool{true, false} {
-			err, msg := alter(validate, tc.entity, tc.op)
+			msg, err := alter(validate, tc.entity, tc.op)
 			if err != kerr.InvalidRequest || msg != tc.msg {
 				t.Fatalf("%v %v (validate %v): %v %q, want INVALID_REQUEST %q", tc.entity, tc.op, validate, err, msg, tc.msg)
 			}
 		}
 	}
-	if err, msg := alter(true, kadm.ClientQuotaEntity{user(strp("bob"))}, set(quotaKeyProducer, 100)); err != nil {
+	if msg, err := alter(true, kadm.ClientQuotaEntity{user(strp("bob"))}, set(quotaKeyProducer, 100)); err != nil {
 		t.Fatalf("validate only: %v %s", err, msg)
 	}
 	if _, ok := s.coord.EntityConfigs(coord.EntityUsers)["bob"]; ok {

@@ -250,8 +250,6 @@ type entityFlags struct {
 // entityNames records --entity-name and --entity-default in order.
 type entityNames struct {
 	list []entityName
-	// def is --entity-default's flag.Value.
-	def defaultFlag
 }
 
 type entityName struct {
