@@ -401,3 +401,49 @@ func histogramCount(t *testing.T, s *Server, name, label string) uint64 {
 	}
 	return 0
 }
+
+// TestClientQuotaThrottleVersions: a Produce v5 (before client-side
+// throttling) over its quota is answered with its throttle time (the
+// broker delays the response rather than muting after it); an acks=0
+// produce over the quota gets no response and the connection stays open
+// (Kafka mutes it without answering): the next request's answer is the
+// next frame.
+func TestClientQuotaThrottleVersions(t *testing.T) {
+	s := startServer(t, map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"})
+	admin := newClient(t, s)
+	createTopic(t, admin, "qv", 1, nil)
+	res, err := kadm.NewClient(admin).AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strp("raw")}}, Ops: []kadm.AlterClientQuotaOp{{Key: quotaKeyProducer, Value: 100}}},
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	batch := buildBatch(t, 0, 2)
+	rc := dialRaw(t, s)
+	req := produceRequest("qv", 0, batch)
+	req.Version, req.Acks = 5, 1
+	rc.send(1, req)
+	corr, body, err := rc.readFrame()
+	if err != nil || corr != 1 {
+		t.Fatalf("v5 answer: corr %d %v", corr, err)
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	decodeResponse(t, resp, body)
+	t.Logf("v5 produce of %d bytes: throttle %d ms", len(batch), resp.ThrottleMillis)
+	if resp.ThrottleMillis <= 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("v5 over the quota: throttle %d, error %d", resp.ThrottleMillis, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	noAck := produceRequest("qv", 0, batch)
+	noAck.Version, noAck.Acks = 9, 0
+	rc.send(2, noAck)
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 9
+	rc.send(3, meta)
+	corr, _, err = rc.readFrame()
+	if err != nil || corr != 3 {
+		t.Fatalf("after a throttled acks=0 produce: frame corr %d (%v), want the metadata answer 3", corr, err)
+	}
+	if v := histogramCount(t, s, "strata_broker_client_quota_throttle_seconds", "produce"); v < 2 {
+		t.Fatalf("produce throttles counted %d, want 2", v)
+	}
+}
