@@ -193,6 +193,9 @@ func handleProduce(s *Server, r *request) (reply, error) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	// Kafka's produce quota counts the request's bytes, the request
+	// quota its handling (the wait for replication is not work).
+	thr, thrType := s.produceThrottle(r)
 	if len(waits) > 0 {
 		deadline := s.nowFn().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
 		for _, w := range waits {
@@ -203,10 +206,11 @@ func handleProduce(s *Server, r *request) (reply, error) {
 		}
 	}
 	if req.Acks == 0 {
-		return reply{none: true, closeConn: failed}, nil
+		return reply{none: true, closeConn: failed, throttleMs: thr, throttleType: thrType}, nil
 	}
 	addProduceLeaders(s.coord.Snapshot, r.listenerName(), resp)
-	return reply{msg: resp}, nil
+	resp.ThrottleMillis = thr
+	return reply{msg: resp, throttleMs: thr, throttleType: thrType}, nil
 }
 
 // produceWait is an acks=all partition waiting for its high watermark.

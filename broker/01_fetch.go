@@ -101,6 +101,17 @@ func handleFetch(s *Server, r *request) (reply, error) {
 	deadline := s.nowFn().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	mayRead := s.topicAuthorizer(r, acl.OpRead)
 	lis := r.listenerName()
+	consumer := req.ReplicaID < 0 && req.ReplicaState.ID < 0
+	if consumer {
+		s.capFetchToQuota(r, req)
+	}
+	var waited time.Duration // not work, for request_percentage
+	answer := func(res *fetchResult) (reply, error) {
+		if !consumer {
+			return s.fetchReply(res), nil
+		}
+		return s.fetchQuotaReply(r, res, waited), nil
+	}
 	for {
 		// Take the append notifiers before reading, so an append that
 		// lands after the read still wakes us.
@@ -111,17 +122,20 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		}
 		res, bytes, anyErr := s.fetchOnce(req, mayRead, lis)
 		if !wait || anyErr || bytes >= int64(req.MinBytes) || len(req.Topics) == 0 {
-			return s.fetchReply(res), nil
+			return answer(res)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return s.fetchReply(res), nil
+			return answer(res)
 		}
 		res.releaseAll() // not sent: unpin its remote chunks
-		if !s.waitForAppend(notify, left) {
+		w0 := time.Now()
+		ok := s.waitForAppend(notify, left)
+		waited += time.Since(w0)
+		if !ok {
 			// Timed out or shutting down: answer with what there is now.
 			res, _, _ = s.fetchOnce(req, mayRead, lis)
-			return s.fetchReply(res), nil
+			return answer(res)
 		}
 	}
 }

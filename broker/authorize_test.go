@@ -570,6 +570,22 @@ func matrixRows() []matrixRow {
 				req.Upsertions = append(req.Upsertions, u)
 				return e.request(req).(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode
 			}, denied: codeClusterAuth},
+		{api: "DescribeClientQuotas", allow: []grant{clusterGrant(acl.OpDescribeConfigs)}, deny: []grant{clusterGrant(acl.OpDescribe), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				return e.request(kmsg.NewPtrDescribeClientQuotasRequest()).(*kmsg.DescribeClientQuotasResponse).ErrorCode
+			}, denied: codeClusterAuth},
+		{api: "AlterClientQuotas", allow: []grant{clusterGrant(acl.OpAlterConfigs)}, deny: []grant{clusterGrant(acl.OpDescribeConfigs), topicGrant(acl.OpAll)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrAlterClientQuotasRequest()
+				en := kmsg.NewAlterClientQuotasRequestEntry()
+				ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
+				ent.Type, ent.Name = "client-id", kmsg.StringPtr("quota-"+e.topic)
+				op := kmsg.NewAlterClientQuotasRequestEntryOp()
+				op.Key, op.Value = "producer_byte_rate", 1e9
+				en.Entity, en.Ops = append(en.Entity, ent), append(en.Ops, op)
+				req.Entries, req.ValidateOnly = append(req.Entries, en), true
+				return e.request(req).(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode
+			}, denied: codeClusterAuth},
 		{api: "DescribeAcls", allow: []grant{clusterGrant(acl.OpDescribe)}, deny: []grant{clusterGrant(acl.OpCreate)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrDescribeACLsRequest()

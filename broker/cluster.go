@@ -73,6 +73,10 @@ func (s *Server) joinCluster() error {
 	s.loadDynamicBrokerConfigs()
 	s.bgWG.Add(1)
 	go s.watchDynamicBrokerConfigs(dynCh, dynStop)
+	quotaCh, quotaStop := c.WatchEntityConfigs()
+	s.loadClientQuotas()
+	s.bgWG.Add(1)
+	go s.watchClientQuotas(quotaCh, quotaStop)
 	if err := s.startAuthorizer(); err != nil {
 		return err
 	}

@@ -57,6 +57,11 @@ type Config struct {
 	// MaxConnectionsPerIP is max.connections.per.ip: a connection from
 	// an address that already has that many is closed at once.
 	MaxConnectionsPerIP int32
+	// QuotaWindowNum and QuotaWindowSizeSeconds are quota.window.num
+	// and quota.window.size.seconds: the samples client quota rates are
+	// measured over (client_quotas.go).
+	QuotaWindowNum         int32
+	QuotaWindowSizeSeconds int32
 	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
 	// limits by IP address or hostname (resolved by NewServer) that
 	// replace MaxConnectionsPerIP.

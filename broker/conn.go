@@ -309,6 +309,7 @@ func (c *conn) processLoop() {
 func (c *conn) process(req *request) (ok bool) {
 	c.s.stats.requests.Add(1)
 	start := time.Now()
+	req.start = start
 	observed := false
 	defer func() {
 		if !observed { // the handler failed or panicked: no response
@@ -340,8 +341,16 @@ func (c *conn) process(req *request) (ok bool) {
 	if rep.msg != nil {
 		c.s.metrics.countResponseErrors(req.key, rep.msg)
 	}
+	c.s.addRequestThrottle(req, &rep, time.Since(start))
 	c.s.metrics.observeRequest(req.key, start)
 	observed = true
+	before := rep.throttleMs > 0 && rep.throttleBefore()
+	if rep.throttleMs > 0 {
+		c.s.clientQuotas.throttle[rep.throttleType].Observe(float64(rep.throttleMs) / 1000)
+	}
+	if before {
+		c.throttleWait(rep.throttleMs) // an old version: delay the response
+	}
 	if !rep.none {
 		if err := c.write(req.corr, rep); err != nil {
 			if !errors.Is(err, net.ErrClosed) {
@@ -349,6 +358,9 @@ func (c *conn) process(req *request) (ok bool) {
 			}
 			return false
 		}
+	}
+	if rep.throttleMs > 0 && !before && !rep.closeConn {
+		c.throttleWait(rep.throttleMs) // KIP-219: muted after the response
 	}
 	return !rep.closeConn
 }

@@ -51,7 +51,9 @@ type fetchResult struct {
 	version   int16
 	errorCode int16
 	sessionID int32
-	topics    []fetchTopicResult
+	// throttleMs is the client quota throttle (client_quotas.go).
+	throttleMs int32
+	topics     []fetchTopicResult
 	// nodeEndpoints are the brokers the partitions' currentLeader name
 	// (v16+), ordered by node id.
 	nodeEndpoints []kmsg.FetchResponseBroker
@@ -150,7 +152,7 @@ func encodeFetch(res *fetchResult) *rawBody {
 		}
 	}
 	if v >= 1 {
-		b.buf = kbin.AppendInt32(b.buf, 0) // throttle
+		b.buf = kbin.AppendInt32(b.buf, res.throttleMs)
 	}
 	if v >= 7 {
 		b.buf = kbin.AppendInt16(b.buf, res.errorCode)

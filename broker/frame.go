@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,6 +52,8 @@ type request struct {
 	// conn is the connection the request came on (nil in tests that
 	// build requests by hand).
 	conn *conn
+	// start is when its handling began (conn.process).
+	start time.Time
 }
 
 // Growth of a frame's buffer as its body arrives (readFrameBody).

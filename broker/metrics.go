@@ -177,7 +177,17 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		name := kmsg.NameForKey(k)
 		m.apis[k] = &apiMetrics{name: name, requests: requests.WithLabelValues(name), latency: latency.WithLabelValues(name)}
 	}
-	m.reg.MustRegister(requests, latency, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors, m.auths,
+	throttle := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "strata_broker_client_quota_throttle_seconds",
+		Help:    "Throttle times applied to clients over their quotas (docs/quotas.md), by quota type (produce, fetch, request).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"quota"})
+	if q := s.clientQuotas; q != nil {
+		for t := range q.throttle {
+			q.throttle[t] = throttle.WithLabelValues(quotaNames[t])
+		}
+	}
+	m.reg.MustRegister(requests, latency, throttle, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors, m.auths,
 		&stateCollector{s: s}, limitsCollector{s: s}, partitionCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

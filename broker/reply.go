@@ -19,6 +19,12 @@ type reply struct {
 	// closeConn: close the connection after this reply (acks=0 produce
 	// that failed, which is how Kafka tells such a producer).
 	closeConn bool
+	// throttleMs is the client quota throttle (client_quotas.go), of
+	// throttleType; rawClientThrottle says a raw body's version
+	// throttles client side (Fetch v8+).
+	throttleMs        int32
+	throttleType      quotaType
+	rawClientThrottle bool
 }
 
 // rawBody is a response body made of in-memory bytes and file ranges, in

@@ -99,7 +99,9 @@ type Server struct {
 	// quotas are the connection limits and reqMem the bound on queued
 	// request bytes (limits.go), set by NewServer.
 	quotas *connQuotas
-	reqMem *requestMemory
+	// clientQuotas are the client quotas (client_quotas.go).
+	clientQuotas *clientQuotas
+	reqMem       *requestMemory
 
 	stats   stats
 	metrics *brokerMetrics // metrics.go
@@ -157,6 +159,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.groupReports.m = map[int]group.LoadReport{}
 	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
+	s.clientQuotas = newClientQuotas(s.log, cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds, s.nowFn)
 	s.metrics = newBrokerMetrics(s)
 	s.tokens = newTokenManager(s)
 	s.logIgnoredKafkaSettings()

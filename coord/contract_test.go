@@ -55,6 +55,7 @@ var contractTests = []struct {
 	{"ScramCredentials", testScramCredentials},
 	{"DelegationTokens", testDelegationTokens},
 	{"EntityConfigs", testEntityConfigs},
+	{"QuotaEntities", testQuotaEntities},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},
 	{"ACLsAfterExpiry", testACLsAfterExpiry},

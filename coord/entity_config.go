@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -18,13 +19,20 @@ import (
 // it sanitizes them (users: SanitizeUser). The cluster-wide default of
 // an entity type is the entity named DefaultEntity.
 //
-// The entity types are EntityTypes; a new one (clients, for quotas) is
-// one more element there, the watch and the cache are shared.
+// The entity types are EntityTypes; a new one is one more element
+// there, the watch and the cache are shared. EntityUserClients is the one
+// nested type: Kafka's /config/users/<user>/clients/<client id> (the
+// quotas of a user and client id together), whose entity names are
+// "<user>/<client id>" (both sanitized), its notifications' entity_path
+// "users/<user>/clients/<client id>".
 
 // Entity types, as Kafka names them in /config.
 const (
 	EntityUsers   = "users"
 	EntityBrokers = "brokers"
+	EntityClients = "clients"
+	// EntityUserClients is /config/users/<user>/clients/<client id>.
+	EntityUserClients = "users/clients"
 )
 
 // DefaultEntity is Kafka's name of an entity type's default entity
@@ -34,7 +42,21 @@ const (
 const DefaultEntity = "<default>"
 
 // EntityTypes are the entity types the coordinators keep and watch.
-var EntityTypes = []string{EntityUsers, EntityBrokers}
+var EntityTypes = []string{EntityUsers, EntityBrokers, EntityClients, EntityUserClients}
+
+// UserClientEntity is the EntityUserClients name of a (sanitized) user
+// and client id.
+func UserClientEntity(user, clientID string) string { return user + "/" + clientID }
+
+// entityZPath is an entity's znode below /config and its notification's
+// entity_path: <type>/<name>, or users/<user>/clients/<client id>.
+func entityZPath(entityType, name string) string {
+	if entityType == EntityUserClients {
+		u, c, _ := strings.Cut(name, "/")
+		return EntityUsers + "/" + u + "/" + EntityClients + "/" + c
+	}
+	return entityType + "/" + name
+}
 
 // EntityConfigStore keeps entity configs (see above). Reads come from a
 // cache that every session keeps current by the change notifications: a
@@ -65,10 +87,21 @@ func checkEntity(entityType, name string) error {
 	if !slices.Contains(EntityTypes, entityType) {
 		return fmt.Errorf("coord: unknown entity type %q", entityType)
 	}
-	if name == "" || name == "." || name == ".." || containsSlash(name) {
+	if entityType == EntityUserClients {
+		u, c, ok := strings.Cut(name, "/")
+		if !ok || !validEntityName(u) || !validEntityName(c) {
+			return fmt.Errorf("coord: invalid %s entity name %q: want <user>/<client id>", entityType, name)
+		}
+		return nil
+	}
+	if !validEntityName(name) {
 		return fmt.Errorf("coord: invalid %s entity name %q", entityType, name)
 	}
 	return nil
+}
+
+func validEntityName(name string) bool {
+	return name != "" && name != "." && name != ".." && !containsSlash(name)
 }
 
 func containsSlash(s string) bool {

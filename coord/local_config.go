@@ -30,7 +30,10 @@ func (ss *LocalSession) EntityConfigs(entityType string) map[string]map[string]s
 		// znode names, as in ZooKeeper.
 		out := make(map[string]map[string]string, len(ents))
 		for u, c := range ents {
-			out[SanitizeUser(u)] = c
+			if u != DefaultEntity { // the file keeps the default entity's name
+				u = SanitizeUser(u)
+			}
+			out[u] = c
 		}
 		ents = out
 	}
@@ -48,7 +51,10 @@ func (ss *LocalSession) AlterEntityConfig(ctx context.Context, entityType, name 
 	if err := checkEntity(entityType, name); err != nil {
 		return err
 	}
-	if entityType == EntityUsers {
+	if entityType == EntityUsers && name != DefaultEntity {
+		// (A user literally named <default> shares the default
+		// entity's key in the file; Kafka tells them apart by the
+		// sanitized name.)
 		user, err := DesanitizeUser(name)
 		if err != nil {
 			return fmt.Errorf("coord: user entity name %q is not URL-encoded", name)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ type zkConfigs struct {
 		sync.Mutex
 		// entities: entity type to znode name to config.
 		entities map[string]map[string]map[string]string
+		// writes counts this session's writes put into entities, so a
+		// reload that read the znodes before one does not undo it.
+		writes uint64
 	}
 }
 
@@ -61,7 +65,9 @@ func (z *ZK) startConfigs(ctx context.Context) error {
 	c.mu.entities = map[string]map[string]map[string]string{}
 	dirs := []string{zConfig, zConfigChanges}
 	for _, typ := range EntityTypes {
-		dirs = append(dirs, zConfig+"/"+typ)
+		if typ != EntityUserClients { // below each user's znode
+			dirs = append(dirs, zConfig+"/"+typ)
+		}
 	}
 	if err := z.createPersistent(ctx, dirs); err != nil {
 		return err
@@ -78,16 +84,49 @@ func (z *ZK) startConfigs(ctx context.Context) error {
 // reload reads every entity znode of every type and replaces the cache;
 // the watchers hear of it when anything changed.
 func (c *zkConfigs) reload(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		writes := c.mu.writes
+		c.mu.Unlock()
+		all, err := c.readAll(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.mu.writes != writes && attempt < 10 {
+			c.mu.Unlock()
+			continue // a write of ours landed meanwhile: read again
+		}
+		changed := !equalEntities(c.mu.entities, all)
+		c.mu.entities = all
+		c.mu.Unlock()
+		if changed {
+			c.watchers.notify()
+		}
+		return nil
+	}
+}
+
+// readAll reads every entity znode of every type.
+func (c *zkConfigs) readAll(ctx context.Context) (map[string]map[string]map[string]string, error) {
 	z := c.z
 	all := map[string]map[string]map[string]string{}
 	for _, typ := range EntityTypes {
+		if typ == EntityUserClients {
+			ents, err := c.reloadUserClients(ctx, all[EntityUsers])
+			if err != nil {
+				return nil, err
+			}
+			all[typ] = ents
+			continue
+		}
 		p := z.path(zConfig + "/" + typ)
 		var names []string
 		if err := z.call(ctx, "children", p, func() (err error) {
 			names, _, err = z.conn.Children(p)
 			return err
 		}); err != nil {
-			return err
+			return nil, err
 		}
 		ents := map[string]map[string]string{}
 		for _, n := range names {
@@ -96,20 +135,46 @@ func (c *zkConfigs) reload(ctx context.Context) error {
 				continue
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 			ents[n] = nonNil(cfg)
 		}
 		all[typ] = ents
 	}
-	c.mu.Lock()
-	changed := !equalEntities(c.mu.entities, all)
-	c.mu.entities = all
-	c.mu.Unlock()
-	if changed {
-		c.watchers.notify()
+	return all, nil
+}
+
+// reloadUserClients reads /config/users/<user>/clients/<client id> of
+// every user (users: the users' entities just read).
+func (c *zkConfigs) reloadUserClients(ctx context.Context, users map[string]map[string]string) (map[string]map[string]string, error) {
+	z := c.z
+	ents := map[string]map[string]string{}
+	for u := range users {
+		p := z.path(zConfig + "/" + EntityUsers + "/" + u + "/" + EntityClients)
+		var names []string
+		err := z.call(ctx, "children", p, func() (err error) {
+			names, _, err = z.conn.Children(p)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			name := UserClientEntity(u, n)
+			cfg, _, err := c.read(ctx, EntityUserClients, name)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			ents[name] = nonNil(cfg)
+		}
 	}
-	return nil
+	return ents, nil
 }
 
 // read returns an entity znode's config and version (zk.ErrNoNode wrapped
@@ -117,7 +182,7 @@ func (c *zkConfigs) reload(ctx context.Context) error {
 // configs are not dropped silently.
 func (c *zkConfigs) read(ctx context.Context, typ, name string) (map[string]string, int32, error) {
 	z := c.z
-	p := z.path(zConfig + "/" + typ + "/" + name)
+	p := z.path(zConfig + "/" + entityZPath(typ, name))
 	var data []byte
 	var st *zk.Stat
 	if err := z.call(ctx, "get", p, func() (err error) {
@@ -163,8 +228,16 @@ func (z *ZK) AlterEntityConfig(ctx context.Context, entityType, name string, fn 
 		return err
 	}
 	c := z.configs
-	p := z.path(zConfig + "/" + entityType + "/" + name)
-	note := zChangeData{Version: zChangeVersion, EntityPath: entityType + "/" + name}
+	p := z.path(zConfig + "/" + entityZPath(entityType, name))
+	note := zChangeData{Version: zChangeVersion, EntityPath: entityZPath(entityType, name)}
+	if entityType == EntityUserClients {
+		// Kafka creates the parents without data (createRecursive).
+		u, _, _ := strings.Cut(name, "/")
+		parent := zConfig + "/" + EntityUsers + "/" + u
+		if err := z.createPersistent(ctx, []string{parent, parent + "/" + EntityClients}); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt >= 20 {
 			return fmt.Errorf("%w: %s entity %q: writers kept conflicting", ErrVersionConflict, entityType, name)
@@ -231,6 +304,7 @@ func (z *ZK) AlterEntityConfig(ctx context.Context, entityType, name string, fn 
 		}
 		all[entityType] = ents
 		c.mu.entities = all
+		c.mu.writes++
 		c.mu.Unlock()
 		c.watchers.notify()
 		return nil

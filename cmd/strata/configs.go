@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&command{
 		name:    "configs",
-		summary: "describe and alter topic and broker configs (kafka-configs.sh)",
+		summary: "describe and alter topic and broker configs and client quotas (kafka-configs.sh)",
 		actions: configsActions,
 		help:    configsHelp,
 		// runConfigs takes Kafka's --describe / --alter spellings too.
@@ -48,6 +48,14 @@ Entity types:
            one broker (any id, live or not, for alter), --entity-default
            for the cluster-wide default; describe: every live broker when
            neither is given
+  users    client quotas of a user (--entity-name USER, --entity-default:
+           every user without its own); describe: every user when
+           neither is given
+  clients  client quotas of a client id, likewise; --entity-type users and
+           --entity-type clients together: a user's quotas for one client
+           id (the i-th --entity-name or --entity-default names the i-th
+           type, as kafka-configs.sh); quota keys: producer_byte_rate,
+           consumer_byte_rate, request_percentage (docs/quotas.md)
 
 Actions:
   describe  print the dynamic configs (--all: every config, with its source
@@ -81,6 +89,11 @@ type configEntityType struct {
 	describe func(ctx context.Context, s *session, name string) (kadm.ResourceConfig, error)
 	// alter applies one entity's changes.
 	alter func(ctx context.Context, s *session, name string, changes []kadm.AlterConfig) error
+	// quota: the entity's configs are client quotas (configs_quotas.go:
+	// DescribeClientQuotas, AlterClientQuotas), quotaType its Kafka
+	// entity type.
+	quota     bool
+	quotaType string
 }
 
 var configEntityTypes = []configEntityType{
@@ -135,6 +148,8 @@ var configEntityTypes = []configEntityType{
 		},
 		alter: alterBrokerConfigs,
 	},
+	{name: "users", aliases: []string{"user"}, what: "user-principal", hasDefault: true, quota: true, quotaType: "user"},
+	{name: "clients", aliases: []string{"client", "client-id"}, what: "client-id", hasDefault: true, quota: true, quotaType: "client-id"},
 }
 
 // alterBrokerConfigs sends one broker resource's IncrementalAlterConfigs:
@@ -223,30 +238,119 @@ func runConfigs(args []string, stdout, stderr io.Writer) int {
 	return runActions("configs", configsHelp, configsActions, rest, stdout, stderr)
 }
 
-// entityFlags are the flags that name the entity.
+// entityFlags are the flags that name the entity: as kafka-configs.sh,
+// --entity-type may be given twice (users and clients: a user's quotas
+// for one client id), the i-th --entity-name or --entity-default
+// naming the i-th type.
 type entityFlags struct {
-	typ, name *string
-	def       *bool
+	types *stringsFlag
+	names *entityNames
+}
+
+// entityNames records --entity-name and --entity-default in order.
+type entityNames struct {
+	list []entityName
+}
+
+type entityName struct {
+	name string
+	def  bool
+}
+
+type nameFlag struct{ n *entityNames }
+
+func (f nameFlag) String() string { return "" }
+func (f nameFlag) Set(v string) error {
+	f.n.list = append(f.n.list, entityName{name: strings.TrimSpace(v)})
+	return nil
+}
+
+type defaultFlag struct{ n *entityNames }
+
+func (f defaultFlag) String() string   { return "" }
+func (f defaultFlag) IsBoolFlag() bool { return true }
+func (f defaultFlag) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	if b {
+		f.n.list = append(f.n.list, entityName{def: true})
+	}
+	return nil
 }
 
 func addEntityFlags(c *clientCmd) entityFlags {
-	return entityFlags{
-		typ:  c.fs.String("entity-type", "", "`TYPE` of the entity: topics or brokers"),
-		name: c.fs.String("entity-name", "", "the entity's `NAME`: a topic, a broker id"),
-		def:  c.fs.Bool("entity-default", false, "the cluster-wide default entity (brokers)"),
+	f := entityFlags{types: &stringsFlag{}, names: &entityNames{}}
+	c.fs.Var(f.types, "entity-type", "`TYPE` of the entity: topics, brokers, users or clients (users and clients both: a user's quotas for a client id)")
+	c.fs.Var(nameFlag{f.names}, "entity-name", "the entity's `NAME`: a topic, a broker id, a user, a client id")
+	c.fs.Var(defaultFlag{f.names}, "entity-default", "the cluster-wide default entity (brokers, users, clients)")
+	return f
+}
+
+// quotaEntity is a client quota entity part: a user or client id,
+// named or the default, or every one of the type (describe).
+type quotaEntity struct {
+	et   *configEntityType
+	name string
+	def  bool
+}
+
+// parseQuota checks entity flags naming client quota entities: users,
+// clients, or both (users first or not).
+func (f entityFlags) parseQuota(needOne bool) ([]quotaEntity, error) {
+	types := *f.types
+	if len(f.names.list) > len(types) {
+		return nil, fmt.Errorf("more --entity-name/--entity-default than --entity-type")
 	}
+	var out []quotaEntity
+	for i, typ := range types {
+		et, err := findEntityType(typ)
+		if err != nil {
+			return nil, err
+		}
+		if !et.quota {
+			return nil, fmt.Errorf("--entity-type %s cannot be combined with another --entity-type (only users with clients)", et.name)
+		}
+		e := quotaEntity{et: et}
+		if i < len(f.names.list) {
+			e.name, e.def = f.names.list[i].name, f.names.list[i].def
+			if !e.def && e.name == "" {
+				return nil, fmt.Errorf("--entity-name: empty %s", et.what)
+			}
+		} else if needOne {
+			return nil, fmt.Errorf("--entity-name or --entity-default is required for --entity-type %s", et.name)
+		}
+		for _, o := range out {
+			if o.et == et {
+				return nil, fmt.Errorf("--entity-type %s given twice", et.name)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // parseEntity checks the entity flags: the type, and the name ("" for
 // every entity, or, with isDefault, the default).
 func (f entityFlags) parse(needOne bool) (et *configEntityType, name string, isDefault bool, err error) {
-	if *f.typ == "" {
+	types := *f.types
+	if len(types) == 0 {
 		return nil, "", false, fmt.Errorf("--entity-type is required")
 	}
-	if et, err = findEntityType(*f.typ); err != nil {
+	if len(types) > 1 {
+		return nil, "", false, fmt.Errorf("--entity-type given %d times: only users and clients combine", len(types))
+	}
+	if et, err = findEntityType(types[0]); err != nil {
 		return nil, "", false, err
 	}
-	name, isDefault = strings.TrimSpace(*f.name), *f.def
+	switch len(f.names.list) {
+	case 0:
+	case 1:
+		name, isDefault = f.names.list[0].name, f.names.list[0].def
+	default:
+		return nil, "", false, fmt.Errorf("--entity-name and --entity-default are exclusive, and name one entity")
+	}
 	switch {
 	case isDefault && name != "":
 		return nil, "", false, fmt.Errorf("--entity-name and --entity-default are exclusive")
@@ -311,9 +415,15 @@ name=value, sensitive, and the synonyms with their sources, strongest first
 (DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG). --all prints every config. Without a
 name: every topic, or every live broker.
+
+For users and clients: the client quotas (DescribeClientQuotas), one line
+"Quota configs for user-principal 'alice', client-id 'app' are k=v" per
+entity that matches exactly (a type without a name: every named entity of
+that type).
 `, `
 Example:
   strata configs describe --entity-type brokers --entity-default
+  strata configs describe --entity-type users --entity-name alice --entity-type clients --entity-name app
   strata configs describe --entity-type topics --entity-name orders --all --format json
 `, stdout, stderr)
 	ef := addEntityFlags(c)
@@ -325,6 +435,16 @@ Example:
 	}
 	if len(pos) > 0 {
 		return c.usageError("unexpected argument %q", pos[0])
+	}
+	if ef.isQuota() {
+		if *all {
+			return c.usageError("--all does not apply to client quotas")
+		}
+		ents, err := ef.parseQuota(false)
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		return describeQuotas(c, ents, format.json())
 	}
 	et, name, isDefault, err := ef.parse(false)
 	if err != nil {
@@ -409,11 +529,15 @@ Changes an entity's configs with IncrementalAlterConfigs: each --add-config
 pair is a SET, each --delete-config key a DELETE, all in one request, all
 or nothing. A value with commas goes in brackets: cleanup.policy=[compact,delete].
 A broker's configs are dynamic broker configs: a setting that cannot change
-at run time is refused by the broker (INVALID_REQUEST).
+at run time is refused by the broker (INVALID_REQUEST). For users and
+clients the configs are client quotas (AlterClientQuotas): producer_byte_rate,
+consumer_byte_rate (bytes/s), request_percentage.
 `, `
 Example:
   strata configs alter --entity-type brokers --entity-name 2 --add-config leader.replication.throttled.rate=10485760
   strata configs alter --entity-type topics --entity-name orders --delete-config retention.ms
+  strata configs alter --entity-type clients --entity-name app --add-config producer_byte_rate=1048576
+  strata configs alter --entity-type users --entity-default --entity-type clients --entity-default --add-config consumer_byte_rate=2097152
 `, stdout, stderr)
 	ef := addEntityFlags(c)
 	var adds, dels stringsFlag
@@ -425,6 +549,13 @@ Example:
 	}
 	if len(pos) > 0 {
 		return c.usageError("unexpected argument %q", pos[0])
+	}
+	if ef.isQuota() {
+		ents, err := ef.parseQuota(true)
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		return alterQuotas(c, ents, adds, dels)
 	}
 	et, name, isDefault, err := ef.parse(true)
 	if err != nil {
