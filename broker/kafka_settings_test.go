@@ -46,8 +46,9 @@ func TestKafkaServerProperties(t *testing.T) {
 	for _, k := range kafka39ServerPropertiesKeys {
 		fmt.Fprintf(&b, "%s=%s\n", k, values[k])
 	}
-	// The test's own: a free port, few offsets partitions.
-	b.WriteString("listeners=PLAINTEXT://127.0.0.1:0\noffsets.topic.num.partitions=3\n")
+	// The test's own: a free port, no metrics listener (its default port
+	// may be taken on this machine), few offsets partitions.
+	b.WriteString("listeners=PLAINTEXT://127.0.0.1:0\nmetrics.listener=\noffsets.topic.num.partitions=3\n")
 	path := filepath.Join(dir, "server.properties")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
