@@ -45,6 +45,7 @@ type OffsetMap struct {
 	latest     int64      // largest offset put since Clear, -1 if none
 	sink       byte       // touch's loads end here, so that they are not optimized away
 	scan       []cleanRec // scratch of MapBatch and Log.Clean's map pass
+	cache      recCache   // Log.Clean's map pass's records, for its filter pass (clean_cache.go)
 }
 
 const (
