@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -106,54 +107,81 @@ func ctSameFiles(t *testing.T, a, b string) {
 }
 
 // TestCleanByteFlippedBetweenPasses flips one byte of a dirty segment's
-// records after the map pass walked them (the "mapped" hook): whatever the
-// record cache holds, the filter pass finds the batch corrupt (its CRC),
-// the cleaning fails with a corruption error and no segment changes.
+// records after the map pass walked them (the "mapped" hook), in the first
+// batch or in one in the middle of the segment, read in one chunk or in
+// chunks of 600 bytes (the batch then in a later chunk): whatever the record cache holds, the filter pass finds the batch
+// corrupt (its CRC), the cleaning fails with a corruption error naming the
+// batch's position, and no segment changes.
 func TestCleanByteFlippedBetweenPasses(t *testing.T) {
 	defer func(n int) { recCacheLimit = n }(recCacheLimit)
 	for _, limit := range []int{0, recCacheLimit} {
-		recCacheLimit = limit
-		dir := t.TempDir()
-		var flipAt string
-		hook := func(point string) error {
-			if point != "mapped" {
-				return nil
+		for _, chunk := range []int{0, 600} {
+			for _, middle := range []bool{false, true} {
+				ctFlipRun(t, limit, chunk, middle)
 			}
-			f, err := os.OpenFile(flipAt, os.O_RDWR, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			var b [1]byte
-			at := int64(HeaderSize + 5) // inside the first batch's first record
-			if _, err := f.ReadAt(b[:], at); err != nil {
-				return err
-			}
-			b[0] ^= 0x10
-			_, err = f.WriteAt(b[:], at)
+		}
+	}
+}
+
+func ctFlipRun(t *testing.T, limit, chunk int, middle bool) {
+	recCacheLimit = limit
+	dir := t.TempDir()
+	var flipAt string
+	var batchAt int64
+	hook := func(point string) error {
+		if point != "mapped" {
+			return nil
+		}
+		f, err := os.OpenFile(flipAt, os.O_RDWR, 0)
+		if err != nil {
 			return err
 		}
-		cfg := lgConfig()
-		cfg.SegmentBytes = 4096
-		l := lgOpen(t, dir, cfg, withCleanHook(hook))
-		rng := rand.New(rand.NewPCG(1, 1))
-		clock := &ctClock{t: time.UnixMilli(1_700_000_000_000)}
-		ctProduce(t, l, newCtModel(), rng, clock, 60, 10, false)
-		segs := l.Segments()
-		if len(segs) < 3 {
-			t.Fatalf("%d segments, want at least 3", len(segs))
+		defer f.Close()
+		var b [1]byte
+		at := batchAt + HeaderSize + 2 // inside the batch's first record
+		if _, err := f.ReadAt(b[:], at); err != nil {
+			return err
 		}
-		flipAt = filepath.Join(dir, segmentName(segs[0].BaseOffset)+LogSuffix)
-		_, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<20)})
-		if !IsCorrupt(err) {
-			t.Fatalf("cache limit %d: Clean after a flipped byte: got %v, want a corruption error", limit, err)
-		}
-		if got := l.Segments(); !reflect.DeepEqual(got, segs) {
-			t.Fatalf("cache limit %d: segments changed: %v, were %v", limit, got, segs)
-		}
-		if errors.Is(err, ErrPoisoned) {
-			t.Fatalf("cache limit %d: log poisoned: %v", limit, err)
-		}
-		t.Logf("cache limit %d: %v", limit, err)
+		b[0] ^= 0x10
+		_, err = f.WriteAt(b[:], at)
+		return err
 	}
+	cfg := lgConfig()
+	cfg.SegmentBytes = 4096
+	l := lgOpen(t, dir, cfg, withCleanHook(hook))
+	rng := rand.New(rand.NewPCG(1, 1))
+	clock := &ctClock{t: time.UnixMilli(1_700_000_000_000)}
+	ctProduce(t, l, newCtModel(), rng, clock, 60, 10, false)
+	segs := l.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	flipAt = filepath.Join(dir, segmentName(segs[0].BaseOffset)+LogSuffix)
+	if middle {
+		data, err := os.ReadFile(flipAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var starts []int64
+		for pos := int64(0); pos < int64(len(data)); {
+			h, err := ParseHeader(data[pos:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts = append(starts, pos)
+			pos += int64(h.Size())
+		}
+		batchAt = starts[len(starts)/2]
+	}
+	_, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<20), IOBufferBytes: chunk})
+	if !IsCorrupt(err) || !strings.Contains(err.Error(), fmt.Sprintf(" at %d: ", batchAt)) {
+		t.Fatalf("cache limit %d, chunk %d, batch at %d: Clean after a flipped byte: got %v, want a corruption error at %d", limit, chunk, batchAt, err, batchAt)
+	}
+	if got := l.Segments(); !reflect.DeepEqual(got, segs) {
+		t.Fatalf("cache limit %d: segments changed: %v, were %v", limit, got, segs)
+	}
+	if errors.Is(err, ErrPoisoned) {
+		t.Fatalf("cache limit %d: log poisoned: %v", limit, err)
+	}
+	t.Logf("cache limit %d, chunk %d: %v", limit, chunk, err)
 }
