@@ -185,3 +185,55 @@ func ctFlipRun(t *testing.T, limit, chunk int, middle bool) {
 	}
 	t.Logf("cache limit %d, chunk %d: %v", limit, chunk, err)
 }
+
+// TestOffsetMapSlotHints puts records batch by batch through every growth
+// of the table, as the map pass does, and then looks each record's key up
+// through its slot hint (latestOf), as the filter pass does: the answer is
+// Get's for every record, whether its hint is current, stale (the table
+// grew after it was put), missing or wrong.
+func TestOffsetMapSlotHints(t *testing.T) {
+	m := ctMap(t, 24*200_000)
+	m.clearFor(150_000)
+	rng := rand.New(rand.NewPCG(9, 28))
+	var recs []cleanRec
+	var keys [][]byte
+	startSlots := m.nslots
+	for off := int64(0); off < 150_000; off += 10 {
+		batch := make([]cleanRec, 10)
+		for i := range batch {
+			k := fmt.Appendf(nil, "key-%d", rng.IntN(40_000))
+			batch[i] = cleanRec{hash: hashKey(k), off: off + int64(i)}
+			keys = append(keys, k)
+		}
+		m.putRecords(batch, 0)
+		recs = append(recs, batch...)
+	}
+	if m.nslots == startSlots {
+		t.Fatalf("the table never grew (%d slots)", m.nslots)
+	}
+	stale := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.slot == 0 {
+			t.Fatalf("record %d has no hint", i)
+		}
+		want := m.Get(keys[i])
+		if got := m.latestOf(r); got != want {
+			t.Fatalf("record %d (hint %d): latestOf %d, Get %d", i, r.slot, got, want)
+		}
+		if idx, found := m.find(&r.hash); !found || idx+1 != uint64(r.slot) {
+			stale++
+		}
+		for _, hint := range []uint32{0, 1, uint32(m.nslots), uint32(m.nslots) + 1, uint32(rng.IntN(int(m.nslots)) + 1)} {
+			h := *r
+			h.slot = hint
+			if got := m.latestOf(&h); got != want {
+				t.Fatalf("record %d with hint %d: latestOf %d, Get %d", i, hint, got, want)
+			}
+		}
+	}
+	if stale == 0 || stale == len(recs) {
+		t.Fatalf("%d of %d hints stale: want some of both", stale, len(recs))
+	}
+	t.Logf("%d records, %d keys, %d slots; %d hints stale", len(recs), m.Size(), m.nslots, stale)
+}

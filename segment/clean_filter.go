@@ -112,7 +112,7 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	}
 	horizon, hasHorizon := h.DeleteHorizon()
 	retainDeletes := !hasHorizon || f.nowMs < horizon
-	f.m.touch(recs)
+	f.m.touchHinted(recs)
 	f.kept = f.kept[:0]
 	tombstoneKept := false
 	for i := range recs {
@@ -122,7 +122,7 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 			case r.keyless:
 				f.stats.KeylessDropped++
 				continue
-			case r.off < f.m.getHash(&r.hash):
+			case r.off < f.m.latestOf(r):
 				continue
 			case r.nullVal && !retainDeletes:
 				f.stats.TombstonesRemoved++

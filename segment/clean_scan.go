@@ -28,6 +28,10 @@ type cleanRec struct {
 	attrs   int32
 	tsEnd   int32
 	end     int32
+	// slot is 1 + the offset map slot the map pass put the key in, 0 if
+	// none: a hint for the filter pass's lookup (OffsetMap.latestOf), only
+	// taken when that slot still holds the key's hash.
+	slot    uint32
 	keyless bool
 	nullVal bool // a tombstone
 }
