@@ -342,6 +342,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 	res := CleanResult{FirstDirty: p.firstDirty, FirstUncleanable: p.uncleanable, MappedEnd: p.firstDirty}
 	// The dirty section holds at most as many keys as it spans offsets.
 	cc.Map.clearFor(p.uncleanable - p.firstDirty)
+	cc.Map.cache.reset(p.uncleanable - p.firstDirty)
 	end := p.firstDirty
 	if p.firstDirty < p.uncleanable {
 		if end, err = l.buildOffsetMap(ctx, cc, p, &res); errors.Is(err, errSourcesChanged) {
@@ -368,6 +369,7 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 		m: cc.Map, end: end, nowMs: nowMs, deleteRetentionMs: cc.DeleteRetentionMs,
 		lastOfProducer: lastOf, maxDecompressed: cc.MaxDecompressed, stats: &res,
 		validated: true, // cleanGroup's batchScanner validates every batch
+		cache:     &cc.Map.cache,
 		aborted:   newAbortedSet(cc.AbortedTxns),
 		txn:       newMarkerTracker(cc.TxnsComplete, cc.AbortedTxns),
 	}
@@ -432,13 +434,23 @@ func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, r
 				return h.BaseOffset, nil
 			}
 			rh, data, err := batchRecords(b, h, true, cc.MaxDecompressed)
+			var recs []cleanRec
 			if err == nil {
-				m.scan, err = scanRecords(&rh, data, m.scan[:0])
+				dst, cached := m.cache.room(&rh, m.scan)
+				first := len(dst)
+				if recs, err = scanRecords(&rh, data, dst); err == nil {
+					if cached {
+						m.cache.add(&rh, recs) // for the filter pass (clean_cache.go)
+					} else {
+						m.scan = recs
+					}
+					recs = recs[first:]
+				}
 			}
 			if err != nil {
 				return 0, fmt.Errorf("segment: clean %s: %w", src.snap.path, err)
 			}
-			m.putRecords(m.scan, p.firstDirty)
+			m.putRecords(recs, p.firstDirty)
 		}
 		res.MapBytesRead += sc.read
 		buf = sc.buf

@@ -48,9 +48,12 @@ type batchFilter struct {
 	// filter does not check it again.
 	validated bool
 
-	recs    []cleanRec // scratch: the batch's records
-	kept    []int32    // scratch: indexes of the records kept
-	scratch []byte     // uncompressed records of a rewritten batch
+	recs []cleanRec // scratch: the batch's records
+	// cache holds the records the map pass walked (clean_cache.go); nil
+	// for a BatchCleaner.
+	cache   *recCache
+	kept    []int32 // scratch: indexes of the records kept
+	scratch []byte  // uncompressed records of a rewritten batch
 
 	readBuf, outBuf []byte // Log.Clean's I/O buffers, reused from group to group
 }
@@ -92,26 +95,34 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 	if out, ok := f.filterAborted(dst, b, h); ok {
 		return out, nil
 	}
-	rh, data, err := batchRecords(b, h, f.validated, f.maxDecompressed)
-	if err != nil {
-		return dst, err
+	// The records as the map pass walked them (clean_cache.go), or walked
+	// now; data, the records section, is needed only to rewrite.
+	var data []byte
+	recs, cached := f.cache.lookup(&h)
+	if !cached {
+		var rh Header
+		var err error
+		if rh, data, err = batchRecords(b, h, f.validated, f.maxDecompressed); err != nil {
+			return dst, err
+		}
+		if f.recs, err = scanRecords(&rh, data, f.recs[:0]); err != nil {
+			return dst, err
+		}
+		recs = f.recs
 	}
 	horizon, hasHorizon := h.DeleteHorizon()
 	retainDeletes := !hasHorizon || f.nowMs < horizon
-	if f.recs, err = scanRecords(&rh, data, f.recs[:0]); err != nil {
-		return dst, err
-	}
-	f.m.touch(f.recs)
+	f.m.touchHinted(recs)
 	f.kept = f.kept[:0]
 	tombstoneKept := false
-	for i := range f.recs {
-		r := &f.recs[i]
+	for i := range recs {
+		r := &recs[i]
 		if r.off < f.end {
 			switch {
 			case r.keyless:
 				f.stats.KeylessDropped++
 				continue
-			case r.off < f.m.getHash(&r.hash):
+			case r.off < f.m.latestOf(r):
 				continue
 			case r.nullVal && !retainDeletes:
 				f.stats.TombstonesRemoved++
@@ -121,7 +132,7 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 		tombstoneKept = tombstoneKept || r.nullVal
 		f.kept = append(f.kept, int32(i))
 	}
-	removed := len(f.recs) - len(f.kept)
+	removed := len(recs) - len(f.kept)
 	f.stats.RecordsKept += int64(len(f.kept))
 	setHorizon := tombstoneKept && !hasHorizon
 	switch {
@@ -144,7 +155,13 @@ func (f *batchFilter) filter(dst, b []byte, h Header) ([]byte, error) {
 		horizon, hasHorizon = f.newHorizon(), true
 	}
 	f.rewrote = true
-	return f.appendRewritten(dst, h, data, hasHorizon, horizon)
+	if cached {
+		var err error
+		if _, data, err = batchRecords(b, h, f.validated, f.maxDecompressed); err != nil {
+			return dst, err
+		}
+	}
+	return f.appendRewritten(dst, h, recs, data, hasHorizon, horizon)
 }
 
 // newHorizon is the delete horizon a batch gets when a cleaning first
@@ -156,17 +173,18 @@ func (f *batchFilter) newHorizon() int64 {
 	return f.nowMs + f.deleteRetentionMs
 }
 
-// appendRewritten appends a batch holding the kept records of data (the
-// records section of the batch h) in place of h: same offsets range,
+// appendRewritten appends a batch holding the kept records (f.kept,
+// indexes into all, the batch's records walked from data, the records
+// section of the batch h) in place of h: same offsets range,
 // producer fields, partition leader epoch, timestamp type and codec; with
 // the delete horizon when hasHorizon. The base timestamp is the first kept
 // record's timestamp (or the horizon), as Kafka's MemoryRecords.filterTo
 // writes it; each kept record's bytes are copied, with only its timestamp
 // delta re-encoded when the base timestamp moved (appendSpliced): the
 // bytes appendRecord would encode from the record's fields.
-func (f *batchFilter) appendRewritten(dst []byte, h Header, data []byte, hasHorizon bool, horizon int64) ([]byte, error) {
+func (f *batchFilter) appendRewritten(dst []byte, h Header, all []cleanRec, data []byte, hasHorizon bool, horizon int64) ([]byte, error) {
 	attrs := uint16(h.Attributes) &^ attrDeleteHorizon
-	baseTS := f.recs[f.kept[0]].ts
+	baseTS := all[f.kept[0]].ts
 	if h.LogAppendTime() {
 		baseTS = h.BaseTimestamp // every record reads as maxTimestamp anyway
 	}
@@ -177,7 +195,7 @@ func (f *batchFilter) appendRewritten(dst []byte, h Header, data []byte, hasHori
 	maxTS := int64(-1)
 	recs := f.scratch[:0]
 	for _, i := range f.kept {
-		r := &f.recs[i]
+		r := &all[i]
 		maxTS = max(maxTS, r.ts)
 		recs = appendSpliced(recs, data, r, r.ts-baseTS)
 	}

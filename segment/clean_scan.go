@@ -28,6 +28,10 @@ type cleanRec struct {
 	attrs   int32
 	tsEnd   int32
 	end     int32
+	// slot is 1 + the offset map slot the map pass put the key in, 0 if
+	// none: a hint for the filter pass's lookup (OffsetMap.latestOf), only
+	// taken when that slot still holds the key's hash.
+	slot    uint32
 	keyless bool
 	nullVal bool // a tombstone
 }
@@ -79,8 +83,15 @@ func scanRecords(h *Header, data []byte, recs []cleanRec) ([]cleanRec, error) {
 // scanRecord decides). The fuzz test FuzzScanRecords holds the two to the
 // same answers as RecordIter.
 func scanRecordFast(h *Header, data []byte, pos int, lastDelta int64, r *cleanRec) (int, bool) {
-	size, i, ok := varintAt(data, pos)
-	if !ok || size < 0 || size > int64(len(data)-i) {
+	// Each varint: varint12 inline, varintAtSlow past two bytes.
+	size, i := varint12(data, pos)
+	if i == pos {
+		var ok bool
+		if size, i, ok = varintAtSlow(data, pos); !ok {
+			return 0, false
+		}
+	}
+	if size < 0 || size > int64(len(data)-i) {
 		return 0, false
 	}
 	end := i + int(size)
@@ -90,16 +101,35 @@ func scanRecordFast(h *Header, data []byte, pos int, lastDelta int64, r *cleanRe
 	}
 	r.start, r.attrs = int32(pos), int32(i)
 	i++
-	if r.tsDelta, i, ok = varintAt(b, i); !ok {
-		return 0, false
+	j := i
+	if r.tsDelta, j = varint12(b, i); j == i {
+		var ok bool
+		if r.tsDelta, j, ok = varintAtSlow(b, i); !ok {
+			return 0, false
+		}
 	}
+	i = j
 	r.tsEnd = int32(i)
-	offDelta, i, ok := varintAt(b, i)
-	if !ok || offDelta < 0 || offDelta > int64(h.LastOffsetDelta) || offDelta <= lastDelta {
+	offDelta, j := varint12(b, i)
+	if j == i {
+		var ok bool
+		if offDelta, j, ok = varintAtSlow(b, i); !ok {
+			return 0, false
+		}
+	}
+	i = j
+	if offDelta < 0 || offDelta > int64(h.LastOffsetDelta) || offDelta <= lastDelta {
 		return 0, false
 	}
-	klen, i, ok := varintAt(b, i)
-	if !ok || klen < -1 || klen > int64(end-i) {
+	klen, j := varint12(b, i)
+	if j == i {
+		var ok bool
+		if klen, j, ok = varintAtSlow(b, i); !ok {
+			return 0, false
+		}
+	}
+	i = j
+	if klen < -1 || klen > int64(end-i) {
 		return 0, false
 	}
 	var key []byte
@@ -107,8 +137,15 @@ func scanRecordFast(h *Header, data []byte, pos int, lastDelta int64, r *cleanRe
 		key = b[i : i+int(klen)]
 		i += int(klen)
 	}
-	vlen, i, ok := varintAt(b, i)
-	if !ok || vlen < -1 || vlen > int64(end-i) {
+	vlen, j := varint12(b, i)
+	if j == i {
+		var ok bool
+		if vlen, j, ok = varintAtSlow(b, i); !ok {
+			return 0, false
+		}
+	}
+	i = j
+	if vlen < -1 || vlen > int64(end-i) {
 		return 0, false
 	}
 	if vlen >= 0 {
@@ -147,6 +184,31 @@ func scanRecordFast(h *Header, data []byte, pos int, lastDelta int64, r *cleanRe
 // varintAt reads the zigzag varint at b[i:], returning it and the position
 // after it: binary.Varint without its call and slicing.
 func varintAt(b []byte, i int) (int64, int, bool) {
+	if v, j := varint12(b, i); j != i {
+		return v, j, true
+	}
+	return varintAtSlow(b, i)
+}
+
+// varint12 decodes a one- or two-byte varint at b[i:] (every delta, count
+// and length of a small record), inlined into the caller: next is i when
+// the varint is longer or b ends (then varintAtSlow decides).
+func varint12(b []byte, i int) (v int64, next int) {
+	if uint(i+1) < uint(len(b)) {
+		u := uint64(b[i])
+		if u < 0x80 {
+			return int64(u>>1) ^ -int64(u&1), i + 1
+		}
+		if c := b[i+1]; c < 0x80 {
+			u = u&0x7f | uint64(c)<<7
+			return int64(u>>1) ^ -int64(u&1), i + 2
+		}
+	}
+	return 0, i
+}
+
+// varintAtSlow is varintAt's loop, for any varint.
+func varintAtSlow(b []byte, i int) (int64, int, bool) {
 	var u uint64
 	var shift uint
 	for j := i; j < len(b) && j < i+binary.MaxVarintLen64; j++ {

@@ -143,7 +143,7 @@ func (f *batchFilter) filterMarker(dst, b []byte, h Header) ([]byte, error) {
 		f.stats.RecordsKept += int64(h.RecordCount)
 		f.stats.MarkerHorizonsSet++
 		f.rewrote = true
-		return f.appendRewritten(dst, h, data, true, f.newHorizon())
+		return f.appendRewritten(dst, h, f.recs, data, true, f.newHorizon())
 	}
 	f.stats.RecordsKept += int64(h.RecordCount)
 	return append(dst, b...), nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 )
 
@@ -45,6 +46,7 @@ type OffsetMap struct {
 	latest     int64      // largest offset put since Clear, -1 if none
 	sink       byte       // touch's loads end here, so that they are not optimized away
 	scan       []cleanRec // scratch of MapBatch and Log.Clean's map pass
+	cache      recCache   // Log.Clean's map pass's records, for its filter pass (clean_cache.go)
 }
 
 const (
@@ -276,15 +278,33 @@ func (m *OffsetMap) touch(recs []cleanRec) {
 	m.sink ^= x
 }
 
+// touchHinted is touch for the filter pass: it loads the slot of each
+// record's hint (cleanRec.slot) where it has one, the home slot otherwise.
+func (m *OffsetMap) touchHinted(recs []cleanRec) {
+	var x byte
+	for i := range recs {
+		if r := &recs[i]; !r.keyless {
+			idx := uint64(r.slot) - 1
+			if r.slot == 0 || idx >= m.nslots {
+				idx, _ = m.probe(&r.hash)
+			}
+			x ^= m.slots[idx*offsetMapSlot+offsetMapHash]
+		}
+	}
+	m.sink ^= x
+}
+
 // Put records offset as the latest for key, keeping the larger of it and
 // any offset already held. It returns false, changing nothing, when the key
 // is new and the map is full.
 func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	h := hashKey(key)
-	return m.putHash(&h, offset)
+	_, ok := m.putHash(&h, offset)
+	return ok
 }
 
-func (m *OffsetMap) putHash(h *keyHash, offset int64) bool {
+// putHash is Put for a hashed key; it also returns the key's slot.
+func (m *OffsetMap) putHash(h *keyHash, offset int64) (uint64, bool) {
 	idx, found := m.find(h)
 	if !found && m.size >= m.growAt && m.size < m.capacity {
 		m.grow()
@@ -293,17 +313,17 @@ func (m *OffsetMap) putHash(h *keyHash, offset int64) bool {
 	s := m.slots[idx*offsetMapSlot : (idx+1)*offsetMapSlot]
 	if !found {
 		if m.size >= m.capacity {
-			return false
+			return 0, false
 		}
 		binary.LittleEndian.PutUint64(s[0:8], h.a)
 		binary.LittleEndian.PutUint64(s[8:16], h.b)
 		m.size++
 	} else if int64(binary.LittleEndian.Uint64(s[offsetMapHash:]))-1 >= offset {
-		return true
+		return idx, true
 	}
 	binary.LittleEndian.PutUint64(s[offsetMapHash:], uint64(offset+1))
 	m.latest = max(m.latest, offset)
-	return true
+	return idx, true
 }
 
 // putRecords puts the offset of every keyed record of recs at or above
@@ -312,7 +332,9 @@ func (m *OffsetMap) putRecords(recs []cleanRec, from int64) {
 	m.touch(recs)
 	for i := range recs {
 		if r := &recs[i]; r.off >= from && !r.keyless {
-			m.putHash(&r.hash, r.off)
+			if idx, ok := m.putHash(&r.hash, r.off); ok && idx < math.MaxUint32 {
+				r.slot = uint32(idx + 1) // for latestOf
+			}
 		}
 	}
 }
@@ -321,6 +343,21 @@ func (m *OffsetMap) putRecords(recs []cleanRec, from int64) {
 func (m *OffsetMap) Get(key []byte) int64 {
 	h := hashKey(key)
 	return m.getHash(&h)
+}
+
+// latestOf is getHash for record r's key, looked up first in the slot the
+// map pass put it in (r.slot): entries are unique by hash, so a slot
+// holding r's hash is its key's entry, wherever the table grew since.
+// Otherwise (the table grew and moved it, or no hint) it probes.
+func (m *OffsetMap) latestOf(r *cleanRec) int64 {
+	if i := uint64(r.slot); i != 0 && i <= m.nslots {
+		s := m.slots[(i-1)*offsetMapSlot : i*offsetMapSlot]
+		if v := binary.LittleEndian.Uint64(s[offsetMapHash:]); v != 0 && v&offsetMapOld == 0 &&
+			binary.LittleEndian.Uint64(s[0:8]) == r.hash.a && binary.LittleEndian.Uint64(s[8:16]) == r.hash.b {
+			return int64(v) - 1
+		}
+	}
+	return m.getHash(&r.hash)
 }
 
 // getHash is Get for a hashed key.
