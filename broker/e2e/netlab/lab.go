@@ -206,6 +206,11 @@ func (l *Lab) AddHost(name string) *Host {
 	l.mu.hosts = append(l.mu.hosts, h)
 	l.mu.Unlock()
 	l.must("ip", "netns", "add", h.netns)
+	// The lab owns number n (it made the bridge), so a link of this name
+	// is a leftover: the veth of an earlier lab n whose namespace the
+	// kernel had not finished tearing down (namespaces die
+	// asynchronously, their veths with them).
+	_, _ = run("ip", "link", "del", h.veth)
 	l.must("ip", "link", "add", h.veth, "type", "veth", "peer", "name", h.dev, "netns", h.netns)
 	l.must("ip", "link", "set", h.veth, "master", l.bridge, "up")
 	l.must("ip", "-n", h.netns, "addr", "add", h.ip+"/24", "dev", h.dev)
@@ -316,6 +321,11 @@ func (l *Lab) close() {
 	}
 	var errs []string
 	for _, h := range hosts {
+		// The veth first, at once: the namespace's own teardown, which
+		// would take it along, runs later in the kernel.
+		if out, err := run("ip", "link", "del", h.veth); err != nil && !strings.Contains(out, "Cannot find device") {
+			errs = append(errs, fmt.Sprintf("ip link del %s: %v: %s", h.veth, err, out))
+		}
 		if err := removeNetns(h.netns); err != nil {
 			errs = append(errs, err.Error())
 		}
