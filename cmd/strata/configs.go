@@ -561,33 +561,17 @@ Example:
 	if err != nil {
 		return c.usageError("%v", err)
 	}
-	var changes []kadm.AlterConfig
-	seen := map[string]bool{}
-	for _, a := range adds {
-		kvs, err := parseAddConfig(a)
-		if err != nil {
-			return c.usageError("--add-config: %v", err)
-		}
-		for _, kv := range kvs {
-			if seen[kv[0]] {
-				return c.usageError("config %s given twice", kv[0])
-			}
-			seen[kv[0]] = true
-			v := kv[1]
-			changes = append(changes, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: &v})
-		}
+	sets, deletes, err := parseConfigChanges(adds, dels)
+	if err != nil {
+		return c.usageError("%v", err)
 	}
-	for _, d := range dels {
-		for k := range strings.SplitSeq(d, ",") {
-			if k = strings.TrimSpace(k); k == "" {
-				continue
-			}
-			if seen[k] {
-				return c.usageError("config %s given twice", k)
-			}
-			seen[k] = true
-			changes = append(changes, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-		}
+	var changes []kadm.AlterConfig
+	for _, kv := range sets {
+		v := kv[1]
+		changes = append(changes, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: &v})
+	}
+	for _, k := range deletes {
+		changes = append(changes, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 	}
 	if len(changes) == 0 {
 		return c.usageError("nothing to change: give --add-config or --delete-config")
@@ -608,6 +592,39 @@ Example:
 // parseAddConfig reads kafka-configs.sh's --add-config: k=v pairs
 // separated by commas, a value in brackets holding commas of its own
 // ([a,b] is the list a,b).
+// parseConfigChanges reads alter's --add-config and --delete-config values:
+// the key=value pairs to set and the keys to delete, a key at most once
+// among them all.
+func parseConfigChanges(adds, dels stringsFlag) (sets [][2]string, deletes []string, err error) {
+	seen := map[string]bool{}
+	for _, a := range adds {
+		kvs, err := parseAddConfig(a)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--add-config: %w", err)
+		}
+		for _, kv := range kvs {
+			if seen[kv[0]] {
+				return nil, nil, fmt.Errorf("config %s given twice", kv[0])
+			}
+			seen[kv[0]] = true
+			sets = append(sets, kv)
+		}
+	}
+	for _, d := range dels {
+		for k := range strings.SplitSeq(d, ",") {
+			if k = strings.TrimSpace(k); k == "" {
+				continue
+			}
+			if seen[k] {
+				return nil, nil, fmt.Errorf("config %s given twice", k)
+			}
+			seen[k] = true
+			deletes = append(deletes, k)
+		}
+	}
+	return sets, deletes, nil
+}
+
 func parseAddConfig(s string) ([][2]string, error) {
 	var out [][2]string
 	for len(strings.TrimSpace(s)) > 0 {

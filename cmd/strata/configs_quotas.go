@@ -113,36 +113,20 @@ func alterQuotas(c *clientCmd, ents []quotaEntity, adds, dels stringsFlag) int {
 		}
 		entity = append(entity, comp)
 	}
-	var ops []kadm.AlterClientQuotaOp
-	seen := map[string]bool{}
-	for _, a := range adds {
-		kvs, err := parseAddConfig(a)
-		if err != nil {
-			return c.usageError("--add-config: %v", err)
-		}
-		for _, kv := range kvs {
-			if seen[kv[0]] {
-				return c.usageError("config %s given twice", kv[0])
-			}
-			seen[kv[0]] = true
-			v, err := strconv.ParseFloat(kv[1], 64)
-			if err != nil {
-				return c.usageError("--add-config %s=%s: a quota is a number", kv[0], kv[1])
-			}
-			ops = append(ops, kadm.AlterClientQuotaOp{Key: kv[0], Value: v})
-		}
+	sets, deletes, err := parseConfigChanges(adds, dels)
+	if err != nil {
+		return c.usageError("%v", err)
 	}
-	for _, d := range dels {
-		for k := range strings.SplitSeq(d, ",") {
-			if k = strings.TrimSpace(k); k == "" {
-				continue
-			}
-			if seen[k] {
-				return c.usageError("config %s given twice", k)
-			}
-			seen[k] = true
-			ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Remove: true})
+	var ops []kadm.AlterClientQuotaOp
+	for _, kv := range sets {
+		v, err := strconv.ParseFloat(kv[1], 64)
+		if err != nil {
+			return c.usageError("--add-config %s=%s: a quota is a number", kv[0], kv[1])
 		}
+		ops = append(ops, kadm.AlterClientQuotaOp{Key: kv[0], Value: v})
+	}
+	for _, k := range deletes {
+		ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Remove: true})
 	}
 	if len(ops) == 0 {
 		return c.usageError("nothing to change: give --add-config or --delete-config")
