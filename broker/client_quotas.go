@@ -434,21 +434,6 @@ func (c *conn) throttleWait(ms int32) {
 	}
 }
 
-// watchClientQuotas applies every change of the entity configs to the
-// quotas until the server closes.
-func (s *Server) watchClientQuotas(ch <-chan struct{}, stop func()) {
-	defer s.bgWG.Done()
-	defer stop()
-	for {
-		select {
-		case <-s.closed:
-			return
-		case <-ch:
-			s.loadClientQuotas()
-		}
-	}
-}
-
 // applyThrottle is what conn.process does with a throttled reply:
 // before reports whether the wait comes before the response (a version
 // without client-side throttling) rather than after it (KIP-219: the

@@ -69,14 +69,8 @@ func (s *Server) joinCluster() error {
 	// The dynamic broker configs override the properties file's before
 	// anything runs with them (Kafka's DynamicBrokerConfig.initialize);
 	// the watch is set first so that no change is missed.
-	dynCh, dynStop := c.WatchEntityConfigs()
-	s.loadDynamicBrokerConfigs()
-	s.bgWG.Add(1)
-	go s.watchDynamicBrokerConfigs(dynCh, dynStop)
-	quotaCh, quotaStop := c.WatchEntityConfigs()
-	s.loadClientQuotas()
-	s.bgWG.Add(1)
-	go s.watchClientQuotas(quotaCh, quotaStop)
+	s.followEntityConfigs(s.loadDynamicBrokerConfigs)
+	s.followEntityConfigs(s.loadClientQuotas)
 	if err := s.startAuthorizer(); err != nil {
 		return err
 	}

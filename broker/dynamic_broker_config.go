@@ -378,19 +378,25 @@ func (s *Server) applyDynamicBrokerConfigs() (topicDefaultsChanged bool) {
 	return topicDefaultsChanged
 }
 
-// watchDynamicBrokerConfigs applies every change of the broker entity
-// configs until the server closes.
-func (s *Server) watchDynamicBrokerConfigs(ch <-chan struct{}, stop func()) {
-	defer s.bgWG.Done()
-	defer stop()
-	for {
-		select {
-		case <-s.closed:
-			return
-		case <-ch:
-			s.loadDynamicBrokerConfigs()
+// followEntityConfigs runs load now and after every change of the
+// coordinator's entity configs, until the server closes (the watch is set
+// first, so that no change is missed).
+func (s *Server) followEntityConfigs(load func()) {
+	ch, stop := s.coord.WatchEntityConfigs()
+	load()
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		defer stop()
+		for {
+			select {
+			case <-s.closed:
+				return
+			case <-ch:
+				load()
+			}
 		}
-	}
+	}()
 }
 
 // configWithDynamic is the broker's configuration with the dynamic

@@ -185,6 +185,22 @@ func (z *ZK) ensureBase(ctx context.Context, chroot string) error {
 	for _, b := range zBaseNodes {
 		paths = append(paths, z.path(b))
 	}
+	return z.createNodes(ctx, paths)
+}
+
+// createPersistent creates each of paths (relative to the chroot) that is
+// missing.
+func (z *ZK) createPersistent(ctx context.Context, paths []string) error {
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		abs[i] = z.path(p)
+	}
+	return z.createNodes(ctx, abs)
+}
+
+// createNodes creates each of the absolute paths that is missing, as an
+// empty persistent znode, in order (parents first).
+func (z *ZK) createNodes(ctx context.Context, paths []string) error {
 	for _, p := range paths {
 		err := z.call(ctx, "create", p, func() error {
 			_, err := z.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))

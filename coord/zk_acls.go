@@ -126,18 +126,8 @@ func openZKACLs(ctx context.Context, z *ZK) (*zkACLs, error) {
 	for _, t := range aclResourceTypes {
 		dirs = append(dirs, zACLTypeDir(t, acl.PatternLiteral), zACLTypeDir(t, acl.PatternPrefixed))
 	}
-	for _, d := range dirs {
-		p := z.path(d)
-		err := z.call(ctx, "create", p, func() error {
-			_, err := z.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+	if err := z.createPersistent(ctx, dirs); err != nil {
+		return nil, err
 	}
 	watches, err := a.fullLoad(ctx)
 	if err != nil {

@@ -26,25 +26,6 @@ type changeWatch struct {
 	reload func(context.Context) error
 }
 
-// createPersistent creates each of paths (under the chroot) that is
-// missing.
-func (z *ZK) createPersistent(ctx context.Context, paths []string) error {
-	for _, p := range paths {
-		p := z.path(p)
-		err := z.call(ctx, "create", p, func() error {
-			_, err := z.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // watchChanges runs w until the coordinator closes, then closes done: it
 // watches w.dir's children, reloads after each change and each resync
 // period, purges old notifications, and retries a failed read with
