@@ -54,6 +54,16 @@ start_bg() {
 	echo $! >"$(comp_pidfile "$name")"
 }
 
+# start_alive NAME: the process start_bg launched is still alive. Not
+# comp_pid: until the background shell has exec'd the component (slow on
+# a loaded machine), its command line is this script's, not the
+# component's, and comp_pid would take the pid file for a stale one.
+start_alive() {
+	local pid
+	pid="$(cat "$(comp_pidfile "$1")" 2>/dev/null)"
+	[[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 # wait_ready NAME CHECK...: polls CHECK until it succeeds; fails with the
 # log's tail when the process dies or READY_TIMEOUT passes.
 wait_ready() {
@@ -61,7 +71,7 @@ wait_ready() {
 	shift
 	for ((i = 0; i < READY_TIMEOUT * 5; i++)); do
 		"$@" && return 0
-		if ! comp_pid "$name" >/dev/null; then
+		if ! start_alive "$name"; then
 			log_tail "$name" >&2
 			die "$name exited during start (log: $(comp_log "$name"))"
 		fi
