@@ -379,14 +379,8 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 			srcs = append(srcs, src)
 		}
 	}
-	for _, g := range groupSources(srcs, p.cfg) {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		ckpt := max(p.firstDirty, min(g[len(g)-1].snap.next, end))
-		if err := l.cleanGroup(ctx, cc, f, g, p.cfg, ckpt, &res); err != nil {
-			return res, err
-		}
+	if err := l.cleanGroups(ctx, cc, f, groupSources(srcs, p.cfg), p, end, &res); err != nil {
+		return res, err
 	}
 	if err := l.raiseCleanerCheckpoint(end); err != nil {
 		return res, err
