@@ -22,16 +22,20 @@ import (
 // time, with one marker and one checkpoint write for the whole batch:
 //
 //  1. The cleaner writes each group's b1.log.cleaned, b1.index.cleaned and
-//     b1.timeindex.cleaned, then fsyncs the files of every group of the
-//     batch at once. A crash until the commit point below leaves .cleaned
-//     files that recovery deletes: the sources are untouched.
+//     b1.timeindex.cleaned and starts their fsync in the background (the
+//     disk writes them while the next group is rewritten); the swap waits
+//     for the fsyncs of the whole batch. A crash until the commit point
+//     below leaves .cleaned files that recovery deletes: the sources are
+//     untouched.
 //  2. Under flushMu it drops (and deletes the files of) every group whose
 //     sources retention or truncation changed meanwhile, then writes the
 //     swap marker, named after the first kept group (<b1>.swap), and the
 //     new cleaner checkpoint as temporary files, fsyncs the two together,
 //     renames the marker into place and fsyncs the directory: the commit
 //     point, for every group of the batch at once. The marker lists the
-//     checkpoint and each group's sources (its layout is in doc.go).
+//     checkpoint and each group's sources (its layout is in doc.go). Both
+//     are written only under flushMu: the checkpoint's temporary file is
+//     the one every writer of the checkpoint uses.
 //  3. It completes the swap (completeSwap), each step idempotent: for each
 //     group, remove the files of S2..Sn and rename each b1.*.cleaned over
 //     b1.*; then rename the checkpoint into place and fsync the directory
@@ -91,6 +95,20 @@ func createCleaned(dir string, base int64, wrap func(string, *os.File) File) (*c
 	return c, nil
 }
 
+// sync fsyncs the three files at once.
+func (c *cleanedFiles) sync() error {
+	syncs := make([]func() error, len(c.w))
+	for i, w := range c.w {
+		syncs[i] = func() error {
+			if err := w.Sync(); err != nil {
+				return fmt.Errorf("segment: clean: fsync %s: %w", c.paths[i], err)
+			}
+			return nil
+		}
+	}
+	return syncTogether(syncs)
+}
+
 // close closes the files.
 func (c *cleanedFiles) close() error {
 	var errs []error
@@ -145,14 +163,35 @@ func (l *Log) hookCrash(point string) error {
 	return nil
 }
 
-// cleanedSegment is a group's cleaned segment, written (not yet fsynced)
-// and waiting for its swap.
+// cleanedSegment is a group's cleaned segment, written and waiting for its
+// swap.
 type cleanedSegment struct {
 	srcs    []cleanSource
 	files   *cleanedFiles
 	seg     *segment // the new segment, on files
 	ckpt    int64    // the cleaner checkpoint once it is swapped in
 	written int64    // bytes of its .log
+
+	synced  chan struct{} // closed once the fsync of files is done (nil: not started)
+	syncErr error
+}
+
+// startSync fsyncs the files in the background, so that the disk writes
+// them while the next group is rewritten; waitSync waits for the result.
+func (cs *cleanedSegment) startSync() {
+	cs.synced = make(chan struct{})
+	go func() {
+		defer close(cs.synced)
+		cs.syncErr = cs.files.sync()
+	}()
+}
+
+func (cs *cleanedSegment) waitSync() error {
+	if cs.synced == nil {
+		return nil
+	}
+	<-cs.synced
+	return cs.syncErr
 }
 
 // swapBatch gathers cleaned segments to swap in together.
@@ -184,6 +223,9 @@ func releaseCleaned(segs []*cleanedSegment, err error) error {
 	var herr hookError
 	keep := errors.As(err, &herr)
 	for _, cs := range segs {
+		// Before the files close; an fsync error no longer matters for
+		// files let go (recovery removes uncommitted ones).
+		_ = cs.waitSync()
 		if keep {
 			err = errors.Join(err, cs.files.close())
 		} else {
@@ -343,7 +385,9 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 	ns.index.mem, ns.timeIndex.mem = nil, nil // sealed: searched in the file
 	ns.index.written, ns.timeIndex.written = ns.index.n, ns.timeIndex.n
 	owned = true
-	return &cleanedSegment{srcs: g, files: cf, seg: ns, ckpt: ckpt, written: written}, nil
+	cs := &cleanedSegment{srcs: g, files: cf, seg: ns, ckpt: ckpt, written: written}
+	cs.startSync()
+	return cs, nil
 }
 
 // swapCleaned fsyncs the cleaned segments and swaps in those whose sources
@@ -354,19 +398,11 @@ func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {
 	if len(segs) == 0 {
 		return nil
 	}
-	syncs := make([]func() error, 0, 3*len(segs))
+	var errs []error
 	for _, cs := range segs {
-		for i, w := range cs.files.w {
-			path := cs.files.paths[i]
-			syncs = append(syncs, func() error {
-				if err := w.Sync(); err != nil {
-					return fmt.Errorf("segment: clean: fsync %s: %w", path, err)
-				}
-				return nil
-			})
-		}
+		errs = append(errs, cs.waitSync())
 	}
-	if err := syncTogether(syncs); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return releaseCleaned(segs, err)
 	}
 
