@@ -27,7 +27,8 @@ import (
 //  3. The segments overlapping [log start, mapped end) are grouped so that
 //     each group's sources together fit segment.bytes and the index limit,
 //     and each group is rewritten (batchFilter) into one cleaned segment
-//     named by the group's first base offset, then swapped in (clean_swap.go).
+//     named by the group's first base offset; the cleaned segments are
+//     swapped in a batch at a time, with one marker each (clean_swap.go).
 //  4. The cleaner checkpoint moves to the mapped end.
 //
 // Clean runs outside the append lock: appends never wait for it, reads

@@ -390,8 +390,8 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 	return cs, nil
 }
 
-// swapCleaned fsyncs the cleaned segments and swaps in those whose sources
-// are still the log's, sealed and unchanged (the others count in
+// swapCleaned waits for the fsync of the cleaned segments and swaps in
+// those whose sources are still the log's, sealed and unchanged (the others count in
 // res.GroupsSkipped and their files are removed). An error from the commit
 // point on poisons the log.
 func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {

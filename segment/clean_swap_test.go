@@ -48,6 +48,25 @@ func csClean(t *testing.T, f *crFixture, failAt int) *csRun {
 	return r
 }
 
+// csRef is a cleaning of a copy of a crFixture's directory without a
+// failure, for the tests to compare against.
+type csRef struct {
+	*csRun
+	before, after map[int64][]byte // the segments before and after (csSegments)
+	groups        [][]int64        // the cleaning's groups (csGroups)
+}
+
+func csReference(t *testing.T, f *crFixture) csRef {
+	t.Helper()
+	r := csRef{csRun: csClean(t, f, 0), before: csSegments(t, f.dir)}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.after = csSegments(t, r.dir)
+	r.groups = csGroups(r.before, r.after)
+	return r
+}
+
 // csSegments is what the .log files of dir hold, by base offset.
 func csSegments(t *testing.T, dir string) map[int64][]byte {
 	t.Helper()
@@ -104,13 +123,8 @@ func csGroups(before, after map[int64][]byte) [][]int64 {
 // .cleaned or .swap file; and every key's latest value.
 func TestCleanBatchSwapCrashAtEveryStep(t *testing.T) {
 	f := newCrFixture(t, 11)
-	before := csSegments(t, f.dir)
-	ref := csClean(t, f, 0)
-	if ref.err != nil {
-		t.Fatal(ref.err)
-	}
-	after := csSegments(t, ref.dir)
-	groups := csGroups(before, after)
+	ref := csReference(t, f)
+	before, after, groups := ref.before, ref.after, ref.groups
 	if len(groups) < 3 || !slices.ContainsFunc(groups, func(g []int64) bool { return len(g) > 1 }) {
 		t.Fatalf("groups %v: want three or more, one of several sources", groups)
 	}
@@ -156,13 +170,8 @@ func TestCleanBatchSwapCrashAtEveryStep(t *testing.T) {
 // deletes the other groups' .cleaned files and leaves their sources.
 func TestRecoverOneGroupSwapMarker(t *testing.T) {
 	f := newCrFixture(t, 12)
-	before := csSegments(t, f.dir)
-	ref := csClean(t, f, 0)
-	if ref.err != nil {
-		t.Fatal(ref.err)
-	}
-	after := csSegments(t, ref.dir)
-	groups := csGroups(before, after)
+	ref := csReference(t, f)
+	before, after, groups := ref.before, ref.after, ref.groups
 	gi := slices.IndexFunc(groups, func(g []int64) bool { return len(g) > 1 })
 	if gi < 0 {
 		t.Fatalf("groups %v: want one of several sources", groups)
