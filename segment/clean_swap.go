@@ -443,18 +443,18 @@ func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {
 		res.BytesWritten += cs.written
 	}
 	l.mu.Lock()
-	segs2 := make([]*segment, 0, len(l.mu.segs))
+	updated := make([]*segment, 0, len(l.mu.segs))
 	for i := 0; i < len(l.mu.segs); {
 		s := l.mu.segs[i]
 		if cs, ok := first[s]; ok {
-			segs2 = append(segs2, cs.seg)
+			updated = append(updated, cs.seg)
 			i += len(cs.srcs)
 			continue
 		}
-		segs2 = append(segs2, s)
+		updated = append(updated, s)
 		i++
 	}
-	l.mu.segs = segs2
+	l.mu.segs = updated
 	l.mu.cleanerCkpt = ckpt
 	l.mu.Unlock()
 	l.closeLater(old)
