@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,8 +68,12 @@ func syncDir(dir string) error {
 
 // writeOffsetCheckpoint atomically writes a single-offset checkpoint.
 func writeOffsetCheckpoint(dir, name string, off int64) error {
-	data := fmt.Appendf(nil, "%d\n1\n%d\n", checkpointVersion, off)
-	return writeFileAtomic(dir, name, data)
+	return writeFileAtomic(dir, name, offsetCheckpointData(off))
+}
+
+// offsetCheckpointData is the contents of a single-offset checkpoint.
+func offsetCheckpointData(off int64) []byte {
+	return fmt.Appendf(nil, "%d\n1\n%d\n", checkpointVersion, off)
 }
 
 // ReadLogStartOffset reads the log-start-offset checkpoint of the
@@ -121,27 +126,43 @@ func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
 // readCheckpointLines reads a checkpoint file and returns its entry lines
 // after checking the version and the count.
 func readCheckpointLines(dir, name string) (entries []string, ok bool, err error) {
+	_, entries, ok, err = readVersionedLines(dir, name, checkpointVersion)
+	return entries, ok, err
+}
+
+// readVersionedLines is readCheckpointLines for a file of the checkpoint
+// layout whose version may be any of versions; it returns which.
+func readVersionedLines(dir, name string, versions ...int) (version int, entries []string, ok bool, err error) {
 	data, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		return 0, nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("segment: checkpoint %s: %w", name, err)
+		return 0, nil, false, fmt.Errorf("segment: checkpoint %s: %w", name, err)
 	}
+	version, entries, err = parseVersionedLines(name, data, versions...)
+	return version, entries, err == nil, err
+}
+
+// parseVersionedLines parses the contents of a file of the checkpoint
+// layout (see readVersionedLines); name is for the errors.
+func parseVersionedLines(name string, data []byte, versions ...int) (version int, entries []string, err error) {
 	lines := strings.Split(string(bytes.TrimRight(data, "\n")), "\n")
 	if len(lines) < 2 {
-		return nil, false, fmt.Errorf("%w: %s: %d lines", ErrBadCheckpoint, name, len(lines))
+		return 0, nil, fmt.Errorf("%w: %s: %d lines", ErrBadCheckpoint, name, len(lines))
 	}
-	if v := strings.TrimSpace(lines[0]); v != strconv.Itoa(checkpointVersion) {
-		return nil, false, fmt.Errorf("%w: %s: version %q", ErrBadCheckpoint, name, v)
+	v := strings.TrimSpace(lines[0])
+	vi := slices.IndexFunc(versions, func(want int) bool { return v == strconv.Itoa(want) })
+	if vi < 0 {
+		return 0, nil, fmt.Errorf("%w: %s: version %q", ErrBadCheckpoint, name, v)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(lines[1]))
 	if err != nil || n < 0 || n != len(lines)-2 {
-		return nil, false, fmt.Errorf("%w: %s: count %q for %d entries", ErrBadCheckpoint, name, lines[1], len(lines)-2)
+		return 0, nil, fmt.Errorf("%w: %s: count %q for %d entries", ErrBadCheckpoint, name, lines[1], len(lines)-2)
 	}
 	entries = lines[2:]
 	for i := range entries {
 		entries[i] = strings.TrimSpace(entries[i])
 	}
-	return entries, true, nil
+	return versions[vi], entries, nil
 }

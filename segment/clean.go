@@ -27,7 +27,8 @@ import (
 //  3. The segments overlapping [log start, mapped end) are grouped so that
 //     each group's sources together fit segment.bytes and the index limit,
 //     and each group is rewritten (batchFilter) into one cleaned segment
-//     named by the group's first base offset, then swapped in (clean_swap.go).
+//     named by the group's first base offset; the cleaned segments are
+//     swapped in a batch at a time, with one marker each (clean_swap.go).
 //  4. The cleaner checkpoint moves to the mapped end.
 //
 // Clean runs outside the append lock: appends never wait for it, reads
@@ -379,14 +380,8 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 			srcs = append(srcs, src)
 		}
 	}
-	for _, g := range groupSources(srcs, p.cfg) {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		ckpt := max(p.firstDirty, min(g[len(g)-1].snap.next, end))
-		if err := l.cleanGroup(ctx, cc, f, g, p.cfg, ckpt, &res); err != nil {
-			return res, err
-		}
+	if err := l.cleanGroups(ctx, cc, f, groupSources(srcs, p.cfg), p, end, &res); err != nil {
+		return res, err
 	}
 	if err := l.raiseCleanerCheckpoint(end); err != nil {
 		return res, err

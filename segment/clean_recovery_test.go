@@ -69,7 +69,7 @@ func crLeftovers(t *testing.T, dir string) []string {
 // discards an uncommitted swap or completes a committed one, leaves no
 // .cleaned or .swap file, cuts nothing, and that the log then cleans.
 func TestCleanCrashAtEachPoint(t *testing.T) {
-	committed := map[string]bool{"sources-removed": true, "renamed.log": true, "renamed.index": true, "renamed.timeindex": true, "checkpointed": true}
+	committed := map[string]bool{"committed": true, "sources-removed": true, "renamed.log": true, "renamed.index": true, "renamed.timeindex": true, "checkpointed": true}
 	for _, point := range ctCrashPoints {
 		t.Run(point, func(t *testing.T) {
 			f := newCrFixture(t, 3)

@@ -222,7 +222,7 @@ func ctMap(t *testing.T, bytes int) *OffsetMap {
 
 // ctCrashPoints are the points of a cleaning where the property test
 // injects a failure and then abandons the log as a crash would.
-var ctCrashPoints = []string{"mapped", "written", "before-marker", "sources-removed",
+var ctCrashPoints = []string{"mapped", "written", "before-marker", "committed", "sources-removed",
 	"renamed.log", "renamed.index", "renamed.timeindex", "checkpointed"}
 
 const ctRetentionMs = 10_000

@@ -214,8 +214,8 @@ func withAfterFunc(fn func(d time.Duration, f func()) (stop func() bool)) Option
 }
 
 // withCleanHook sets the cleaner's test hook (options.cleanHook). It is
-// called with flushMu held at the swap's points (before-marker and the
-// steps of completeSwap), so it must not call the Log there.
+// called with flushMu held at the swap's points (before-marker, committed
+// and the steps of completeSwap), so it must not call the Log there.
 func withCleanHook(fn func(point string) error) Option {
 	return func(o *options) { o.cleanHook = fn }
 }

@@ -115,4 +115,31 @@
 // marker that recovery completes (clean_swap.go). A cleaned segment's
 // offsets have gaps; recovery accepts them only below the cleaner
 // checkpoint.
+//
+// A cleaning rewrites groups of consecutive sealed segments; each group
+// becomes one segment named by its first source's base offset, written as
+// <base>.log.cleaned, <base>.index.cleaned and <base>.timeindex.cleaned.
+// The groups are swapped in by batches, and a batch commits when its
+// marker, <base of its first group>.swap, is in place. The marker has the
+// checkpoint layout (checkpoint.go), version 1, a group a line:
+//
+//	1                      version
+//	<k+1>                  entry count
+//	<checkpoint>           cleaner checkpoint once the swap is done
+//	<b1> <b2> ... <bn>     group 1: cleaned segment b1 replaces b1..bn
+//	...                    groups 2..k
+//
+// Every base offset of a marker ascends, from line to line too. Builds
+// before version 1 wrote one marker per group, version 0, a source a line:
+//
+//	0                      version
+//	<n+1>                  entry count
+//	<checkpoint>
+//	<b1>                   the sources, ascending; b1 is the cleaned one
+//	...
+//	<bn>
+//
+// Recovery completes markers of both versions. A build that knows only
+// version 0 refuses a version 1 marker (ErrBadCheckpoint at Open) rather
+// than take its groups for one.
 package segment

@@ -35,6 +35,12 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	return Writer{}.WriteFile(path, data, perm)
 }
 
+// Create starts a replacement of path through the OS, as Writer.Create
+// does.
+func Create(path string, perm fs.FileMode) (*Pending, error) {
+	return Writer{}.Create(path, perm)
+}
+
 // CreateTemp starts a replacement of path through the OS, as
 // Writer.CreateTemp does.
 func CreateTemp(path, pattern string) (*Pending, error) {
@@ -48,15 +54,27 @@ func CreateTemp(path, pattern string) (*Pending, error) {
 // directory fsync failed, path is untouched. Two calls for one path must
 // not overlap.
 func (w Writer) WriteFile(path string, data []byte, perm fs.FileMode) error {
-	f, err := w.fs().Create(path+TempSuffix, perm)
+	p, err := w.Create(path, perm)
 	if err != nil {
-		return fmt.Errorf("atomicfile: create %s: %w", path+TempSuffix, err)
+		return err
 	}
-	p := &Pending{fs: w.fs(), f: f, tmp: path + TempSuffix, path: path}
 	if _, err := p.Write(data); err != nil {
 		return errors.Join(err, p.Abort())
 	}
 	return p.Commit()
+}
+
+// Create starts a replacement of path whose temporary file is the one
+// WriteFile uses, path + TempSuffix (truncated if it exists; perm applies
+// when it is created), for a caller that fsyncs several replacements
+// together before committing them one by one. Two replacements of one path
+// must not overlap, as for WriteFile.
+func (w Writer) Create(path string, perm fs.FileMode) (*Pending, error) {
+	f, err := w.fs().Create(path+TempSuffix, perm)
+	if err != nil {
+		return nil, fmt.Errorf("atomicfile: create %s: %w", path+TempSuffix, err)
+	}
+	return &Pending{fs: w.fs(), f: f, tmp: path + TempSuffix, path: path}, nil
 }
 
 // CreateTemp starts a replacement of path whose temporary file is a new

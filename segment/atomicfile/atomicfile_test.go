@@ -345,3 +345,39 @@ func TestSyncDir(t *testing.T) {
 		t.Fatalf("got %v, want the injected fault", err)
 	}
 }
+
+// TestCreateSyncThenCommit: a replacement started with Create writes
+// path + TempSuffix, holds the new contents there durably after Sync with
+// the target untouched, and puts them at the target on Commit.
+func TestCreateSyncThenCommit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state")
+	if err := WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Create(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TempName() != path+TempSuffix {
+		t.Fatalf("temporary file %s, want %s", p.TempName(), path+TempSuffix)
+	}
+	if _, err := p.Write([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, tmp := readFile(t, path), readFile(t, path+TempSuffix); got != "old" || tmp != "new" {
+		t.Fatalf("after Sync: target %q, temporary file %q; want %q and %q", got, tmp, "old", "new")
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, path); got != "new" {
+		t.Fatalf("after Commit: got %q, want %q", got, "new")
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"state"}) {
+		t.Fatalf("directory holds %v, want only the target", names)
+	}
+}
