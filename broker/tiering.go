@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,9 @@ type TieringConfig struct {
 	// RemoteCleanMapBytes is the memory of a remote cleaning's offset map
 	// (strata.remote.cleaner.dedupe.buffer.size; 0: tiering's default).
 	RemoteCleanMapBytes int64
+	// RemoteFetch bounds the remote reads of fetches
+	// (fetch_remote_quota.go).
+	RemoteFetch RemoteFetchConfig
 }
 
 // Defaults of the broker's own tiering settings: how often orphaned
@@ -199,6 +203,10 @@ func setS3PathStyle(c *Config, v string) error {
 type brokerTier struct {
 	store  tiering.ObjectStore
 	reader *tiering.RemoteReader
+	// reads runs the remote reads of fetches, within quota
+	// (fetch_remote_pool.go, fetch_remote_quota.go).
+	reads *remoteReadPool
+	quota *remoteQuota
 	what   string // the store, for logs
 	// cleanDir holds the remote cleaner's replacement files while they
 	// are written and uploaded (<first of log.dirs>/remote-clean, emptied
@@ -269,6 +277,9 @@ func (s *Server) openTiering() error {
 		cancel()
 		return fmt.Errorf("broker: tiered storage: %w", err)
 	}
+	rf := tc.RemoteFetch
+	bt.reads = newRemoteReadPool(rf.ReaderThreads, rf.ReaderMaxPending)
+	bt.quota = newRemoteQuota(remoteFetchRate(rf.MaxBytesPerSecond, runtime.NumCPU()), time.Now)
 	s.tier = bt
 	bt.wg.Add(2)
 	go func() {
@@ -305,6 +316,7 @@ func (s *Server) stopTiering() {
 	}
 	bt.cancel()
 	bt.wg.Wait()
+	bt.reads.close()
 	_ = bt.reader.Close()
 }
 
