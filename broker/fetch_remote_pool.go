@@ -230,7 +230,9 @@ func (c remoteReadCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	p, q := c.s.tier.reads, c.s.tier.quota
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	counter := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v) }
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
 	gauge(descRemoteQueue, float64(p.queued.Load()))
 	gauge(descRemoteRunning, float64(p.running.Load()))
 	gauge(descRemoteInFlight, float64(p.inFlight.Load()))

@@ -44,6 +44,9 @@ const remoteQuotaBurst = 50 * time.Millisecond
 // remoteQuotaPerCPU is the unset quota per CPU of the host, bytes/s.
 const remoteQuotaPerCPU = 150 << 20
 
+// remoteFetchQuotaSetting is the quota's setting.
+const remoteFetchQuotaSetting = "remote.log.manager.fetch.max.bytes.per.second"
+
 // remoteFetchUnlimited is Kafka's default: no quota.
 const remoteFetchUnlimited = math.MaxInt64
 
@@ -62,7 +65,7 @@ type RemoteFetchConfig struct {
 
 // remoteFetchSettings are the registry entries of remote reads for Fetch.
 var remoteFetchSettings = []setting{
-	{name: "remote.log.manager.fetch.max.bytes.per.second", typ: typeLong, valid: atLeast(1), dynamicBroker: true,
+	{name: remoteFetchQuotaSetting, typ: typeLong, valid: atLeast(1), dynamicBroker: true,
 		unset: strconv.Itoa(remoteQuotaPerCPU) + " per CPU of the host",
 		field: func(c *Config) any { return &c.Tiering.RemoteFetch.MaxBytesPerSecond },
 		doc:   "Bytes per second this broker serves to Fetch from the remote log (object store and chunk cache), all partitions together; a partition held back answers no records and is read again when the quota allows (9223372036854775807: unlimited). A dynamic broker config."},

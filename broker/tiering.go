@@ -207,7 +207,7 @@ type brokerTier struct {
 	// (fetch_remote_pool.go, fetch_remote_quota.go).
 	reads *remoteReadPool
 	quota *remoteQuota
-	what   string // the store, for logs
+	what  string // the store, for logs
 	// cleanDir holds the remote cleaner's replacement files while they
 	// are written and uploaded (<first of log.dirs>/remote-clean, emptied
 	// at start); cleanLimiter paces the remote cleaners together

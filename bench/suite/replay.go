@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,6 +84,7 @@ type replayOptions struct {
 	storeLink string // rate of MinIO's shaped link (tc syntax); empty: loopback
 	perfOut   string // perf record of the broker during the first cold fetch
 	traceOut  string // Go execution trace of the broker beside the tail
+	quotas    []string // remote fetch quotas of the tail-latency curve ("unlimited" or bytes/s)
 	overrides []string
 }
 
@@ -153,6 +155,20 @@ type tailRun struct {
 	Replay *replayRun `json:"replay,omitempty"`
 	// Curve is the percentile curve of the end-to-end latency.
 	Curve []point `json:"curve,omitempty"`
+	// Quota is the remote fetch quota of the replays beside the tail
+	// ("unlimited" or bytes/s), empty for the broker's default.
+	Quota string `json:"quota,omitempty"`
+}
+
+// remoteFetchQuotaKey is the broker's remote fetch quota setting.
+const remoteFetchQuotaKey = "remote.log.manager.fetch.max.bytes.per.second"
+
+// quotaLabel is the part of a replay's label that names its quota.
+func quotaLabel(quota string) string {
+	if quota == "" {
+		return ""
+	}
+	return "quota " + quota + " "
 }
 
 // replayReport is everything one replay run measured (replay.json).
@@ -509,52 +525,84 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		rep.Tail = append(rep.Tail, tailFrom("alone", alone, nil))
 	}
 	logf("  tail latency during replays (remote.cache.bytes %d MiB, below the data: each pass reads the bucket)", replayTailCache>>20)
-	type tailDone struct {
-		res *lgResult
-		err error
-	}
-	done := make(chan tailDone, 1)
-	go func() {
-		res, err := r.loadgen(ctx, s, o.name+"-tail-during-replays", b.addr, tailArgs...)
-		done <- tailDone{res, err}
-	}()
-	if o.traceOut != "" {
+	// beside runs the tail producer and consumer with cold replays back
+	// to back beside them, for as long as the tail runs.
+	beside := func(label, quota string) {
+		type tailDone struct {
+			res *lgResult
+			err error
+		}
+		done := make(chan tailDone, 1)
 		go func() {
-			time.Sleep(2 * time.Second) // into the first replay
-			if err := fetchTrace("http://"+pprofAddr+"/debug/pprof/trace?seconds=5", o.traceOut); err != nil {
-				logf("    trace: %v", err)
-			} else {
-				logf("    wrote the broker's execution trace to %s", o.traceOut)
-			}
+			res, err := r.loadgen(ctx, s, o.name+"-tail-"+seriesName(label), b.addr, tailArgs...)
+			done <- tailDone{res, err}
 		}()
+		if o.traceOut != "" && quota == "" {
+			go func() {
+				time.Sleep(2 * time.Second) // into the first replay
+				if err := fetchTrace("http://"+pprofAddr+"/debug/pprof/trace?seconds=5", o.traceOut); err != nil {
+					logf("    trace: %v", err)
+				} else {
+					logf("    wrote the broker's execution trace to %s", o.traceOut)
+				}
+			}()
+		}
+		sum := &replayRun{Mode: "fetch", Label: "replays beside tail"}
+		var td tailDone
+	replays:
+		for i := 1; ; i++ {
+			run := replayOnce(fmt.Sprintf("fetch beside tail %s#%d", quotaLabel(quota), i), false, "fetch")
+			if run == nil {
+				td = <-done
+				break
+			}
+			sum.Records += run.Records
+			sum.Bytes += run.Bytes
+			sum.Seconds += run.Seconds
+			sum.Conns = i
+			select {
+			case td = <-done:
+				break replays
+			default:
+			}
+		}
+		if sum.Seconds > 0 {
+			sum.MBPerS = float64(sum.Bytes) / sum.Seconds / 1e6
+		}
+		if td.err != nil {
+			rep.Errors = append(rep.Errors, label+": "+td.err.Error())
+			return
+		}
+		t := tailFrom(label, td.res, sum)
+		t.Quota = quota
+		rep.Tail = append(rep.Tail, t)
 	}
-	// Replays back to back for as long as the tail producer runs.
-	sum := &replayRun{Mode: "fetch", Label: "replays beside tail"}
-	var td tailDone
-replays:
-	for i := 1; ; i++ {
-		run := replayOnce(fmt.Sprintf("fetch beside tail #%d", i), false, "fetch")
-		if run == nil {
-			td = <-done
+	beside("during replays from offset 0", "")
+	// The curve: the same at other remote fetch quotas, set at run time
+	// (a dynamic broker config), then the default again and the tail
+	// alone once more (the host's load moves meanwhile).
+	for _, q := range o.quotas {
+		v := q
+		if q == "unlimited" {
+			v = strconv.FormatInt(math.MaxInt64, 10)
+		}
+		if err := setBrokerConfig(ctx, adm, remoteFetchQuotaKey, &v); err != nil {
+			rep.Errors = append(rep.Errors, "set "+remoteFetchQuotaKey+": "+err.Error())
 			break
 		}
-		sum.Records += run.Records
-		sum.Bytes += run.Bytes
-		sum.Seconds += run.Seconds
-		sum.Conns = i
-		select {
-		case td = <-done:
-			break replays
-		default:
+		logf("  tail latency during replays, %s=%s", remoteFetchQuotaKey, q)
+		beside("during replays, quota "+q, q)
+	}
+	if len(o.quotas) > 0 {
+		if err := setBrokerConfig(ctx, adm, remoteFetchQuotaKey, nil); err != nil {
+			rep.Errors = append(rep.Errors, "delete "+remoteFetchQuotaKey+": "+err.Error())
 		}
-	}
-	if sum.Seconds > 0 {
-		sum.MBPerS = float64(sum.Bytes) / sum.Seconds / 1e6
-	}
-	if td.err != nil {
-		rep.Errors = append(rep.Errors, "tail with replays: "+td.err.Error())
-	} else {
-		rep.Tail = append(rep.Tail, tailFrom("during replays from offset 0", td.res, sum))
+		logf("  tail latency alone again")
+		if again, err := r.loadgen(ctx, s, o.name+"-tail-alone-after", b.addr, tailArgs...); err != nil {
+			rep.Errors = append(rep.Errors, "tail alone after: "+err.Error())
+		} else {
+			rep.Tail = append(rep.Tail, tailFrom("alone, after the curve", again, nil))
+		}
 	}
 	if !b.Alive() {
 		rep.Errors = append(rep.Errors, "broker exited during the run:\n"+b.Tail(4000))
