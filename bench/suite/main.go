@@ -123,7 +123,7 @@ var quickDefaults = map[string]string{
 	"rf-records": "200000", "half-rate-time": "5s",
 	"replay-bytes": "268435456", "replay-repeat": "1", "replay-consume": "false", "tail-time": "5s", "get-conns": "8",
 	"replay-quotas": "unlimited,150000000",
-	"scale-levels": "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
+	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
 	"budget": "4m30s",
 }
@@ -250,7 +250,7 @@ type runner struct {
 	replayRep *replayReport
 	// linkRep is the same behind the shaped link (scenario 4), for
 	// scenario 5's curve.
-	linkRep *replayReport
+	linkRep   *replayReport
 	replayErr error
 	ranRep    bool
 }

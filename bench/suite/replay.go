@@ -80,10 +80,10 @@ type replayOptions struct {
 	repeat    int    // runs of each cold and warm replay
 	consume   bool   // also replay with franz-go's consumer
 	tailTime  time.Duration
-	getConns  string // concurrent ranged GETs of the raw limit, comma-separated
-	storeLink string // rate of MinIO's shaped link (tc syntax); empty: loopback
-	perfOut   string // perf record of the broker during the first cold fetch
-	traceOut  string // Go execution trace of the broker beside the tail
+	getConns  string   // concurrent ranged GETs of the raw limit, comma-separated
+	storeLink string   // rate of MinIO's shaped link (tc syntax); empty: loopback
+	perfOut   string   // perf record of the broker during the first cold fetch
+	traceOut  string   // Go execution trace of the broker beside the tail
 	quotas    []string // remote fetch quotas of the tail-latency curve ("unlimited" or bytes/s)
 	overrides []string
 }
