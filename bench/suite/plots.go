@@ -100,9 +100,9 @@ func plots(rep *report, dir string) error {
 // against the replay rate, a labelled point per remote fetch quota.
 func tradeoffPlot(ts []tradeoff) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "S5 tail consumer p99 against the replay rate beside it, per remote fetch quota"
+	p.Title.Text = "S5 tail consumer p99 during replays ÷ alone, against the replay rate, per remote fetch quota"
 	p.X.Label.Text = "replay MB/s (cold, from MinIO)"
-	p.Y.Label.Text = "tail p99 ms (log scale)"
+	p.Y.Label.Text = "tail p99 ÷ alone (log scale; goal ≤ 2)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.X.Min = 0

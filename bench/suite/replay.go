@@ -534,7 +534,7 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		}
 		done := make(chan tailDone, 1)
 		go func() {
-			res, err := r.loadgen(ctx, s, o.name+"-tail-"+seriesName(label), b.addr, tailArgs...)
+			res, err := r.loadgen(ctx, s, o.name+"-tail-"+strings.TrimSuffix(seriesName(label), ".csv"), b.addr, tailArgs...)
 			done <- tailDone{res, err}
 		}()
 		if o.traceOut != "" && quota == "" {
@@ -579,8 +579,19 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 	}
 	beside("during replays from offset 0", "")
 	// The curve: the same at other remote fetch quotas, set at run time
-	// (a dynamic broker config), then the default again and the tail
-	// alone once more (the host's load moves meanwhile).
+	// (a dynamic broker config), each after a tail run alone of its own:
+	// the host's load moves meanwhile, so each point's ratio is to the
+	// run just before it.
+	aloneRun := func(label, quota string) {
+		res, err := r.loadgen(ctx, s, o.name+"-tail-"+strings.TrimSuffix(seriesName(label), ".csv"), b.addr, tailArgs...)
+		if err != nil {
+			rep.Errors = append(rep.Errors, label+": "+err.Error())
+			return
+		}
+		t := tailFrom(label, res, nil)
+		t.Quota = quota
+		rep.Tail = append(rep.Tail, t)
+	}
 	for _, q := range o.quotas {
 		v := q
 		if q == "unlimited" {
@@ -590,18 +601,13 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 			rep.Errors = append(rep.Errors, "set "+remoteFetchQuotaKey+": "+err.Error())
 			break
 		}
-		logf("  tail latency during replays, %s=%s", remoteFetchQuotaKey, q)
+		logf("  tail latency alone, then during replays, %s=%s", remoteFetchQuotaKey, q)
+		aloneRun("alone before quota "+q, q)
 		beside("during replays, quota "+q, q)
 	}
 	if len(o.quotas) > 0 {
 		if err := setBrokerConfig(ctx, adm, remoteFetchQuotaKey, nil); err != nil {
 			rep.Errors = append(rep.Errors, "delete "+remoteFetchQuotaKey+": "+err.Error())
-		}
-		logf("  tail latency alone again")
-		if again, err := r.loadgen(ctx, s, o.name+"-tail-alone-after", b.addr, tailArgs...); err != nil {
-			rep.Errors = append(rep.Errors, "tail alone after: "+err.Error())
-		} else {
-			rep.Tail = append(rep.Tail, tailFrom("alone, after the curve", again, nil))
 		}
 	}
 	if !b.Alive() {

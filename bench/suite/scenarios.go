@@ -751,21 +751,19 @@ func (r *runner) s5(ctx context.Context, s *scenario) error {
 	if r.linkRep != nil {
 		s.quotaCurve("behind a "+r.o.storeLink+" link", r.linkRep)
 	}
-	s.note(fmt.Sprintf("A producer at 1,000 records/s of 1 KiB and a consumer at the end of another topic of the same broker, %v each; during: cold replays of scenario 4's topic back to back (%.0f MB/s at the broker's default remote fetch quota), with a chunk cache smaller than the data so each replay reads the bucket. The curve: the same with remote.log.manager.fetch.max.bytes.per.second set at run time to each of -replay-quotas (quota.png); alone is measured before and after the curve.", r.o.tailTime, mbps))
+	s.note(fmt.Sprintf("A producer at 1,000 records/s of 1 KiB and a consumer at the end of another topic of the same broker, %v each; during: cold replays of scenario 4's topic back to back (%.0f MB/s at the broker's default remote fetch quota), with a chunk cache smaller than the data so each replay reads the bucket. The curve: the same with remote.log.manager.fetch.max.bytes.per.second set at run time to each of -replay-quotas (quota.png: p99 during ÷ p99 of the tail run alone just before, against the replay rate), each point after a tail run alone of its own.", r.o.tailTime, mbps))
 	return nil
 }
 
 // quotaCurve adds the rows and the plotted curve of one replay run's
 // tail latency against the replay rate at each quota.
 func (s *scenario) quotaCurve(where string, rep *replayReport) {
-	alone := 0.0
-	for _, t := range rep.Tail {
-		if t.Label == "alone" {
-			alone = t.P99Ms
-		}
-	}
+	alone := 0.0 // the last tail run alone, the reference of the runs after it
 	c := tradeoff{Name: "MinIO " + where}
 	for _, t := range rep.Tail {
+		if t.Replay == nil {
+			alone = t.P99Ms
+		}
 		ratio := "—"
 		if alone > 0 {
 			ratio = strconv.FormatFloat(t.P99Ms/alone, 'f', 2, 64)
@@ -779,7 +777,9 @@ func (s *scenario) quotaCurve(where string, rep *replayReport) {
 			} else if v, err := strconv.ParseFloat(label, 64); err == nil {
 				label = num(v/1e6) + " MB/s"
 			}
-			c.Points = append(c.Points, tradeoffPoint{Label: label, X: t.Replay.MBPerS, Y: t.P99Ms})
+			if alone > 0 {
+				c.Points = append(c.Points, tradeoffPoint{Label: label, X: t.Replay.MBPerS, Y: t.P99Ms / alone})
+			}
 		}
 		s.Rows = append(s.Rows, []string{where, t.Label, replay, num(t.P50Ms), num(t.P99Ms), num(t.P999Ms), num(t.MaxMs), ratio})
 	}
