@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // The remote fetch quota (KIP-956's remote.log.manager.fetch.max.bytes.per.second):
@@ -15,6 +17,10 @@ import (
 // with every other request (bench/RESULTS.md, "Tail latency during a
 // replay").
 //
+//   - The reader's GETs are paced at the same rate (tiering's
+//     ReaderConfig.Pacer): the store sends no faster, and the work of a
+//     read-ahead run (copy, CRC check, chunk file write) is spread over
+//     time instead of taking both cores for the run's length.
 //   - As in Kafka the quota is checked before a remote read and the bytes
 //     read are counted after it: a read starts while the quota is not
 //     exceeded, so one read may take it over (by at most one partition's
@@ -93,7 +99,10 @@ func remoteFetchRate(v int64, cpus int) int64 {
 // debt, and no read starts while it is in debt.
 type remoteQuota struct {
 	now func() time.Time
-	mu  struct {
+	// pacer paces the reader's GET bodies at the same rate
+	// (tiering.ReaderConfig.Pacer).
+	pacer *rate.Limiter
+	mu    struct {
 		sync.Mutex
 		rate   float64 // bytes/s; 0: unlimited
 		tokens float64
@@ -102,7 +111,7 @@ type remoteQuota struct {
 }
 
 func newRemoteQuota(bytesPerSecond int64, now func() time.Time) *remoteQuota {
-	q := &remoteQuota{now: now}
+	q := &remoteQuota{now: now, pacer: rate.NewLimiter(rate.Inf, remotePacerMinBurst)}
 	q.set(bytesPerSecond)
 	return q
 }
@@ -112,17 +121,27 @@ func newRemoteQuota(bytesPerSecond int64, now func() time.Time) *remoteQuota {
 func (q *remoteQuota) set(bytesPerSecond int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	rate := float64(bytesPerSecond)
+	r := float64(bytesPerSecond)
 	if bytesPerSecond >= remoteFetchUnlimited || bytesPerSecond <= 0 {
-		rate = 0
+		r = 0
 	}
-	if rate == q.mu.rate {
+	if r == q.mu.rate {
 		return
 	}
-	q.mu.rate = rate
+	q.mu.rate = r
 	q.mu.tokens = q.burstLocked()
 	q.mu.last = q.now()
+	if r == 0 {
+		q.pacer.SetLimit(rate.Inf)
+		return
+	}
+	q.pacer.SetBurst(max(int(q.burstLocked()), remotePacerMinBurst))
+	q.pacer.SetLimit(rate.Limit(r))
 }
+
+// remotePacerMinBurst is the least burst of the GET pacer: one paced
+// read's bytes (tiering's pacedReadMax) and then some.
+const remotePacerMinBurst = 256 << 10
 
 // rate is the quota in bytes/s, 0 when unlimited.
 func (q *remoteQuota) rate() float64 {

@@ -268,18 +268,19 @@ func (s *Server) openTiering() error {
 	if tc.Store.UsesS3() {
 		bt.what = fmt.Sprintf("s3 bucket %q at %q", tc.Store.S3.Bucket, tc.Store.S3.Endpoint)
 	}
+	rf := tc.RemoteFetch
+	bt.quota = newRemoteQuota(remoteFetchRate(rf.MaxBytesPerSecond, runtime.NumCPU()), time.Now)
 	bt.reader, err = tiering.NewRemoteReader(store, tiering.ReaderConfig{
 		CacheDir: tc.CacheDir, CacheBytes: tc.CacheBytes, ChunkBytes: tc.ChunkBytes,
 		ReadAheadChunks: tc.ReadAheadChunks, ReadAheadWorkers: tc.ReadAheadThreads,
 		Logger: s.log.With("component", "remote-reader"),
+		Pacer:  bt.quota.pacer,
 	})
 	if err != nil {
 		cancel()
 		return fmt.Errorf("broker: tiered storage: %w", err)
 	}
-	rf := tc.RemoteFetch
 	bt.reads = newRemoteReadPool(rf.ReaderThreads, rf.ReaderMaxPending)
-	bt.quota = newRemoteQuota(remoteFetchRate(rf.MaxBytesPerSecond, runtime.NumCPU()), time.Now)
 	s.tier = bt
 	bt.wg.Add(2)
 	go func() {
