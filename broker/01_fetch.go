@@ -51,6 +51,16 @@ import (
 //   shutdown wakes it too. The last stable offset moves only with those
 //   (a marker's append, or the high watermark passing it), so
 //   read_committed waits wake when it moves.
+// * Offsets only in the remote log (tiered) are read on the remote read
+//   pool (remote.log.reader.threads, remote.log.reader.max.pending.tasks)
+//   within the remote fetch quota (remote.log.manager.fetch.max.bytes.per.second,
+//   KIP-956). A partition whose read the quota holds back, the full queue
+//   turns away, or that is not done within remote.fetch.max.wait.ms
+//   answers no records and no error, as Kafka's; the other partitions are
+//   answered as usual (local reads never wait for remote ones), and a
+//   long-polling fetch reads the held-back partition again when the quota
+//   allows, within MaxWaitMillis. Kafka answers a full queue with
+//   UNKNOWN_SERVER_ERROR, which consumers do not retry.
 // * Fetch sessions (KIP-227) are declined: every response is full and
 //   carries session id 0. A request for an incremental fetch (epoch other
 //   than 0 or -1) is FETCH_SESSION_ID_NOT_FOUND.

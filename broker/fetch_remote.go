@@ -20,8 +20,10 @@ import (
 // election the archiver has not reconciled yet) is never served. The chunk stays
 // pinned in the cache until the response is written (rawBody.release) or
 // dropped (a long-polling fetch that reads again). A remote read blocks
-// only the request that needs it: it runs on the connection's goroutine,
-// and the reader takes no lock across a GET.
+// only the request that needs it, and that for at most
+// remote.fetch.max.wait.ms: it runs on the remote read pool
+// (fetch_remote_pool.go) within the remote fetch quota
+// (fetch_remote_quota.go), and the reader takes no lock across a GET.
 
 // remoteFetchTimeout bounds the GETs of one remote read.
 const remoteFetchTimeout = 30 * time.Second

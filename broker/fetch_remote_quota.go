@@ -74,7 +74,7 @@ var remoteFetchSettings = []setting{
 	{name: remoteFetchQuotaSetting, typ: typeLong, valid: atLeast(1), dynamicBroker: true,
 		unset: strconv.Itoa(remoteQuotaPerCPU) + " per CPU of the host",
 		field: func(c *Config) any { return &c.Tiering.RemoteFetch.MaxBytesPerSecond },
-		doc:   "Bytes per second this broker serves to Fetch from the remote log (object store and chunk cache), all partitions together; a partition held back answers no records and is read again when the quota allows (9223372036854775807: unlimited). A dynamic broker config."},
+		doc:   "Bytes per second this broker serves to Fetch from the remote log (object store and chunk cache), all partitions together; a partition held back answers no records and is read again when the quota allows (9223372036854775807: unlimited)."},
 	{name: "remote.log.reader.threads", typ: typeInt, def: strconv.Itoa(defaultRemoteReaderThreads), valid: between(1, 1024),
 		field: func(c *Config) any { return &c.Tiering.RemoteFetch.ReaderThreads },
 		doc:   "Goroutines that run the remote reads of fetches; reads of local segments never wait for them."},
