@@ -8,53 +8,34 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/stratastream/strata/segment/poll"
 	"github.com/stratastream/strata/tiering"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
-func TestRemoteQuotaTokenBucket(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	q := newRemoteQuota(1000, clk.now) // 1000 B/s, a burst of 50 B
-	steps := []struct {
-		advance time.Duration
-		record  int64
-		want    time.Duration // throttle after the step
-	}{
-		{0, 0, 0},
-		{0, 40, 0},             // within the burst
-		{0, 1010, time.Second}, // 50 - 40 - 1010 = -1000 B: 1 s of debt
-		{400 * time.Millisecond, 0, 600 * time.Millisecond},
-		{600 * time.Millisecond, 0, 0},                 // paid off
-		{10 * time.Second, 100, 50 * time.Millisecond}, // the bucket holds at most the burst
+// TestRemoteQuotaRates: the quota's rate and its GET pacer follow set,
+// and a read over the quota is held back (the bucket itself is
+// replica.Throttle's, tested there).
+func TestRemoteQuotaRates(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newRemoteQuota(1000, func() time.Time { return now })
+	if got := q.rate(); got != 1000 {
+		t.Fatalf("rate %v, want 1000", got)
 	}
-	for i, st := range steps {
-		clk.advance(st.advance)
-		if st.record > 0 {
-			q.record(st.record)
-		}
-		if got := q.throttle(); got != st.want {
-			t.Fatalf("#%d: throttle %v, want %v", i, got, st.want)
-		}
+	if got := q.pacer.Limit(); got != 1000 {
+		t.Fatalf("pacer limit %v, want 1000", got)
 	}
-	// Unlimited, and back.
+	if d := q.throttle(); d != 0 {
+		t.Fatalf("throttle at start %v, want 0", d)
+	}
+	q.record(3000) // one second banked: 2 s of debt
+	if d := q.throttle(); d != 2*time.Second {
+		t.Fatalf("throttle after 3000 B %v, want 2s", d)
+	}
 	q.set(math.MaxInt64)
-	q.record(1 << 40)
-	if got, r := q.throttle(), q.rate(); got != 0 || r != 0 {
-		t.Fatalf("unlimited: throttle %v, rate %v", got, r)
-	}
-	q.set(2000)
-	if got, r := q.throttle(), q.rate(); got != 0 || r != 2000 {
-		t.Fatalf("after set(2000): throttle %v, rate %v", got, r)
-	}
-	q.record(2100) // 100 - 2100: 1 s at 2000 B/s
-	if got := q.throttle(); got != time.Second {
-		t.Fatalf("after set(2000) and 2100 B: throttle %v, want 1s", got)
+	if got, d := q.rate(), q.throttle(); got != 0 || d != 0 || q.pacer.Limit() != rate.Inf {
+		t.Fatalf("unlimited: rate %v, throttle %v, pacer %v", got, d, q.pacer.Limit())
 	}
 }
 

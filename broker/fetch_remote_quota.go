@@ -3,10 +3,11 @@ package broker
 import (
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/stratastream/strata/broker/replica"
 )
 
 // The remote fetch quota (KIP-956's remote.log.manager.fetch.max.bytes.per.second):
@@ -31,10 +32,12 @@ import (
 //   - Kafka measures the rate over remote.log.manager.fetch.quota.window.num
 //     windows of .window.size.seconds (11 of 1 s): a replay then runs
 //     unthrottled until ten seconds' worth of the quota has been read, a
-//     burst of full-speed reading at every start. Strata's quota is a
-//     token bucket instead, whose burst is remoteQuotaBurst of the rate:
-//     the rate holds from the first read. The window settings are
-//     accepted and ignored (kafka_settings.go).
+//     burst of full-speed reading at every start. Strata's quota is the
+//     token bucket of its replication throttles instead (replica.Throttle:
+//     at most one second's worth banked), and the GETs are paced with a
+//     burst of remotePacerBurst of the rate, so the rate holds from the
+//     first read. The window settings are accepted and ignored
+//     (kafka_settings.go).
 //   - Unset, the quota is remoteQuotaPerCPU bytes per second for each CPU
 //     of the host (runtime.NumCPU), which bench/RESULTS.md ("Remote fetch
 //     quota") derives from the measured curve of a tail consumer's latency
@@ -44,8 +47,8 @@ import (
 //   - It is a dynamic broker config (dynamic_broker_config.go), per
 //     broker or as the cluster default, applied at once.
 
-// remoteQuotaBurst is how much of a second's quota may be read at once.
-const remoteQuotaBurst = 50 * time.Millisecond
+// remotePacerBurst is how much of a second's quota a GET may read at once.
+const remotePacerBurst = 50 * time.Millisecond
 
 // remoteQuotaPerCPU is the unset quota per CPU of the host, bytes/s.
 const remoteQuotaPerCPU = 200 << 20
@@ -94,93 +97,51 @@ func remoteFetchRate(v int64, cpus int) int64 {
 	return v
 }
 
-// remoteQuota is the token bucket of the remote fetch quota. Tokens are
-// bytes; a read takes its bytes after it ran, so the bucket may go into
-// debt, and no read starts while it is in debt.
+// remoteQuota is the remote fetch quota: a replica.Throttle (the token
+// bucket of the replication throttles) over the bytes served, and the
+// pacer of the reader's GETs at the same rate.
 type remoteQuota struct {
-	now func() time.Time
-	// pacer paces the reader's GET bodies at the same rate
-	// (tiering.ReaderConfig.Pacer).
+	bucket *replica.Throttle
+	// pacer paces the reader's GET bodies (tiering.ReaderConfig.Pacer).
 	pacer *rate.Limiter
-	mu    struct {
-		sync.Mutex
-		rate   float64 // bytes/s; 0: unlimited
-		tokens float64
-		last   time.Time
-	}
 }
 
 func newRemoteQuota(bytesPerSecond int64, now func() time.Time) *remoteQuota {
-	q := &remoteQuota{now: now, pacer: rate.NewLimiter(rate.Inf, remotePacerMinBurst)}
+	q := &remoteQuota{bucket: replica.NewThrottle(replica.Unthrottled, now), pacer: rate.NewLimiter(rate.Inf, remotePacerMinBurst)}
 	q.set(bytesPerSecond)
 	return q
-}
-
-// set changes the rate; remoteFetchUnlimited (or more) turns the quota
-// off. The bucket starts full.
-func (q *remoteQuota) set(bytesPerSecond int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	r := float64(bytesPerSecond)
-	if bytesPerSecond >= remoteFetchUnlimited || bytesPerSecond <= 0 {
-		r = 0
-	}
-	if r == q.mu.rate {
-		return
-	}
-	q.mu.rate = r
-	q.mu.tokens = q.burstLocked()
-	q.mu.last = q.now()
-	if r == 0 {
-		q.pacer.SetLimit(rate.Inf)
-		return
-	}
-	q.pacer.SetBurst(max(int(q.burstLocked()), remotePacerMinBurst))
-	q.pacer.SetLimit(rate.Limit(r))
 }
 
 // remotePacerMinBurst is the least burst of the GET pacer: one paced
 // read's bytes (tiering's pacedReadMax) and then some.
 const remotePacerMinBurst = 256 << 10
 
-// rate is the quota in bytes/s, 0 when unlimited.
-func (q *remoteQuota) rate() float64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.mu.rate
+// set changes the rate; remoteFetchUnlimited (or more, or 0) turns the
+// quota off.
+func (q *remoteQuota) set(bytesPerSecond int64) {
+	if bytesPerSecond <= 0 || bytesPerSecond >= remoteFetchUnlimited {
+		q.bucket.SetRate(replica.Unthrottled)
+		q.pacer.SetLimit(rate.Inf)
+		return
+	}
+	q.bucket.SetRate(bytesPerSecond)
+	q.pacer.SetBurst(max(int(float64(bytesPerSecond)*remotePacerBurst.Seconds()), remotePacerMinBurst))
+	q.pacer.SetLimit(rate.Limit(bytesPerSecond))
 }
 
-func (q *remoteQuota) burstLocked() float64 { return q.mu.rate * remoteQuotaBurst.Seconds() }
-
-func (q *remoteQuota) refillLocked() {
-	now := q.now()
-	if d := now.Sub(q.mu.last).Seconds(); d > 0 {
-		q.mu.tokens = min(q.burstLocked(), q.mu.tokens+d*q.mu.rate)
+// rate is the quota in bytes/s, 0 when unlimited.
+func (q *remoteQuota) rate() float64 {
+	if r := q.bucket.Limit(); r != replica.Unthrottled {
+		return float64(r)
 	}
-	q.mu.last = now
+	return 0
 }
 
 // throttle is how long a remote read must wait (0: it may start now).
 func (q *remoteQuota) throttle() time.Duration {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.mu.rate == 0 {
-		return 0
-	}
-	q.refillLocked()
-	if q.mu.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-q.mu.tokens / q.mu.rate * float64(time.Second))
+	_, d := q.bucket.Exceeded()
+	return d
 }
 
 // record counts n bytes read from the remote log.
-func (q *remoteQuota) record(n int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.mu.rate == 0 {
-		return
-	}
-	q.refillLocked()
-	q.mu.tokens -= float64(n)
-}
+func (q *remoteQuota) record(n int64) { q.bucket.Record(int(n)) }

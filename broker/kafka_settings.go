@@ -71,7 +71,7 @@ var kafkaUnused = []kafkaUnusedGroup{
 			"remote.log.manager.task.retry.backoff.max.ms", "remote.log.manager.task.retry.backoff.ms", "remote.log.manager.task.retry.jitter",
 			"remote.log.metadata.custom.metadata.max.bytes", "remote.log.metadata.manager.impl.prefix", "remote.log.metadata.manager.listener.name",
 			"remote.log.storage.manager.impl.prefix"}},
-	{reason: "Strata's remote fetch quota is a token bucket with a burst of 50 ms of the rate, not a rate sampled over windows (fetch_remote_quota.go)",
+	{reason: "Strata's remote fetch quota is a token bucket, not a rate sampled over windows (fetch_remote_quota.go)",
 		keys: []string{"remote.log.manager.fetch.quota.window.num", "remote.log.manager.fetch.quota.window.size.seconds"}},
 	{reason: "Kerberos (GSSAPI) and OAUTHBEARER login are not supported",
 		keys: []string{"sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules", "sasl.kerberos.service.name",
