@@ -51,7 +51,7 @@ import (
 const remotePacerBurst = 50 * time.Millisecond
 
 // remoteQuotaPerCPU is the unset quota per CPU of the host, bytes/s.
-const remoteQuotaPerCPU = 200 << 20
+const remoteQuotaPerCPU = 150 << 20
 
 // remoteFetchQuotaSetting is the quota's setting.
 const remoteFetchQuotaSetting = "remote.log.manager.fetch.max.bytes.per.second"
