@@ -114,7 +114,7 @@ func newRemoteQuota(bytesPerSecond int64, now func() time.Time) *remoteQuota {
 
 // remotePacerMinBurst is the least burst of the GET pacer: one paced
 // read's bytes (tiering's pacedReadMax) and then some.
-const remotePacerMinBurst = 256 << 10
+const remotePacerMinBurst = 2 << 20
 
 // set changes the rate; remoteFetchUnlimited (or more, or 0) turns the
 // quota off.

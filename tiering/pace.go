@@ -19,8 +19,9 @@ import (
 // which on a small host take the CPU from everything else the process
 // serves. The broker sets the pacer to its remote fetch quota.
 
-// pacedReadMax bounds one paced Read (and so the limiter's burst needs).
-const pacedReadMax = 64 << 10
+// pacedReadMax bounds one paced Read: the chunk copy buffer (copyBatchBufSize),
+// so that pacing does not cut the reads of a GET body smaller.
+const pacedReadMax = copyBatchBufSize
 
 // pacedBody reads a GET body within lim, charging the bytes each Read
 // returned (a network read returns less than asked as often as not).
