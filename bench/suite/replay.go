@@ -49,7 +49,9 @@ import (
 //     byte-identical;
 //   - tail latency: loadgen at replayTailRate records/s with a consumer at
 //     the end of another topic, alone and while cold replays run back to
-//     back.
+//     back, at the broker's default remote fetch quota and then at each
+//     of replayOptions.quotas (the cold and warm replays above run with
+//     no quota: they measure what a replay can do).
 //
 // Results go to <out>/<name>/: replay.md, replay.json and series/ (each
 // fetch replay's throughput over time).
@@ -285,6 +287,11 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		}
 		if o.traceOut != "" {
 			set = append(set, "strata.pprof.listener="+pprofAddr)
+		}
+		if cacheBytes != replayTailCache {
+			// Scenario 4 measures what a replay can do: no remote
+			// fetch quota. The tail runs keep the broker's default.
+			set = append(set, remoteFetchQuotaKey+"="+strconv.FormatInt(math.MaxInt64, 10))
 		}
 		return append(set, o.overrides...) // after the suite's own, so they win
 	}
