@@ -51,6 +51,16 @@ import (
 //   shutdown wakes it too. The last stable offset moves only with those
 //   (a marker's append, or the high watermark passing it), so
 //   read_committed waits wake when it moves.
+// * Offsets only in the remote log (tiered) are read on the remote read
+//   pool (remote.log.reader.threads, remote.log.reader.max.pending.tasks)
+//   within the remote fetch quota (remote.log.manager.fetch.max.bytes.per.second,
+//   KIP-956). A partition whose read the quota holds back, the full queue
+//   turns away, or that is not done within remote.fetch.max.wait.ms
+//   answers no records and no error, as Kafka's; the other partitions are
+//   answered as usual (local reads never wait for remote ones), and a
+//   long-polling fetch reads the held-back partition again when the quota
+//   allows, within MaxWaitMillis. Kafka answers a full queue with
+//   UNKNOWN_SERVER_ERROR, which consumers do not retry.
 // * Fetch sessions (KIP-227) are declined: every response is full and
 //   carries session id 0. A request for an incremental fetch (epoch other
 //   than 0 or -1) is FETCH_SESSION_ID_NOT_FOUND.
@@ -128,11 +138,17 @@ func handleFetch(s *Server, r *request) (reply, error) {
 		if left <= 0 {
 			return answer(res)
 		}
+		// A remote read held back (quota, queue) is tried again when
+		// it may go ahead, within MaxWait.
+		retry := res.remote.held && res.remote.retry < left
+		if retry {
+			left = res.remote.retry
+		}
 		res.releaseAll() // not sent: unpin its remote chunks
 		w0 := time.Now()
 		ok := s.waitForAppend(notify, left)
 		waited += time.Since(w0)
-		if !ok {
+		if !ok && (!retry || s.shuttingDown()) {
 			// Timed out or shutting down: answer with what there is now.
 			res, _, _ = s.fetchOnce(req, mayRead, lis)
 			return answer(res)
@@ -223,9 +239,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool, li
 			case t.local(rp.Partition) == nil:
 				pr.errorCode = s.notHostedCode(name, rp.Partition)
 			case req.Version < 4: // message sets of magic 0 and 1: fetch_legacy.go
-				s.fetchPartitionLegacy(t, t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
+				s.fetchPartitionLegacy(&res.remote, t, t.local(rp.Partition), req.Version, &rp, &budget, &minOne, &pr)
 			default:
-				s.fetchPartition(t.local(rp.Partition), req.Version, readCommitted, &rp, &budget, &minOne, &pr)
+				s.fetchPartition(&res.remote, t.local(rp.Partition), req.Version, readCommitted, &rp, &budget, &minOne, &pr)
 			}
 			if pr.errorCode != 0 {
 				anyErr = true
@@ -245,7 +261,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, mayRead func(string) bool, li
 
 // fetchPartition reads one partition into pr, within the partition's and
 // the response's remaining byte budget.
-func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
+func (s *Server) fetchPartition(remote *remotePass, p *partition, version int16, readCommitted bool, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
 	if version >= 9 && rp.CurrentLeaderEpoch != -1 {
 		if pr.errorCode = checkLeaderEpoch(p, rp.CurrentLeaderEpoch); pr.errorCode != 0 {
 			return
@@ -287,7 +303,7 @@ func (s *Server) fetchPartition(p *partition, version int16, readCommitted bool,
 		if limit <= 0 && !*minOne {
 			return
 		}
-		sl, err := s.readPartition(p, off, int(max(limit, 0)), upTo, pr)
+		sl, err := s.readPartition(remote, p, off, int(max(limit, 0)), upTo, pr)
 		if err != nil {
 			pr.errorCode = readErrorCode(s, p, err)
 			if pr.size > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,9 @@ import (
 //   - The dynamic settings are those Kafka 3.9 marks dynamic that Strata
 //     implements: the log cleaner's (LogCleaner.reconfigurableConfigs,
 //     applied by logCleaner.reconfigure), the replication throttle rates
-//     (replica.Manager.SetThrottledRates) and the log.* defaults of topic
+//     (replica.Manager.SetThrottledRates), the remote fetch quota
+//     (remote.log.manager.fetch.max.bytes.per.second,
+//     fetch_remote_quota.go) and the log.* defaults of topic
 //     configs (DynamicLogConfig: every topic without an override takes
 //     the new value at once).
 //   - An alter is checked as Kafka checks it: a setting that is not
@@ -357,6 +360,9 @@ func (s *Server) applyDynamicBrokerConfigs() (topicDefaultsChanged bool) {
 	}
 	if s.repl != nil {
 		s.repl.SetThrottledRates(cfg.LeaderReplicationThrottledRate, cfg.FollowerReplicationThrottledRate)
+	}
+	if s.tier != nil {
+		s.tier.quota.set(remoteFetchRate(cfg.Tiering.RemoteFetch.MaxBytesPerSecond, runtime.NumCPU()))
 	}
 	if !maps.Equal(cfg.TopicDefaults, s.topicDefaults()) {
 		td := cfg.TopicDefaults

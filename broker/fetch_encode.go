@@ -57,6 +57,8 @@ type fetchResult struct {
 	// nodeEndpoints are the brokers the partitions' currentLeader name
 	// (v16+), ordered by node id.
 	nodeEndpoints []kmsg.FetchResponseBroker
+	// remote is the read pass's remote reads (fetch_remote.go).
+	remote remotePass
 }
 
 type fetchTopicResult struct {

@@ -46,7 +46,7 @@ func legacyMagic(v int16) int8 {
 }
 
 // fetchPartitionLegacy is fetchPartition for Fetch v0-v3.
-func (s *Server) fetchPartitionLegacy(t *topicState, p *partition, version int16, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
+func (s *Server) fetchPartitionLegacy(remote *remotePass, t *topicState, p *partition, version int16, rp *kmsg.FetchRequestTopicPartition, budget *int64, minOne *bool, pr *fetchPartResult) {
 	if !t.cfg.downConversion {
 		pr.errorCode = kerr.UnsupportedVersion.Code
 		return
@@ -67,7 +67,7 @@ func (s *Server) fetchPartitionLegacy(t *topicState, p *partition, version int16
 		if left <= 0 && !(first && len(out) == 0) || i > 0 && off >= hw {
 			break
 		}
-		sl, err := s.readPartition(p, off, left, hw, pr)
+		sl, err := s.readPartition(remote, p, off, left, hw, pr)
 		if err != nil {
 			if len(out) == 0 {
 				pr.errorCode = readErrorCode(s, p, err)

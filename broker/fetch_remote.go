@@ -20,8 +20,10 @@ import (
 // election the archiver has not reconciled yet) is never served. The chunk stays
 // pinned in the cache until the response is written (rawBody.release) or
 // dropped (a long-polling fetch that reads again). A remote read blocks
-// only the request that needs it: it runs on the connection's goroutine,
-// and the reader takes no lock across a GET.
+// only the request that needs it, and that for at most
+// remote.fetch.max.wait.ms: it runs on the remote read pool
+// (fetch_remote_pool.go) within the remote fetch quota
+// (fetch_remote_quota.go), and the reader takes no lock across a GET.
 
 // remoteFetchTimeout bounds the GETs of one remote read.
 const remoteFetchTimeout = 30 * time.Second
@@ -29,7 +31,10 @@ const remoteFetchTimeout = 30 * time.Second
 // readPartition reads whole batches at off of partition p: from the
 // remote log when off is only there, else from the local log. Remote
 // slices are registered in pr for release after the response is sent.
-func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, pr *fetchPartResult) (segment.ReadSlice, error) {
+// A remote read runs on the remote read pool within the remote fetch
+// quota; one the quota or the pool holds back returns an empty slice and
+// is noted in rp (fetch_remote_pool.go).
+func (s *Server) readPartition(rp *remotePass, p *partition, off int64, maxBytes int, hw int64, pr *fetchPartResult) (segment.ReadSlice, error) {
 	if localStart := p.log.LogStartOffset(); s.tier != nil && off < localStart {
 		if m := p.remoteManifest(); m != nil {
 			if off < m.LogStartOffset {
@@ -42,12 +47,9 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 				if off >= bound {
 					return segment.ReadSlice{FirstOffset: off, NextOffset: off}, nil
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), remoteFetchTimeout)
-				start := time.Now()
-				rs, err := s.tier.reader.ReadBelow(ctx, tiering.PartitionKey{Topic: p.topic, Partition: p.index}, m, off, bound, maxBytes)
-				cancel()
-				if !errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
-					s.metrics.observeRemoteRead(start, rs.Size, err)
+				rs, release, err := s.readRemote(rp, p, m, off, bound, maxBytes)
+				if errors.Is(err, errRemoteReadHeld) {
+					return segment.ReadSlice{FirstOffset: off, NextOffset: off}, nil
 				}
 				if err != nil {
 					if errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
@@ -56,10 +58,10 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 					return segment.ReadSlice{}, err
 				}
 				if rs.Size > 0 {
-					pr.releases = append(pr.releases, rs.Release)
+					pr.releases = append(pr.releases, release)
 					return segment.ReadSlice{File: rs.File, Pos: rs.Pos, Size: rs.Size, FirstOffset: rs.FirstOffset, NextOffset: rs.NextOffset}, nil
 				}
-				rs.Release()
+				release()
 				if rs.NextOffset <= off || rs.NextOffset >= hw {
 					return segment.ReadSlice{NextOffset: off}, nil
 				}
@@ -68,6 +70,80 @@ func (s *Server) readPartition(p *partition, off int64, maxBytes int, hw int64, 
 		}
 	}
 	return p.log.Read(off, maxBytes, hw)
+}
+
+// errRemoteReadHeld: the quota or the pool held a remote read back.
+var errRemoteReadHeld = errors.New("broker: remote read held back")
+
+// remotePass is the remote side of one read pass of a fetch: when its
+// remote reads stop being waited for, and whether one was held back.
+type remotePass struct {
+	deadline time.Time // set by the first remote read
+	// held says a remote read was held back (quota, full queue, or not
+	// done by the deadline); retry is when to read again, the least of
+	// what each held read said.
+	held  bool
+	retry time.Duration
+}
+
+// hold notes a read held back that may be tried again after d.
+func (rp *remotePass) hold(d time.Duration) {
+	if !rp.held || d < rp.retry {
+		rp.retry = d
+	}
+	rp.held = true
+}
+
+// remoteRejectedRetry is how soon a read the full queue turned away is
+// tried again.
+const remoteRejectedRetry = 10 * time.Millisecond
+
+// readRemote reads partition p's remote log at off on the remote read
+// pool, within the quota, and counts its bytes against the quota. A read
+// the quota or the pool holds back is errRemoteReadHeld.
+func (s *Server) readRemote(rp *remotePass, p *partition, m *tiering.Manifest, off, bound int64, maxBytes int) (tiering.RemoteSlice, func(), error) {
+	bt := s.tier
+	if d := bt.quota.throttle(); d > 0 {
+		bt.reads.throttled(d)
+		rp.hold(d)
+		return tiering.RemoteSlice{}, nil, errRemoteReadHeld
+	}
+	if rp.deadline.IsZero() {
+		rp.deadline = time.Now().Add(s.remoteFetchMaxWait())
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), rp.deadline)
+	defer cancel()
+	key := tiering.PartitionKey{Topic: p.topic, Partition: p.index}
+	rs, release, err := bt.reads.read(ctx, func(ctx context.Context) (tiering.RemoteSlice, error) {
+		ctx, cancel := context.WithTimeout(ctx, remoteFetchTimeout)
+		defer cancel()
+		start := time.Now()
+		rs, err := bt.reader.ReadBelow(ctx, key, m, off, bound, maxBytes)
+		if !errors.Is(err, tiering.ErrRemoteOffsetOutOfRange) {
+			s.metrics.observeRemoteRead(start, rs.Size, err)
+		}
+		if err == nil {
+			bt.quota.record(rs.Size)
+		}
+		return rs, err
+	})
+	switch {
+	case errors.Is(err, errRemoteReadRejected):
+		rp.hold(remoteRejectedRetry)
+		return rs, nil, errRemoteReadHeld
+	case errors.Is(err, errRemoteReadExpired):
+		rp.hold(0)
+		return rs, nil, errRemoteReadHeld
+	}
+	return rs, release, err
+}
+
+// remoteFetchMaxWait is remote.fetch.max.wait.ms.
+func (s *Server) remoteFetchMaxWait() time.Duration {
+	if d := s.cfg.Tiering.RemoteFetch.MaxWait; d > 0 {
+		return d
+	}
+	return defaultRemoteFetchMaxWait
 }
 
 // hasReleases reports whether the result holds pinned remote chunks.

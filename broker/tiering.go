@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,9 @@ type TieringConfig struct {
 	// RemoteCleanMapBytes is the memory of a remote cleaning's offset map
 	// (strata.remote.cleaner.dedupe.buffer.size; 0: tiering's default).
 	RemoteCleanMapBytes int64
+	// RemoteFetch bounds the remote reads of fetches
+	// (fetch_remote_quota.go).
+	RemoteFetch RemoteFetchConfig
 }
 
 // Defaults of the broker's own tiering settings: how often orphaned
@@ -199,7 +203,11 @@ func setS3PathStyle(c *Config, v string) error {
 type brokerTier struct {
 	store  tiering.ObjectStore
 	reader *tiering.RemoteReader
-	what   string // the store, for logs
+	// reads runs the remote reads of fetches, within quota
+	// (fetch_remote_pool.go, fetch_remote_quota.go).
+	reads *remoteReadPool
+	quota *remoteQuota
+	what  string // the store, for logs
 	// cleanDir holds the remote cleaner's replacement files while they
 	// are written and uploaded (<first of log.dirs>/remote-clean, emptied
 	// at start); cleanLimiter paces the remote cleaners together
@@ -260,15 +268,19 @@ func (s *Server) openTiering() error {
 	if tc.Store.UsesS3() {
 		bt.what = fmt.Sprintf("s3 bucket %q at %q", tc.Store.S3.Bucket, tc.Store.S3.Endpoint)
 	}
+	rf := tc.RemoteFetch
+	bt.quota = newRemoteQuota(remoteFetchRate(rf.MaxBytesPerSecond, runtime.NumCPU()), time.Now)
 	bt.reader, err = tiering.NewRemoteReader(store, tiering.ReaderConfig{
 		CacheDir: tc.CacheDir, CacheBytes: tc.CacheBytes, ChunkBytes: tc.ChunkBytes,
 		ReadAheadChunks: tc.ReadAheadChunks, ReadAheadWorkers: tc.ReadAheadThreads,
 		Logger: s.log.With("component", "remote-reader"),
+		Pacer:  bt.quota.pacer,
 	})
 	if err != nil {
 		cancel()
 		return fmt.Errorf("broker: tiered storage: %w", err)
 	}
+	bt.reads = newRemoteReadPool(rf.ReaderThreads, rf.ReaderMaxPending)
 	s.tier = bt
 	bt.wg.Add(2)
 	go func() {
@@ -305,6 +317,7 @@ func (s *Server) stopTiering() {
 	}
 	bt.cancel()
 	bt.wg.Wait()
+	bt.reads.close()
 	_ = bt.reader.Close()
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/stratastream/strata/segment"
 )
 
@@ -99,6 +101,9 @@ type ReaderConfig struct {
 	GetTimeout time.Duration
 	// Logger receives warnings (failed GETs, stale files). Default: discard.
 	Logger *slog.Logger
+	// Pacer, when set, paces the bytes of every GET body (pace.go); its
+	// limit may change at any time. Nil: GETs run at the store's speed.
+	Pacer *rate.Limiter
 }
 
 // Defaults of ReaderConfig.
@@ -446,6 +451,7 @@ func (r *RemoteReader) chunkLoader(ix *remoteIndex, k int) chunkLoader {
 			from := span.start + cw.n
 			rc, err := r.store.Get(ctx, ix.logKey, from, span.end-from)
 			if err == nil {
+				rc = paced(ctx, rc, r.cfg.Pacer)
 				err = copyValidBatches(cw, rc, span.end-from)
 				if cerr := rc.Close(); err == nil {
 					err = cerr
@@ -489,7 +495,7 @@ func (r *RemoteReader) runGetter(ix *remoteIndex) rangeGetter {
 			done()
 			return nil, fmt.Errorf("tiering: get %s [%d, %d): %w", ix.logKey, start, end, err)
 		}
-		return &doneCloser{ReadCloser: rc, done: done}, nil
+		return &doneCloser{ReadCloser: paced(ctx, rc, r.cfg.Pacer), done: done}, nil
 	}
 }
 

@@ -110,3 +110,22 @@ func listOffsets(ctx context.Context, adm *kadm.Client, topic string, end bool) 
 	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out, nil
 }
+
+// setBrokerConfig sets a dynamic broker config as the cluster default
+// (every broker), or deletes it when v is nil.
+func setBrokerConfig(ctx context.Context, adm *kadm.Client, key string, v *string) error {
+	op := kadm.SetConfig
+	if v == nil {
+		op = kadm.DeleteConfig
+	}
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: v}})
+	if err != nil {
+		return err
+	}
+	for _, r := range resps {
+		if r.Err != nil {
+			return fmt.Errorf("%s: %w (%s)", key, r.Err, r.ErrMessage)
+		}
+	}
+	return nil
+}

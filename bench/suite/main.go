@@ -5,7 +5,7 @@
 // summary.json and figures.csv (everything measured), loadgen.csv (one row
 // per load generator run), the raw JSON of every load generator run under
 // raw/, replay/ and replay-link/ (the replay measurement's own tables), and
-// PNG plots (throughput.png, latency.png, replay.png). It also rewrites the
+// PNG plots (throughput.png, latency.png, replay.png, quota.png). It also rewrites the
 // section of bench/RESULTS.md between its markers. Scenario 7 also keeps
 // its brokers' logs under catchup/.
 //
@@ -101,6 +101,7 @@ type options struct {
 	replayPerf      string
 	replayTrace     string
 	replayOverrides overrideFlags
+	replayQuotas    string
 }
 
 // overrideFlags collects repeated -replay-override k=v flags.
@@ -121,7 +122,8 @@ var quickDefaults = map[string]string{
 	"records-100": "500000", "records-1k": "200000", "s1-repeat": "3", "fetch-passes": "2", "loopback-bytes": "1073741824",
 	"rf-records": "200000", "half-rate-time": "5s",
 	"replay-bytes": "268435456", "replay-repeat": "1", "replay-consume": "false", "tail-time": "5s", "get-conns": "8",
-	"scale-levels": "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
+	"replay-quotas": "unlimited",
+	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
 	"budget": "4m30s",
 }
@@ -180,6 +182,7 @@ func main() {
 	flag.StringVar(&o.replayPerf, "replay-perf", "", "scenario 4: record the broker with perf (Linux perf record -g) during the first cold fetch into this file")
 	flag.StringVar(&o.replayTrace, "replay-trace", "", "scenario 5: write a 5 s Go execution trace of the broker, taken while the tail consumer runs beside replays, into this file (go tool trace -pprof=sched FILE: where goroutines waited for a CPU)")
 	flag.Var(&o.replayOverrides, "replay-override", "scenarios 4 and 5: broker setting key=value added after the suite's own (repeatable), e.g. -replay-override remote.cache.readahead.threads=4")
+	flag.StringVar(&o.replayQuotas, "replay-quotas", "unlimited,100000000,200000000,400000000", "scenario 5: remote.log.manager.fetch.max.bytes.per.second values (bytes/s or unlimited) of the tail-latency curve, besides the broker's default; empty: the default only")
 	flag.StringVar(&o.scaleLevels, "scale-levels", "1,10,50", "scenario 6: retained GiB at which produce is measured (scaled down to fit the disk and -budget)")
 	flag.Int64Var(&o.scaleMeasure, "scale-measure", 1_000_000, "scenario 6: 1 KiB records of each peak produce measurement")
 	flag.IntVar(&o.scaleRepeat, "scale-repeat", 3, "scenario 6: peak produce runs per level (the best is reported)")
@@ -245,6 +248,9 @@ type runner struct {
 	rep   *report
 	// The replay measurement, run once for scenarios 4 and 5.
 	replayRep *replayReport
+	// linkRep is the same behind the shaped link (scenario 4), for
+	// scenario 5's curve.
+	linkRep   *replayReport
 	replayErr error
 	ranRep    bool
 }
@@ -310,7 +316,7 @@ func run(ctx context.Context, o options) error {
 		{1, "Produce, one broker, acks=1, against raw disk write and NATS JetStream", 0.08, r.s1},
 		{2, "Consume from the page cache, against loopback TCP and raw sendfile; zero copy against a copying broker", 0.05, r.s2},
 		{3, "Three brokers, RF 3 acks=all, against RF 1", 0.12, r.s3},
-		{4, "Replay from offset 0 out of MinIO, cold and warm cache, against raw parallel ranged GETs", 0.30, r.s4},
+		{4, "Replay from offset 0 out of MinIO, cold and warm cache, against raw parallel ranged GETs", 0.55, r.s4},
 		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
 		{6, "Produce and tail latency at growing retained size (tiny local retention, the rest in MinIO)", 0.40, r.s6},
 		{7, "Adding a replica to a partition mostly in the bucket, against a full copy with tiering off", 0.35, r.s7},

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -22,14 +24,17 @@ var (
 	refColor    = color.RGBA{R: 160, G: 160, B: 160, A: 255}
 )
 
-// plots draws throughput.png, latency.png and replay.png into dir.
+// plots draws throughput.png, latency.png, replay.png and quota.png into
+// dir.
 func plots(rep *report, dir string) error {
 	var errs []error
 	var bars []barGroup
 	curves := map[string][]curve{}
 	var panels []string
 	var ser []series
+	var trade []tradeoff
 	for _, s := range rep.Scenarios {
+		trade = append(trade, s.Tradeoffs...)
 		for _, b := range s.Bars {
 			if len(b.Values) > 0 {
 				bars = append(bars, b)
@@ -80,7 +85,50 @@ func plots(rep *report, dir string) error {
 			errs = append(errs, tile([]*plot.Plot{p}, 1, 9*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, "replay.png")))
 		}
 	}
+	if len(trade) > 0 {
+		p, err := tradeoffPlot(trade)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, tile([]*plot.Plot{p}, 1, 9*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, "quota.png")))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// tradeoffPlot draws scenario 5's curves: the tail consumer's p99
+// against the replay rate, a labelled point per remote fetch quota.
+func tradeoffPlot(ts []tradeoff) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "S5 tail consumer p99 during replays ÷ alone, against the replay rate, per remote fetch quota"
+	p.X.Label.Text = "replay MB/s (cold, from MinIO)"
+	p.Y.Label.Text = "tail p99 ÷ alone (log scale; goal ≤ 2)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Min = 0
+	p.Legend.Top = true
+	p.Legend.Left = true
+	var args []any
+	for _, t := range ts {
+		pts := slices.Clone(t.Points)
+		slices.SortFunc(pts, func(a, b tradeoffPoint) int { return cmp.Compare(a.X, b.X) })
+		xys := make(plotter.XYs, len(pts))
+		labels := make([]string, len(pts))
+		for i, pt := range pts {
+			xys[i] = plotter.XY{X: pt.X, Y: max(pt.Y, 0.001)}
+			labels[i] = pt.Label
+		}
+		args = append(args, t.Name, xys)
+		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+		if err != nil {
+			return nil, err
+		}
+		p.Add(l)
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // barPlot is one bar chart: the figure's bars in blue, its references'

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,7 +49,9 @@ import (
 //     byte-identical;
 //   - tail latency: loadgen at replayTailRate records/s with a consumer at
 //     the end of another topic, alone and while cold replays run back to
-//     back.
+//     back, at the broker's default remote fetch quota and then at each
+//     of replayOptions.quotas (the cold and warm replays above run with
+//     no quota: they measure what a replay can do).
 //
 // Results go to <out>/<name>/: replay.md, replay.json and series/ (each
 // fetch replay's throughput over time).
@@ -79,10 +82,11 @@ type replayOptions struct {
 	repeat    int    // runs of each cold and warm replay
 	consume   bool   // also replay with franz-go's consumer
 	tailTime  time.Duration
-	getConns  string // concurrent ranged GETs of the raw limit, comma-separated
-	storeLink string // rate of MinIO's shaped link (tc syntax); empty: loopback
-	perfOut   string // perf record of the broker during the first cold fetch
-	traceOut  string // Go execution trace of the broker beside the tail
+	getConns  string   // concurrent ranged GETs of the raw limit, comma-separated
+	storeLink string   // rate of MinIO's shaped link (tc syntax); empty: loopback
+	perfOut   string   // perf record of the broker during the first cold fetch
+	traceOut  string   // Go execution trace of the broker beside the tail
+	quotas    []string // remote fetch quotas of the tail-latency curve ("unlimited" or bytes/s)
 	overrides []string
 }
 
@@ -153,6 +157,20 @@ type tailRun struct {
 	Replay *replayRun `json:"replay,omitempty"`
 	// Curve is the percentile curve of the end-to-end latency.
 	Curve []point `json:"curve,omitempty"`
+	// Quota is the remote fetch quota of the replays beside the tail
+	// ("unlimited" or bytes/s), empty for the broker's default.
+	Quota string `json:"quota,omitempty"`
+}
+
+// remoteFetchQuotaKey is the broker's remote fetch quota setting.
+const remoteFetchQuotaKey = "remote.log.manager.fetch.max.bytes.per.second"
+
+// quotaLabel is the part of a replay's label that names its quota.
+func quotaLabel(quota string) string {
+	if quota == "" {
+		return ""
+	}
+	return "quota " + quota + " "
 }
 
 // replayReport is everything one replay run measured (replay.json).
@@ -269,6 +287,11 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		}
 		if o.traceOut != "" {
 			set = append(set, "strata.pprof.listener="+pprofAddr)
+		}
+		if cacheBytes != replayTailCache {
+			// Scenario 4 measures what a replay can do: no remote
+			// fetch quota. The tail runs keep the broker's default.
+			set = append(set, remoteFetchQuotaKey+"="+strconv.FormatInt(math.MaxInt64, 10))
 		}
 		return append(set, o.overrides...) // after the suite's own, so they win
 	}
@@ -509,52 +532,90 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 		rep.Tail = append(rep.Tail, tailFrom("alone", alone, nil))
 	}
 	logf("  tail latency during replays (remote.cache.bytes %d MiB, below the data: each pass reads the bucket)", replayTailCache>>20)
-	type tailDone struct {
-		res *lgResult
-		err error
-	}
-	done := make(chan tailDone, 1)
-	go func() {
-		res, err := r.loadgen(ctx, s, o.name+"-tail-during-replays", b.addr, tailArgs...)
-		done <- tailDone{res, err}
-	}()
-	if o.traceOut != "" {
+	// beside runs the tail producer and consumer with cold replays back
+	// to back beside them, for as long as the tail runs.
+	beside := func(label, quota string) {
+		type tailDone struct {
+			res *lgResult
+			err error
+		}
+		done := make(chan tailDone, 1)
 		go func() {
-			time.Sleep(2 * time.Second) // into the first replay
-			if err := fetchTrace("http://"+pprofAddr+"/debug/pprof/trace?seconds=5", o.traceOut); err != nil {
-				logf("    trace: %v", err)
-			} else {
-				logf("    wrote the broker's execution trace to %s", o.traceOut)
-			}
+			res, err := r.loadgen(ctx, s, o.name+"-tail-"+strings.TrimSuffix(seriesName(label), ".csv"), b.addr, tailArgs...)
+			done <- tailDone{res, err}
 		}()
+		if o.traceOut != "" && quota == "" {
+			go func() {
+				time.Sleep(2 * time.Second) // into the first replay
+				if err := fetchTrace("http://"+pprofAddr+"/debug/pprof/trace?seconds=5", o.traceOut); err != nil {
+					logf("    trace: %v", err)
+				} else {
+					logf("    wrote the broker's execution trace to %s", o.traceOut)
+				}
+			}()
+		}
+		sum := &replayRun{Mode: "fetch", Label: "replays beside tail"}
+		var td tailDone
+	replays:
+		for i := 1; ; i++ {
+			run := replayOnce(fmt.Sprintf("fetch beside tail %s#%d", quotaLabel(quota), i), false, "fetch")
+			if run == nil {
+				td = <-done
+				break
+			}
+			sum.Records += run.Records
+			sum.Bytes += run.Bytes
+			sum.Seconds += run.Seconds
+			sum.Conns = i
+			select {
+			case td = <-done:
+				break replays
+			default:
+			}
+		}
+		if sum.Seconds > 0 {
+			sum.MBPerS = float64(sum.Bytes) / sum.Seconds / 1e6
+		}
+		if td.err != nil {
+			rep.Errors = append(rep.Errors, label+": "+td.err.Error())
+			return
+		}
+		t := tailFrom(label, td.res, sum)
+		t.Quota = quota
+		rep.Tail = append(rep.Tail, t)
 	}
-	// Replays back to back for as long as the tail producer runs.
-	sum := &replayRun{Mode: "fetch", Label: "replays beside tail"}
-	var td tailDone
-replays:
-	for i := 1; ; i++ {
-		run := replayOnce(fmt.Sprintf("fetch beside tail #%d", i), false, "fetch")
-		if run == nil {
-			td = <-done
+	beside("during replays from offset 0", "")
+	// The curve: the same at other remote fetch quotas, set at run time
+	// (a dynamic broker config), each after a tail run alone of its own:
+	// the host's load moves meanwhile, so each point's ratio is to the
+	// run just before it.
+	aloneRun := func(label, quota string) {
+		res, err := r.loadgen(ctx, s, o.name+"-tail-"+strings.TrimSuffix(seriesName(label), ".csv"), b.addr, tailArgs...)
+		if err != nil {
+			rep.Errors = append(rep.Errors, label+": "+err.Error())
+			return
+		}
+		t := tailFrom(label, res, nil)
+		t.Quota = quota
+		rep.Tail = append(rep.Tail, t)
+	}
+	for _, q := range o.quotas {
+		v := q
+		if q == "unlimited" {
+			v = strconv.FormatInt(math.MaxInt64, 10)
+		}
+		if err := setBrokerConfig(ctx, adm, remoteFetchQuotaKey, &v); err != nil {
+			rep.Errors = append(rep.Errors, "set "+remoteFetchQuotaKey+": "+err.Error())
 			break
 		}
-		sum.Records += run.Records
-		sum.Bytes += run.Bytes
-		sum.Seconds += run.Seconds
-		sum.Conns = i
-		select {
-		case td = <-done:
-			break replays
-		default:
+		logf("  tail latency alone, then during replays, %s=%s", remoteFetchQuotaKey, q)
+		aloneRun("alone before quota "+q, q)
+		beside("during replays, quota "+q, q)
+	}
+	if len(o.quotas) > 0 {
+		if err := setBrokerConfig(ctx, adm, remoteFetchQuotaKey, nil); err != nil {
+			rep.Errors = append(rep.Errors, "delete "+remoteFetchQuotaKey+": "+err.Error())
 		}
-	}
-	if sum.Seconds > 0 {
-		sum.MBPerS = float64(sum.Bytes) / sum.Seconds / 1e6
-	}
-	if td.err != nil {
-		rep.Errors = append(rep.Errors, "tail with replays: "+td.err.Error())
-	} else {
-		rep.Tail = append(rep.Tail, tailFrom("during replays from offset 0", td.res, sum))
 	}
 	if !b.Alive() {
 		rep.Errors = append(rep.Errors, "broker exited during the run:\n"+b.Tail(4000))

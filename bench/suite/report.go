@@ -42,6 +42,7 @@ type scenario struct {
 	Bars      []barGroup         `json:"bars,omitempty"`
 	Curves    map[string][]curve `json:"curves,omitempty"`
 	Series    []series           `json:"series,omitempty"`
+	Tradeoffs []tradeoff         `json:"tradeoffs,omitempty"`
 	deadline  time.Time
 	ran       bool // measured by this run (not merged from an earlier one)
 }
@@ -131,6 +132,19 @@ func (b *barGroup) add(label string, v float64, isRef bool) {
 type curve struct {
 	Name   string  `json:"name"`
 	Points []point `json:"points"`
+}
+
+// tradeoff is a curve of one figure against another, a labelled point
+// per setting (scenario 5: tail p99 against the replay rate, per quota).
+type tradeoff struct {
+	Name   string          `json:"name"`
+	Points []tradeoffPoint `json:"points"`
+}
+
+type tradeoffPoint struct {
+	Label string  `json:"label"`
+	X     float64 `json:"x"`
+	Y     float64 `json:"y"`
 }
 
 // series is a throughput over time.
@@ -329,7 +343,7 @@ func summary(rep *report) string {
 	}
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(goalsTable(rep))
-	b.WriteString("\nPlots: [throughput.png](throughput.png) (figures in blue beside their references in grey), [latency.png](latency.png) (latency percentile curves), [replay.png](replay.png) (replay throughput over time). Raw data: summary.json, figures.csv, loadgen.csv, raw/, replay/.\n")
+	b.WriteString("\nPlots: [throughput.png](throughput.png) (figures in blue beside their references in grey), [latency.png](latency.png) (latency percentile curves), [replay.png](replay.png) (replay throughput over time), [quota.png](quota.png) (tail latency against replay rate per remote fetch quota). Raw data: summary.json, figures.csv, loadgen.csv, raw/, replay/.\n")
 	for _, s := range rep.Scenarios {
 		fmt.Fprintf(&b, "\n## Scenario %d: %s\n\nStatus: %s (%.0f s).\n\n", s.ID, s.Title, s.status(), s.Seconds)
 		if len(s.Rows) > 0 {
@@ -448,8 +462,8 @@ func updateResults(path, outDir string, rep *report) error {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\n![throughput](%s) ![latency](%s) ![replay](%s)\n%s",
-		rel(path, outDir, "throughput.png"), rel(path, outDir, "latency.png"), rel(path, outDir, "replay.png"), endMark)
+	fmt.Fprintf(&b, "\n![throughput](%s) ![latency](%s) ![replay](%s) ![quota](%s)\n%s",
+		rel(path, outDir, "throughput.png"), rel(path, outDir, "latency.png"), rel(path, outDir, "replay.png"), rel(path, outDir, "quota.png"), endMark)
 	if i >= 0 && j > i {
 		s = s[:i] + b.String() + s[j+len(endMark):]
 	} else {

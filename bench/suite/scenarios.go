@@ -603,9 +603,15 @@ func (r *runner) runReplay(ctx context.Context, s *scenario) (*replayReport, err
 // replayOptions are the replay settings of this run's flags, with results
 // under name.
 func (r *runner) replayOptions(name string) replayOptions {
+	var quotas []string
+	for _, q := range strings.Split(r.o.replayQuotas, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			quotas = append(quotas, q)
+		}
+	}
 	return replayOptions{name: name, bytes: r.o.replayBytes, repeat: r.o.replayRepeat, consume: r.o.replayCons,
 		tailTime: r.o.tailTime, getConns: r.o.getConns, perfOut: r.o.replayPerf, traceOut: r.o.replayTrace,
-		overrides: r.o.replayOverrides}
+		overrides: r.o.replayOverrides, quotas: quotas}
 }
 
 // replayFigures are the best raw and replay rates of one replay run. fwd
@@ -689,6 +695,7 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 	// The profiles, if asked for, are of the loopback replay.
 	lo.perfOut, lo.traceOut = "", ""
 	linked, lerr := r.replay(ctx, s, lo)
+	r.linkRep = linked
 	if linked == nil {
 		return fmt.Errorf("replay with MinIO behind a %s link: %w", r.o.storeLink, lerr)
 	}
@@ -712,7 +719,8 @@ func (r *runner) s4(ctx context.Context, s *scenario) error {
 	return nil
 }
 
-// s5: tail latency during scenario 4's replays against alone.
+// s5: tail latency during scenario 4's replays against alone, and its
+// curve against the replay rate at several remote fetch quotas.
 func (r *runner) s5(ctx context.Context, s *scenario) error {
 	rep, err := r.runReplay(ctx, s)
 	if rep == nil {
@@ -722,17 +730,14 @@ func (r *runner) s5(ctx context.Context, s *scenario) error {
 	var mbps float64
 	for _, t := range rep.Tail {
 		p99 := t.P99Ms
-		if t.Label == "alone" {
+		switch {
+		case t.Label == "alone":
 			alone = &p99
 			s.curve("tail consumer end-to-end latency", "S5 tail alone", t.Curve)
-			s.row("tail alone", "1 KiB", 0, 0, t.P50Ms, t.P99Ms, t.P999Ms, t.MaxMs)
-		} else {
+		case t.Replay != nil && t.Quota == "":
 			during = &p99
 			s.curve("tail consumer end-to-end latency", "S5 tail during cold replays", t.Curve)
-			s.row("tail during replays", "1 KiB", 0, 0, t.P50Ms, t.P99Ms, t.P999Ms, t.MaxMs)
-			if t.Replay != nil {
-				mbps = t.Replay.MBPerS
-			}
+			mbps = t.Replay.MBPerS
 		}
 	}
 	if alone == nil || during == nil {
@@ -741,8 +746,46 @@ func (r *runner) s5(ctx context.Context, s *scenario) error {
 	f := s.figure("tail consumer p99 end-to-end latency during cold replays ÷ alone", "ms", &goal{"<=", 2, onRatio})
 	f.set(*during)
 	f.ref("the same tail consumer with no replay", *alone)
-	s.note(fmt.Sprintf("A producer at 1,000 records/s of 1 KiB and a consumer at the end of another topic of the same broker, %v each; during: cold replays of scenario 4's topic back to back (%.0f MB/s), with a chunk cache smaller than the data so each replay reads the bucket.", r.o.tailTime, mbps))
+	s.RowHeader = []string{"MinIO", "run", "replay MB/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "p99 ÷ alone"}
+	s.quotaCurve("loopback", rep)
+	if r.linkRep != nil {
+		s.quotaCurve("behind a "+r.o.storeLink+" link", r.linkRep)
+	}
+	s.note(fmt.Sprintf("A producer at 1,000 records/s of 1 KiB and a consumer at the end of another topic of the same broker, %v each; during: cold replays of scenario 4's topic back to back (%.0f MB/s at the broker's default remote fetch quota), with a chunk cache smaller than the data so each replay reads the bucket. The curve: the same with remote.log.manager.fetch.max.bytes.per.second set at run time to each of -replay-quotas (quota.png: p99 during ÷ p99 of the tail run alone just before, against the replay rate), each point after a tail run alone of its own.", r.o.tailTime, mbps))
 	return nil
+}
+
+// quotaCurve adds the rows and the plotted curve of one replay run's
+// tail latency against the replay rate at each quota.
+func (s *scenario) quotaCurve(where string, rep *replayReport) {
+	alone := 0.0 // the last tail run alone, the reference of the runs after it
+	c := tradeoff{Name: "MinIO " + where}
+	for _, t := range rep.Tail {
+		if t.Replay == nil {
+			alone = t.P99Ms
+		}
+		ratio := "—"
+		if alone > 0 {
+			ratio = strconv.FormatFloat(t.P99Ms/alone, 'f', 2, 64)
+		}
+		replay := "—"
+		if t.Replay != nil {
+			replay = num(t.Replay.MBPerS)
+			label := t.Quota
+			if label == "" {
+				label = "default"
+			} else if v, err := strconv.ParseFloat(label, 64); err == nil {
+				label = num(v/1e6) + " MB/s"
+			}
+			if alone > 0 {
+				c.Points = append(c.Points, tradeoffPoint{Label: label, X: t.Replay.MBPerS, Y: t.P99Ms / alone})
+			}
+		}
+		s.Rows = append(s.Rows, []string{where, t.Label, replay, num(t.P50Ms), num(t.P99Ms), num(t.P999Ms), num(t.MaxMs), ratio})
+	}
+	if len(c.Points) > 0 {
+		s.Tradeoffs = append(s.Tradeoffs, c)
+	}
 }
 
 // s6: produce and tail latency at growing retained size.
