@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/broker/share"
+	"github.com/stratastream/strata/segment/poll"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// startShareServer runs a server with share groups over an in-memory
+// persister; new share partitions start at the earliest offset, and
+// acquisition locks last lock.
+func startShareServer(t *testing.T, lock time.Duration) (*Server, *share.MemPersister) {
+	t.Helper()
+	cfg := testConfig(t, nil)
+	mp := share.NewMemPersister()
+	cfg.SharePersister = mp
+	cfg.Share.Defaults.AutoOffsetReset = share.ResetEarliest
+	cfg.Share.MinRecordLockDuration = lock
+	cfg.Share.Defaults.RecordLockDuration = lock
+	cfg.Share.MinHeartbeatInterval = 100 * time.Millisecond
+	cfg.Share.Defaults.HeartbeatInterval = 100 * time.Millisecond
+	return startServerConfig(t, cfg), mp
+}
+
+// produceValues produces n records with values "<prefix><i>" spread over
+// the topic's partitions.
+func produceValues(t *testing.T, s *Server, topic, prefix string, n int) {
+	t.Helper()
+	cl := newClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: fmt.Appendf(nil, "%s%d", prefix, i)})
+	}
+	if err := cl.ProduceSync(testCtx(t), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shareLedger records what share consumers were given.
+type shareLedger struct {
+	mu        sync.Mutex
+	delivered map[string]int // value: deliveries seen
+}
+
+func (l *shareLedger) add(v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delivered[v]++
+}
+
+func (l *shareLedger) distinct() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.delivered)
+}
+
+// consumeShare polls a share consumer into the ledger until ctx ends;
+// each polled record is accepted by the next poll (franz-go's default),
+// or acked with ack when it is set.
+func consumeShare(ctx context.Context, cl *kgo.Client, l *shareLedger, ack func(*kgo.Record) kgo.AckStatus) {
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, 100)
+		if fs.IsClientClosed() {
+			return
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			l.add(string(r.Value))
+			if ack != nil {
+				r.Ack(ack(r))
+			}
+		})
+	}
+}
+
+// newShareConsumer returns a share group consumer of topic for s.
+func newShareConsumer(t *testing.T, s *Server, group, topic string) *kgo.Client {
+	t.Helper()
+	return newClient(t, s, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
+}
+
+// waitShareDone waits until every share partition of group on topic has
+// its start offset at end: everything acknowledged or archived.
+func waitShareDone(t *testing.T, s *Server, group string, end int64) {
+	t.Helper()
+	if !poll.For(20*time.Second, func() bool {
+		n := 0
+		for _, p := range s.sharePartitionsOf(group) {
+			if start, _ := p.Offsets(); start < end {
+				return false
+			}
+			n++
+		}
+		return n == 3
+	}) {
+		for k, p := range s.sharePartitionsOf(group) {
+			start, e := p.Offsets()
+			t.Logf("partition %d: start %d end %d %+v", k.Partition, start, e, p.Counts())
+		}
+		t.Fatalf("share partitions of %s not finished at %d", group, end)
+	}
+}
+
+// sharePartitionsOf returns the loaded share partitions of group.
+func (s *Server) sharePartitionsOf(group string) map[share.Key]*share.Partition {
+	out := map[share.Key]*share.Partition{}
+	for k := range s.shares.Stats() {
+		if k.Group == group {
+			p, err := s.shares.Partition(context.Background(), k, s.topicByID([16]byte(k.TopicID)).local(k.Partition).leaderEpoch(), nil)
+			if err == nil {
+				out[k] = p
+			}
+		}
+	}
+	return out
+}
+
+func TestShareGroupConsumersDrainTopic(t *testing.T) {
+	s, _ := startShareServer(t, 30*time.Second)
+	admin := newClient(t, s)
+	createTopic(t, admin, "queue", 3, nil)
+	produceValues(t, s, "queue", "v", 300)
+	for _, consumers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("consumers=%d", consumers), func(t *testing.T) {
+			group := fmt.Sprintf("g%d", consumers)
+			l := &shareLedger{delivered: map[string]int{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range consumers {
+				cl := newShareConsumer(t, s, group, "queue")
+				wg.Add(1)
+				go func() { defer wg.Done(); consumeShare(ctx, cl, l, nil) }()
+			}
+			poll.Until(t, 20*time.Second, "every record delivered", func() bool { return l.distinct() == 300 })
+			waitShareDone(t, s, group, 100)
+			cancel()
+			wg.Wait()
+			for v, n := range l.delivered {
+				if n != 1 {
+					t.Errorf("%s delivered %d times, want once", v, n)
+				}
+			}
+		})
+	}
+}
+
+func TestShareGroupDescribeMembers(t *testing.T) {
+	s, _ := startShareServer(t, 30*time.Second)
+	admin := newClient(t, s)
+	createTopic(t, admin, "queue", 3, nil)
+	l := &shareLedger{delivered: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for range 2 {
+		cl := newShareConsumer(t, s, "dg", "queue")
+		wg.Add(1)
+		go func() { defer wg.Done(); consumeShare(ctx, cl, l, nil) }()
+	}
+	var got kmsg.ShareGroupDescribeResponseGroup
+	poll.Until(t, 20*time.Second, "two members with all partitions", func() bool {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{"dg"}
+		resp, err := req.RequestWith(testCtx(t), admin)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			return false
+		}
+		got = resp.Groups[0]
+		parts := 0
+		for _, m := range got.Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				parts += len(tp.Partitions)
+			}
+		}
+		return len(got.Members) == 2 && parts == 3
+	})
+	if got.Assignor != share.AssignorName || got.GroupEpoch < 2 {
+		t.Fatalf("group %+v", got)
+	}
+}
+
+func TestShareGroupRedeliversAfterClose(t *testing.T) {
+	s, _ := startShareServer(t, 30*time.Second)
+	admin := newClient(t, s)
+	createTopic(t, admin, "queue", 3, nil)
+	produceValues(t, s, "queue", "v", 30)
+	// The first consumer takes records and leaves without acknowledging
+	// them: it releases what it holds as it closes.
+	first, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.ShareGroup("rg"), kgo.ConsumeTopics("queue"), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	poll.Until(t, 20*time.Second, "first consumer holds records", func() bool {
+		fs := first.PollRecords(testCtx(t), 100)
+		held += fs.NumRecords()
+		return held > 0
+	})
+	first.Close()
+	l := &shareLedger{delivered: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	second := newShareConsumer(t, s, "rg", "queue")
+	done := make(chan struct{})
+	go func() { defer close(done); consumeShare(ctx, second, l, nil) }()
+	poll.Until(t, 20*time.Second, "second consumer gets every record", func() bool { return l.distinct() == 30 })
+	waitShareDone(t, s, "rg", 10)
+	cancel()
+	<-done
+}
+
+func TestShareGroupReleaseAndReject(t *testing.T) {
+	s, _ := startShareServer(t, 30*time.Second)
+	admin := newClient(t, s)
+	createTopic(t, admin, "queue", 3, nil)
+	produceValues(t, s, "queue", "v", 30)
+	// Every record is released until it has been delivered twice, then
+	// the even ones are accepted and the odd ones rejected.
+	l := &shareLedger{delivered: map[string]int{}}
+	seen := map[string]int{}
+	var mu sync.Mutex
+	ack := func(r *kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		v := string(r.Value)
+		seen[v]++
+		switch {
+		case seen[v] < 2:
+			return kgo.AckRelease
+		case len(v)%2 == 0:
+			return kgo.AckAccept
+		default:
+			return kgo.AckReject
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := newShareConsumer(t, s, "ar", "queue")
+	done := make(chan struct{})
+	go func() { defer close(done); consumeShare(ctx, cl, l, ack) }()
+	waitShareDone(t, s, "ar", 10)
+	cancel()
+	<-done
+	for v, n := range l.delivered {
+		if n != 2 {
+			t.Errorf("%s delivered %d times, want 2 (released once)", v, n)
+		}
+	}
+}
