@@ -18,6 +18,13 @@ import (
 // acquisition locks last lock.
 func startShareServer(t *testing.T, lock time.Duration) (*Server, *share.MemPersister) {
 	t.Helper()
+	return startShareServerWith(t, lock, nil)
+}
+
+// startShareServerWith is startShareServer with the config changed by
+// change.
+func startShareServerWith(t *testing.T, lock time.Duration, change func(*Config)) (*Server, *share.MemPersister) {
+	t.Helper()
 	cfg := testConfig(t, nil)
 	mp := share.NewMemPersister()
 	cfg.SharePersister = mp
@@ -26,6 +33,9 @@ func startShareServer(t *testing.T, lock time.Duration) (*Server, *share.MemPers
 	cfg.Share.Defaults.RecordLockDuration = lock
 	cfg.Share.MinHeartbeatInterval = 100 * time.Millisecond
 	cfg.Share.Defaults.HeartbeatInterval = 100 * time.Millisecond
+	if change != nil {
+		change(&cfg)
+	}
 	return startServerConfig(t, cfg), mp
 }
 
