@@ -171,7 +171,9 @@ func (s *Server) shareStartOffset(p *partition, reset string) (int64, error) {
 // shareBatch is one record batch read for a share fetch.
 type shareBatch struct {
 	share.Batch
-	raw []byte
+	raw           []byte
+	producerID    int64
+	transactional bool
 }
 
 // shareRead reads whole batches of p from offset from, below upTo, about
@@ -216,7 +218,8 @@ func appendShareBatches(out []shareBatch, buf []byte, from int64) []shareBatch {
 			break // validated on append: not reached
 		}
 		if h.LastOffset() >= from {
-			out = append(out, shareBatch{Batch: share.Batch{Base: h.BaseOffset, Last: h.LastOffset(), Control: h.Control()}, raw: buf[pos : pos+h.Size()]})
+			out = append(out, shareBatch{Batch: share.Batch{Base: h.BaseOffset, Last: h.LastOffset(), Archive: h.Control()},
+				raw: buf[pos : pos+h.Size()], producerID: h.ProducerID, transactional: h.Transactional()})
 		}
 		pos += h.Size()
 	}
@@ -228,12 +231,14 @@ func appendShareBatches(out []shareBatch, buf []byte, from int64) []shareBatch {
 func (s *Server) shareAcquire(t shareTarget, member string, maxRecords int, strict bool, maxBytes int) ([]byte, []share.AcquiredRange, error) {
 	limits := s.shares.Limits(t.key.Group)
 	now := s.shares.Now()
+	t.sp.SkipTo(t.p.logStart())
 	from, ok := t.sp.FetchOffset(now, limits)
 	if !ok {
 		return nil, nil, nil
 	}
 	upTo := t.p.log.HighWatermark()
-	if s.shares.GroupConfig(t.key.Group).ReadCommitted {
+	readCommitted := s.shares.GroupConfig(t.key.Group).ReadCommitted
+	if readCommitted {
 		upTo = t.p.lastStableOffsetAt(upTo)
 	}
 	if from >= upTo {
@@ -242,6 +247,11 @@ func (s *Server) shareAcquire(t shareTarget, member string, maxRecords int, stri
 	batches, err := s.shareRead(t.p, from, upTo, maxBytes)
 	if err != nil || len(batches) == 0 {
 		return nil, nil, err
+	}
+	if readCommitted {
+		if err := s.archiveAborted(t.p, batches); err != nil {
+			return nil, nil, err
+		}
 	}
 	bs := make([]share.Batch, len(batches))
 	for i, b := range batches {
@@ -258,6 +268,26 @@ func (s *Server) shareAcquire(t shareTarget, member string, maxRecords int, stri
 		}
 	}
 	return raw, ranges, nil
+}
+
+// archiveAborted marks the batches of aborted transactions to be
+// archived, as Kafka's share partitions do under read_committed: a
+// transactional batch of a producer whose transaction aborted at a
+// marker after the batch.
+func (s *Server) archiveAborted(p *partition, batches []shareBatch) error {
+	aborted, err := s.abortedTxns(p, batches[0].Base, batches[len(batches)-1].Last+1)
+	if err != nil {
+		return err
+	}
+	for i := range batches {
+		b := &batches[i]
+		for _, a := range aborted {
+			if b.transactional && b.producerID == a.ProducerID && b.Base >= a.FirstOffset && b.Base < a.LastOffset {
+				b.Archive = true
+			}
+		}
+	}
+	return nil
 }
 
 // shareAckBatches converts a request's acknowledgement batches.

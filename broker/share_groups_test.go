@@ -261,3 +261,126 @@ func TestShareGroupReleaseAndReject(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupQueueChecker runs consumers that accept, release or
+// reject at random and are closed holding records, and checks the queue
+// semantics: every record ends accepted or archived, none is accepted
+// twice, none is delivered more than group.share.delivery.count.limit
+// times.
+func TestShareGroupQueueChecker(t *testing.T) {
+	s, _ := startShareServer(t, 30*time.Second)
+	createTopic(t, newClient(t, s), "queue", 3, nil)
+	const n = 600
+	produceValues(t, s, "queue", "v", n)
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	rejected := map[string]bool{}
+	l := &shareLedger{delivered: map[string]int{}}
+	i := 0
+	ack := func(r *kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		i++
+		v := string(r.Value)
+		switch i % 10 {
+		case 3:
+			return kgo.AckRelease
+		case 7:
+			rejected[v] = true
+			return kgo.AckReject
+		}
+		accepted[v]++
+		return kgo.AckAccept
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for c := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; ctx.Err() == nil; round++ {
+				// Each consumer lives for a few polls, then closes
+				// holding the records of its last poll unacknowledged.
+				cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.ShareGroup("qc"), kgo.ConsumeTopics("queue"),
+					kgo.FetchMaxWait(200*time.Millisecond), kgo.ShareMaxRecords(int32(7+c)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for p := 0; p < 5+c && ctx.Err() == nil; p++ {
+					fs := cl.PollRecords(ctx, 50)
+					last := p == 4+c
+					fs.EachRecord(func(r *kgo.Record) {
+						l.add(string(r.Value))
+						if !last {
+							r.Ack(ack(r))
+						}
+					})
+				}
+				cl.Close()
+			}
+		}()
+	}
+	waitShareDone(t, s, "qc", n/3)
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for v, k := range accepted {
+		if k > 1 {
+			t.Errorf("%s accepted %d times", v, k)
+		}
+	}
+	for v, k := range l.delivered {
+		if k > share.DefaultDeliveryCountLimit {
+			t.Errorf("%s delivered %d times, more than the limit %d", v, k, share.DefaultDeliveryCountLimit)
+		}
+		if accepted[v] == 0 && !rejected[v] && k < share.DefaultDeliveryCountLimit {
+			t.Errorf("%s finished without being accepted, rejected or delivered to the limit (%d deliveries)", v, k)
+		}
+	}
+	if len(l.delivered) != n {
+		t.Errorf("%d of %d records delivered", len(l.delivered), n)
+	}
+}
+
+func TestShareGroupReadCommitted(t *testing.T) {
+	s, _ := startShareServerWith(t, 30*time.Second, func(c *Config) { c.Share.Defaults.ReadCommitted = true })
+	createTopic(t, newClient(t, s), "queue", 3, nil)
+	txn, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("share-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(txn.Close)
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 30 {
+			r := &kgo.Record{Topic: "queue", Partition: int32(i % 3), Value: fmt.Appendf(nil, "%v-%d", bool(commit), i)}
+			if err := txn.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(testCtx(t), commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &shareLedger{delivered: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := newShareConsumer(t, s, "rc", "queue")
+	done := make(chan struct{})
+	go func() { defer close(done); consumeShare(ctx, cl, l, nil) }()
+	// 10 aborted records, a marker, 10 committed, a marker per partition.
+	waitShareDone(t, s, "rc", 22)
+	cancel()
+	<-done
+	for v := range l.delivered {
+		if v[:4] != "true" {
+			t.Errorf("aborted record %s delivered", v)
+		}
+	}
+	if l.distinct() != 30 {
+		t.Errorf("%d committed records delivered, want 30", l.distinct())
+	}
+}

@@ -38,11 +38,12 @@ type record struct {
 }
 
 // Batch is one record batch the broker read from the log, as Acquire needs
-// it: its offsets, and whether it is a control batch (transaction
-// markers, never delivered).
+// it: its offsets, and whether its records are archived unseen instead of
+// delivered (a control batch of transaction markers, or an aborted
+// transaction's batch under read_committed).
 type Batch struct {
 	Base, Last int64
-	Control    bool
+	Archive    bool
 }
 
 // AcquiredRange is a run of acquired offsets with one delivery count.
@@ -172,7 +173,7 @@ func (p *Partition) FetchOffset(now time.Time, l Limits) (int64, bool) {
 // Acquire acquires for member the available records of batches (read
 // from the log at FetchOffset, in offset order), at most maxRecords of
 // them; unless strict, a batch begun past the window's old end is
-// acquired whole (Kafka's batch-optimized mode). Offsets of control
+// acquired whole (Kafka's batch-optimized mode). Offsets of Archive
 // batches and the gaps between batches (compacted away) are archived as
 // they are passed. A record already delivered DeliveryCountLimit times is
 // archived instead. It returns the acquired ranges.
@@ -215,7 +216,7 @@ batches:
 			r := &record{}
 			p.mu.inflight[o] = r
 			p.mu.end = o + 1
-			if b.Control {
+			if b.Archive {
 				r.state = Archived
 				continue
 			}
@@ -416,4 +417,21 @@ func (p *Partition) restoreLocked(s snapshot) {
 	for o, r := range s.inflight {
 		p.mu.inflight[o] = &r
 	}
+}
+
+// SkipTo moves the start offset up to off (the log start passed it:
+// retention or DeleteRecords removed the records), dropping what was in
+// flight below it, as Kafka's share partitions do.
+func (p *Partition) SkipTo(off int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off <= p.mu.start {
+		return
+	}
+	for o := p.mu.start; o < min(off, p.mu.end); o++ {
+		delete(p.mu.inflight, o)
+	}
+	p.mu.start = off
+	p.mu.end = max(p.mu.end, off)
+	p.wakeLocked()
 }

@@ -133,7 +133,7 @@ func TestPartitionControlBatchesAndGaps(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := NewPartition(0)
 	// 0-1 data, 2 a marker, 3-4 compacted away, 5-6 data.
-	bs := []Batch{{Base: 0, Last: 1}, {Base: 2, Last: 2, Control: true}, {Base: 5, Last: 6}}
+	bs := []Batch{{Base: 0, Last: 1}, {Base: 2, Last: 2, Archive: true}, {Base: 5, Last: 6}}
 	got := p.Acquire("a", bs, 100, false, now, testLimits)
 	if want := []AcquiredRange{{0, 1, 1}, {5, 6, 1}}; !slices.Equal(got, want) {
 		t.Fatalf("acquired %v, want %v", got, want)
@@ -240,4 +240,18 @@ func FuzzParseResetDuration(f *testing.F) {
 			t.Fatalf("%q: negative duration %v", s, d)
 		}
 	})
+}
+
+func TestPartitionSkipTo(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := NewPartition(0)
+	p.Acquire("a", batches(0, 6, 3), 100, false, now, testLimits)
+	p.SkipTo(4)
+	if start, end := p.Offsets(); start != 4 || end != 6 || p.Counts().Acquired != 2 {
+		t.Fatalf("after skip: %d %d %+v", start, end, p.Counts())
+	}
+	p.SkipTo(10)
+	if start, end := p.Offsets(); start != 10 || end != 10 {
+		t.Fatalf("skip past the end: %d %d", start, end)
+	}
 }
