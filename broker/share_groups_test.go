@@ -18,14 +18,14 @@ import (
 // acquisition locks last lock.
 func startShareServer(t *testing.T, lock time.Duration) (*Server, *share.MemPersister) {
 	t.Helper()
-	return startShareServerWith(t, lock, nil)
+	return startShareServerWith(t, lock, nil, nil)
 }
 
-// startShareServerWith is startShareServer with the config changed by
-// change.
-func startShareServerWith(t *testing.T, lock time.Duration, change func(*Config)) (*Server, *share.MemPersister) {
+// startShareServerWith is startShareServer with the settings props and
+// the config changed by change.
+func startShareServerWith(t *testing.T, lock time.Duration, props map[string]string, change func(*Config)) (*Server, *share.MemPersister) {
 	t.Helper()
-	cfg := testConfig(t, nil)
+	cfg := testConfig(t, props)
 	mp := share.NewMemPersister()
 	cfg.SharePersister = mp
 	cfg.Share.Defaults.AutoOffsetReset = share.ResetEarliest
@@ -95,9 +95,15 @@ func newShareConsumer(t *testing.T, s *Server, group, topic string) *kgo.Client 
 	return newClient(t, s, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
 }
 
-// waitShareDone waits until every share partition of group on topic has
-// its start offset at end: everything acknowledged or archived.
+// waitShareDone waits until the three share partitions of group have
+// their start offset at end: everything acknowledged or archived.
 func waitShareDone(t *testing.T, s *Server, group string, end int64) {
+	t.Helper()
+	waitSharePartsDone(t, s, group, end, 3)
+}
+
+// waitSharePartsDone is waitShareDone for a topic of parts partitions.
+func waitSharePartsDone(t *testing.T, s *Server, group string, end int64, parts int) {
 	t.Helper()
 	if !poll.For(20*time.Second, func() bool {
 		n := 0
@@ -107,7 +113,7 @@ func waitShareDone(t *testing.T, s *Server, group string, end int64) {
 			}
 			n++
 		}
-		return n == 3
+		return n == parts
 	}) {
 		for k, p := range s.sharePartitionsOf(group) {
 			start, e := p.Offsets()
@@ -345,7 +351,7 @@ func TestShareGroupQueueChecker(t *testing.T) {
 }
 
 func TestShareGroupReadCommitted(t *testing.T) {
-	s, _ := startShareServerWith(t, 30*time.Second, func(c *Config) { c.Share.Defaults.ReadCommitted = true })
+	s, _ := startShareServerWith(t, 30*time.Second, nil, func(c *Config) { c.Share.Defaults.ReadCommitted = true })
 	createTopic(t, newClient(t, s), "queue", 3, nil)
 	txn, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("share-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -382,5 +388,28 @@ func TestShareGroupReadCommitted(t *testing.T) {
 	}
 	if l.distinct() != 30 {
 		t.Errorf("%d committed records delivered, want 30", l.distinct())
+	}
+}
+
+func TestShareGroupDrainsTieredTopic(t *testing.T) {
+	s, _ := startShareServerWith(t, 30*time.Second, tieredProps, nil)
+	cl := newClient(t, s)
+	const topic, n = "tiered", 2000
+	createTopic(t, cl, topic, 1, tieredTopicConfigs)
+	produceTiered(t, cl, topic, 0, n)
+	waitTiered(t, s, topic)
+	l := &shareLedger{delivered: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := newShareConsumer(t, s, "tg", topic)
+	done := make(chan struct{})
+	go func() { defer close(done); consumeShare(ctx, sc, l, nil) }()
+	waitSharePartsDone(t, s, "tg", n, 1)
+	cancel()
+	<-done
+	if l.distinct() != n {
+		t.Fatalf("%d of %d records delivered", l.distinct(), n)
+	}
+	if st := s.tier.reader.Stats(); st.Cache.Misses == 0 {
+		t.Fatalf("the remote reader was not used: %+v", st)
 	}
 }

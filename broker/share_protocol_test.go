@@ -97,7 +97,7 @@ func acquired(resp *kmsg.ShareFetchResponse) []share.AcquiredRange {
 // and returns raw share clients of members m1 and m2, joined.
 func shareProtocolSetup(t *testing.T, change func(*Config)) (*Server, *share.MemPersister, *shareRaw, *shareRaw) {
 	t.Helper()
-	s, mp := startShareServerWith(t, time.Second, change)
+	s, mp := startShareServerWith(t, time.Second, nil, change)
 	cl := newClient(t, s)
 	createTopic(t, cl, "q", 1, nil)
 	var rs []*kgo.Record

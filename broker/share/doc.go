@@ -30,11 +30,11 @@
 // A share partition is one group's view of one topic partition, kept by
 // the partition's leader:
 //
-//	          start                            end
-//	            |                               |
-//	 ...done... | in flight: a record each      | never acquired
-//	   (acked   | AVAILABLE ACQUIRED ACKNOWLEDGED| (available)
-//	 /archived) | ARCHIVED                      |
+//	         start                            end
+//	           |                               |
+//	...done... | in flight: a record each      | never acquired
+//	  (acked   | AVAILABLE ACQUIRED ACKNOWLEDGED| (available)
+//	/archived) | ARCHIVED                      |
 //
 // Records move between states so:
 //
