@@ -231,7 +231,7 @@ func TestShareGroupRedeliversAfterClose(t *testing.T) {
 }
 
 func TestShareGroupReleaseAndReject(t *testing.T) {
-	s, _ := startShareServer(t, 30*time.Second)
+	s, _ := startShareServerWith(t, 30*time.Second, map[string]string{"metrics.listener": "127.0.0.1:0"}, nil)
 	admin := newClient(t, s)
 	createTopic(t, admin, "queue", 3, nil)
 	produceValues(t, s, "queue", "v", 30)
@@ -264,6 +264,20 @@ func TestShareGroupReleaseAndReject(t *testing.T) {
 	for v, n := range l.delivered {
 		if n != 2 {
 			t.Errorf("%s delivered %d times, want 2 (released once)", v, n)
+		}
+	}
+	// v0-v9 are accepted, v10-v29 rejected.
+	fams := scrape(t, s)
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"strata_share_group_acquired_records_total", 60},
+		{"strata_share_group_redelivered_records_total", 30},
+		{"strata_share_group_archived_records_total", 20},
+	} {
+		if got := mustValue(t, fams, c.name, "group", "ar"); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -128,11 +128,18 @@ func (m *Manager) Drop(drop func(Key) bool) {
 	}
 }
 
-// Stats returns the in-flight counts of the loaded share partitions.
-func (m *Manager) Stats() map[Key]Counts {
-	out := map[Key]Counts{}
+// PartitionStats are a share partition's in-flight records by state and
+// its totals.
+type PartitionStats struct {
+	Counts Counts
+	Totals Totals
+}
+
+// Stats returns the stats of the loaded share partitions.
+func (m *Manager) Stats() map[Key]PartitionStats {
+	out := map[Key]PartitionStats{}
 	for k, p := range m.partitions(func(Key) bool { return true }) {
-		out[k] = p.Counts()
+		out[k] = PartitionStats{Counts: p.Counts(), Totals: p.Totals()}
 	}
 	return out
 }

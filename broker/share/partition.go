@@ -86,8 +86,24 @@ type Partition struct {
 		// again (released, expired) or the window moves, to wake
 		// delayed share fetches.
 		changed chan struct{}
+		// totals counts what happened to records since the share
+		// partition was loaded here.
+		totals Totals
 	}
 	leaderEpoch int32
+}
+
+// Totals count records acquired, acquired again (redelivered) and
+// archived (rejected or at the delivery limit) by a share partition.
+type Totals struct {
+	Acquired, Redelivered, Archived int64
+}
+
+// Totals returns the share partition's totals.
+func (p *Partition) Totals() Totals {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.totals
 }
 
 // newPartition returns an unloaded partition for a leader epoch.
@@ -186,6 +202,10 @@ func (p *Partition) Acquire(member string, batches []Batch, maxRecords int, stri
 		r.state, r.owner, r.lockUntil = Acquired, member, now.Add(l.Lock)
 		r.deliveries++
 		n++
+		p.mu.totals.Acquired++
+		if r.deliveries > 1 {
+			p.mu.totals.Redelivered++
+		}
 		if k := len(out); k > 0 && out[k-1].Last == o-1 && out[k-1].DeliveryCount == r.deliveries {
 			out[k-1].Last = o
 			return
@@ -205,6 +225,7 @@ batches:
 				}
 				if r.deliveries >= l.DeliveryCountLimit {
 					r.state = Archived
+					p.mu.totals.Archived++
 					continue
 				}
 				take(o, r)
@@ -265,10 +286,11 @@ func (p *Partition) advanceLocked() {
 
 // releaseLocked makes an acquired record available again, or archives it
 // at the delivery limit. It reports whether it became available.
-func releaseLocked(r *record, l Limits) bool {
+func (p *Partition) releaseLocked(r *record, l Limits) bool {
 	r.owner, r.lockUntil = "", time.Time{}
 	if r.deliveries >= l.DeliveryCountLimit {
 		r.state = Archived
+		p.mu.totals.Archived++
 		return false
 	}
 	r.state = Available
@@ -281,7 +303,7 @@ func (p *Partition) expireLocked(now time.Time, l Limits) bool {
 	any := false
 	for _, r := range p.mu.inflight {
 		if r.state == Acquired && !now.Before(r.lockUntil) {
-			releaseLocked(r, l)
+			p.releaseLocked(r, l)
 			any = true
 		}
 	}
@@ -308,7 +330,7 @@ func (p *Partition) ReleaseMember(member string, l Limits) bool {
 	any := false
 	for _, r := range p.mu.inflight {
 		if r.state == Acquired && r.owner == member {
-			releaseLocked(r, l)
+			p.releaseLocked(r, l)
 			any = true
 		}
 	}
@@ -376,8 +398,11 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 			case AckAccept:
 				r.state, r.owner = Acknowledged, ""
 			case AckRelease:
-				released = releaseLocked(r, l) || released
-			case AckReject, AckGap:
+				released = p.releaseLocked(r, l) || released
+			case AckReject:
+				r.state, r.owner = Archived, ""
+				p.mu.totals.Archived++
+			case AckGap:
 				r.state, r.owner = Archived, ""
 			case AckRenew:
 				r.lockUntil = now.Add(l.Lock)
@@ -399,11 +424,12 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 type snapshot struct {
 	start, end int64
 	inflight   map[int64]record
+	totals     Totals
 }
 
 // snapshotLocked copies the window (at most MaxRecordLocks records).
 func (p *Partition) snapshotLocked() snapshot {
-	s := snapshot{start: p.mu.start, end: p.mu.end, inflight: make(map[int64]record, len(p.mu.inflight))}
+	s := snapshot{start: p.mu.start, end: p.mu.end, inflight: make(map[int64]record, len(p.mu.inflight)), totals: p.mu.totals}
 	for o, r := range p.mu.inflight {
 		s.inflight[o] = *r
 	}
@@ -412,7 +438,7 @@ func (p *Partition) snapshotLocked() snapshot {
 
 // restoreLocked puts a snapshot's window back.
 func (p *Partition) restoreLocked(s snapshot) {
-	p.mu.start, p.mu.end = s.start, s.end
+	p.mu.start, p.mu.end, p.mu.totals = s.start, s.end, s.totals
 	p.mu.inflight = make(map[int64]*record, len(s.inflight))
 	for o, r := range s.inflight {
 		p.mu.inflight[o] = &r
