@@ -36,16 +36,13 @@ func handleShareAcknowledge(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	group, member := nonNilString(req.GroupID), nonNilString(req.MemberID)
-	resp.AcquisitionLockTimeoutMillis = int32(s.shares.GroupConfig(group).RecordLockDuration.Milliseconds())
+	resp.AcquisitionLockTimeoutMillis = s.shareLockMillis(group)
 	fail := func(code int16) (reply, error) {
 		resp.ErrorCode = code
 		return reply{msg: resp}, nil
 	}
-	if !s.authorize(r, acl.OpRead, acl.Group(group)) {
-		return fail(kerr.GroupAuthorizationFailed.Code)
-	}
-	if group == "" || member == "" || len(member) > 36 {
-		return fail(kerr.InvalidRequest.Code)
+	if code := s.shareRequestCode(r, group, member); code != 0 {
+		return fail(code)
 	}
 	key := share.SessionKey{Group: group, Member: member}
 	switch req.ShareSessionEpoch {

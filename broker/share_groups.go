@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 
+	"github.com/stratastream/strata/broker/acl"
+
 	"github.com/stratastream/strata/broker/share"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
@@ -310,4 +312,24 @@ func (s *Server) shareAcknowledge(ctx context.Context, group, member string, tp 
 		return code
 	}
 	return s.shares.Acknowledge(ctx, t.key, t.sp, member, batches)
+}
+
+// shareRequestCode checks what ShareFetch and ShareAcknowledge need
+// before their session: READ on the group (GROUP_AUTHORIZATION_FAILED),
+// a group id and a member id of at most 36 characters
+// (INVALID_REQUEST).
+func (s *Server) shareRequestCode(r *request, group, member string) int16 {
+	if !s.authorize(r, acl.OpRead, acl.Group(group)) {
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	if group == "" || member == "" || len(member) > 36 {
+		return kerr.InvalidRequest.Code
+	}
+	return 0
+}
+
+// shareLockMillis is a group's acquisition lock duration, as the share
+// responses carry it.
+func (s *Server) shareLockMillis(group string) int32 {
+	return int32(s.shares.GroupConfig(group).RecordLockDuration.Milliseconds())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Manager holds one broker's share groups: the membership of the groups
@@ -67,10 +69,15 @@ func (m *Manager) Now() time.Time { return m.cfg.Now() }
 // from the Persister on first use (initialized at startAt when the share
 // coordinator has no state for it). A share partition of an older
 // leader epoch is dropped and read again: another leader may have
-// changed the state since.
+// changed the state since; a request at an older epoch than the one
+// loaded is NOT_LEADER_OR_FOLLOWER.
 func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt func(GroupConfig) (int64, error)) (*Partition, error) {
 	m.mu.Lock()
 	p := m.mu.parts[k]
+	if p != nil && epoch < p.leaderEpoch {
+		m.mu.Unlock()
+		return nil, &persistError{code: kerr.NotLeaderForPartition.Code, msg: "stale leader epoch"}
+	}
 	if p == nil || p.leaderEpoch != epoch {
 		p = newPartition(epoch)
 		m.mu.parts[k] = p

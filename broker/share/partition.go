@@ -297,12 +297,12 @@ func (p *Partition) releaseLocked(r *record, l Limits) bool {
 	return true
 }
 
-// expireLocked releases the records whose lock expired by now. It
-// reports whether any did.
-func (p *Partition) expireLocked(now time.Time, l Limits) bool {
+// releaseWhereLocked releases the acquired records which selects and
+// reports whether there were any.
+func (p *Partition) releaseWhereLocked(which func(r *record) bool, l Limits) bool {
 	any := false
 	for _, r := range p.mu.inflight {
-		if r.state == Acquired && !now.Before(r.lockUntil) {
+		if r.state == Acquired && which(r) {
 			p.releaseLocked(r, l)
 			any = true
 		}
@@ -312,6 +312,11 @@ func (p *Partition) expireLocked(now time.Time, l Limits) bool {
 		p.wakeLocked()
 	}
 	return any
+}
+
+// expireLocked releases the records whose lock expired by now.
+func (p *Partition) expireLocked(now time.Time, l Limits) bool {
+	return p.releaseWhereLocked(func(r *record) bool { return !now.Before(r.lockUntil) }, l)
 }
 
 // Expire releases the records whose acquisition lock expired by now
@@ -327,18 +332,7 @@ func (p *Partition) Expire(now time.Time, l Limits) bool {
 func (p *Partition) ReleaseMember(member string, l Limits) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	any := false
-	for _, r := range p.mu.inflight {
-		if r.state == Acquired && r.owner == member {
-			p.releaseLocked(r, l)
-			any = true
-		}
-	}
-	if any {
-		p.advanceLocked()
-		p.wakeLocked()
-	}
-	return any
+	return p.releaseWhereLocked(func(r *record) bool { return r.owner == member }, l)
 }
 
 // ValidateAckBatches checks the shape of a partition's acknowledgement

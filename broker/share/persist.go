@@ -78,7 +78,8 @@ type Key struct {
 	Partition int32
 }
 
-// persistError is a Persister failure: the Kafka error to answer with.
+// persistError is a failure with the Kafka error to answer with: a
+// Persister's, or the share partition's own.
 type persistError struct {
 	code int16
 	msg  string
