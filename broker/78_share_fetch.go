@@ -35,7 +35,8 @@ import (
 //   ranges, split at BatchSize, with their delivery counts, and Records
 //   the whole batches holding them. MaxBytes bounds what is read.
 // * With nothing acquired, the request waits up to MaxWaitMillis for an
-//   append, a release or a lock expiry on its partitions.
+//   append, a release or a lock expiry on its partitions; it answers as
+//   soon as it acquired anything (MinBytes is not read).
 // * IsRenewAck (v2): only acknowledgements, RENEW allowed, no fetch; the
 //   fetch fields must be 0 and every partition must carry
 //   acknowledgements, else INVALID_REQUEST.
@@ -201,7 +202,7 @@ func (s *Server) shareFetchRecords(r *request, req *kmsg.ShareFetchRequest, a *s
 		var notify []<-chan struct{}
 		acquired := 0
 		for _, tp := range parts {
-			t, code := s.shareTarget(groupCtx(r), group, tp, mayRead)
+			t, code := s.resolveShareTarget(groupCtx(r), group, tp, mayRead)
 			if code != 0 {
 				a.fail(s, r, t, code)
 				continue

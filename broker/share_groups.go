@@ -111,10 +111,10 @@ type shareTarget struct {
 	key  share.Key
 }
 
-// shareTarget resolves a partition of a share request for group: the
+// resolveShareTarget resolves a partition of a share request for group: the
 // topic by id, READ on it (mayRead), this broker leading it, and its
 // share partition loaded. A nonzero code says why not.
-func (s *Server) shareTarget(ctx context.Context, group string, tp share.TopicPartition, mayRead func(string) bool) (shareTarget, int16) {
+func (s *Server) resolveShareTarget(ctx context.Context, group string, tp share.TopicPartition, mayRead func(string) bool) (shareTarget, int16) {
 	st := shareTarget{tp: tp, key: share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition}}
 	t := s.topicByID(coord.TopicID(tp.TopicID))
 	switch {
@@ -307,7 +307,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, group, member string, tp 
 	if code := share.ValidateAckBatches(batches, maxType); code != 0 {
 		return code
 	}
-	t, code := s.shareTarget(ctx, group, tp, mayRead)
+	t, code := s.resolveShareTarget(ctx, group, tp, mayRead)
 	if code != 0 {
 		return code
 	}

@@ -98,6 +98,7 @@ func (gs *Groups) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 	}
 	now := gs.cfg.Now()
 	m := g.members[req.MemberID]
+	changed := false
 	switch {
 	case req.MemberEpoch == -1:
 		gs.mu.Unlock()
@@ -118,7 +119,7 @@ func (gs *Groups) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 		}
 		m = &member{id: req.MemberID}
 		g.members[m.id] = m
-		g.epoch++
+		changed = true
 	case req.MemberEpoch != 0 && req.MemberEpoch != m.epoch && req.MemberEpoch != m.prevEpoch:
 		gs.mu.Unlock()
 		return fail(kerr.FencedMemberEpoch, "the member epoch is fenced")
@@ -134,10 +135,10 @@ func (gs *Groups) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 		ts = slices.Compact(ts)
 		if !slices.Equal(ts, m.topics) {
 			m.topics = ts
-			g.epoch++
+			changed = true
 		}
 	}
-	gs.assignLocked(g, topics)
+	gs.assignLocked(g, topics, changed)
 	before := m.epoch
 	if m.epoch != g.assignmentEpoch {
 		m.prevEpoch, m.epoch = m.epoch, g.assignmentEpoch
@@ -160,9 +161,10 @@ func (gs *Groups) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 	return resp
 }
 
-// assignLocked assigns the group's partitions again when its epoch moved
-// or the subscribed topics' partition counts changed.
-func (gs *Groups) assignLocked(g *group, topics Topics) {
+// assignLocked moves the group epoch on and assigns the group's
+// partitions again when its members or subscriptions changed or the
+// subscribed topics' partition counts did.
+func (gs *Groups) assignLocked(g *group, topics Topics, changed bool) {
 	subs := map[string][]string{}
 	var all []string
 	for id, m := range g.members {
@@ -178,6 +180,9 @@ func (gs *Groups) assignLocked(g *group, topics Topics) {
 	}
 	if md != g.metadata {
 		g.metadata = md
+		changed = true
+	}
+	if changed {
 		g.epoch++
 	}
 	if g.assignmentEpoch == g.epoch {
