@@ -255,3 +255,64 @@ func TestPartitionSkipTo(t *testing.T) {
 		t.Fatalf("skip past the end: %d %d", start, end)
 	}
 }
+
+// FuzzPartition drives a share partition with operations decoded from
+// the input (acquire, acknowledge with any batches, expire, release) and
+// checks the invariants: no panic, start <= end, the window within
+// MaxRecordLocks, every offset of the window has a record, no record is
+// delivered more often than the delivery limit.
+func FuzzPartition(f *testing.F) {
+	f.Add([]byte{0, 3, 10, 1, 0, 2, 1, 2, 4, 0, 3, 1})
+	f.Add([]byte{0, 9, 9, 0, 9, 9, 2, 5, 0, 1, 1, 1, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		l := Limits{Lock: time.Second, DeliveryCountLimit: 3, MaxRecordLocks: 16}
+		p := NewPartition(0)
+		now := time.Unix(0, 0)
+		next := func() int64 {
+			if len(ops) == 0 {
+				return 0
+			}
+			v := int64(ops[0])
+			ops = ops[1:]
+			return v
+		}
+		for len(ops) > 0 {
+			member := []string{"a", "b"}[next()%2]
+			switch next() % 4 {
+			case 0:
+				from, _ := p.FetchOffset(now, l)
+				p.Acquire(member, batches(from, from+next()%20+1, next()%5+1), int(next()%10), next()%2 == 0, now, l)
+			case 1:
+				first := next()
+				last := first + next()%8
+				types := []int8{int8(next() % 5)}
+				if next()%2 == 0 {
+					types = make([]int8, last-first+1)
+					for i := range types {
+						types[i] = int8(next() % 5)
+					}
+				}
+				b := []AckBatch{{First: first, Last: last, Types: types}}
+				if ValidateAckBatches(b, AckRenew) == 0 {
+					p.Acknowledge(member, b, now, l)
+				}
+			case 2:
+				now = now.Add(time.Duration(next()) * 10 * time.Millisecond)
+				p.Expire(now, l)
+			case 3:
+				p.ReleaseMember(member, l)
+			}
+			p.mu.Lock()
+			if p.mu.start > p.mu.end || p.mu.end-p.mu.start > int64(l.MaxRecordLocks) {
+				t.Fatalf("window [%d, %d)", p.mu.start, p.mu.end)
+			}
+			for o := p.mu.start; o < p.mu.end; o++ {
+				r := p.mu.inflight[o]
+				if r == nil || r.deliveries > l.DeliveryCountLimit {
+					t.Fatalf("offset %d: record %+v", o, r)
+				}
+			}
+			p.mu.Unlock()
+		}
+	})
+}
