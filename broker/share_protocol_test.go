@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/broker/acl"
 	"github.com/stratastream/strata/broker/share"
 	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -222,5 +223,45 @@ func TestShareGroupHeartbeatErrors(t *testing.T) {
 	}
 	if r := m1.heartbeat(-1); r.ErrorCode != 0 || r.MemberEpoch != -1 {
 		t.Fatalf("leave: %+v", r)
+	}
+}
+
+func TestShareACLs(t *testing.T) {
+	s, _ := startShareServerWith(t, 30*time.Second, authzSASLProps([]string{"alice"}, nil), nil)
+	admin := newClient(t, s)
+	createTopic(t, admin, "q", 1, nil)
+	if err := admin.ProduceSync(testCtx(t), &kgo.Record{Topic: "q", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	alice := plainClient(t, s, "alice")
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "alice-1", []string{"q"}
+	if r := brokerRequest(t, s, alice, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("heartbeat without READ on the group: %d", r.ErrorCode)
+	}
+	grantAll(t, s, []acl.Binding{binding("User:alice", acl.OpRead, acl.ResourceGroup, "sg")})
+	if r := brokerRequest(t, s, alice, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat with READ on the group: %d", r.ErrorCode)
+	}
+	fetch := func(epoch int32) kmsg.ShareFetchResponseTopicPartition {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID = kmsg.StringPtr("sg"), kmsg.StringPtr("alice-1")
+		req.ShareSessionEpoch, req.MaxBytes, req.MaxRecords = epoch, 1<<20, 10
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = [16]byte(s.topic("q").id)
+		rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		r := brokerRequest(t, s, alice, req).(*kmsg.ShareFetchResponse)
+		if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+			t.Fatalf("share fetch: %+v", r)
+		}
+		return r.Topics[0].Partitions[0]
+	}
+	if p := fetch(0); p.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("fetch without READ on the topic: %d", p.ErrorCode)
+	}
+	grantAll(t, s, []acl.Binding{binding("User:alice", acl.OpRead, acl.ResourceTopic, "q")})
+	if p := fetch(1); p.ErrorCode != 0 || len(p.AcquiredRecords) != 1 {
+		t.Fatalf("fetch with READ on the topic: %+v", p)
 	}
 }
