@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/broker/group"
+	"github.com/stratastream/strata/broker/share"
+	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/segment"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -175,6 +177,14 @@ type Config struct {
 	// PartitionExists, and takes NumPartitions from __consumer_offsets
 	// once that topic exists.
 	Groups group.Config
+	// Share holds the share group settings (group.share.*;
+	// settings_share.go). The server sets its Persister, GroupConfig,
+	// Logger and MemberGone.
+	Share share.Config
+	// SharePersister stores share-partition state; share groups are
+	// served only with one. Not a setting: the share coordinator, or a
+	// test's in-memory persister.
+	SharePersister sharestate.Persister
 	// Transactions holds the transaction coordinator's settings
 	// (transaction.*, transactional.id.expiration.ms; txn_coordinator.go).
 	Transactions TransactionConfig
@@ -256,6 +266,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	c := Config{
 		TopicDefaults: map[string]string{},
 		Groups:        group.DefaultConfig(),
+		Share:         share.DefaultConfig(),
 		Properties:    map[string]string{},
 	}
 	for i := range settings {

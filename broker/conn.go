@@ -283,6 +283,7 @@ func (c *conn) processLoop() {
 		delete(c.s.mu.conns, c)
 		c.s.mu.Unlock()
 		c.s.quotas.remove(c.addr)
+		c.s.shareConnClosed(c)
 		c.s.connWG.Done()
 	}()
 	for req := range c.queue {

@@ -232,6 +232,9 @@ func (s *Server) groupLoading() coordinatorLoader {
 		},
 		unload: func(p int) {
 			s.groups.Unload(p)
+			if s.shares != nil {
+				s.shares.Groups.Unload(func(g string) bool { return s.groups.PartitionFor(g) == p })
+			}
 			s.groupReports.Lock()
 			delete(s.groupReports.m, p)
 			s.groupReports.Unlock()

@@ -188,7 +188,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 		}
 	}
 	m.reg.MustRegister(requests, latency, throttle, m.errors, m.bytesIn, m.bytesOut, m.remoteBytes, m.remoteLatency, m.remoteErrors, m.auths,
-		&stateCollector{s: s}, limitsCollector{s: s}, partitionCollector{s: s}, remoteReadCollector{s: s},
+		&stateCollector{s: s}, limitsCollector{s: s}, partitionCollector{s: s}, remoteReadCollector{s: s}, shareCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -16,6 +16,8 @@ import (
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
+	"github.com/stratastream/strata/broker/share"
+	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/broker/txn"
 	"github.com/stratastream/strata/coord"
 )
@@ -61,6 +63,14 @@ type Server struct {
 	txns      *txn.Coordinator
 	txnLoader coordinatorLoader
 	txnPeers  txnPeers
+
+	// sharePersister stores share-partition state (the share
+	// coordinator); nil serves no share groups. shares is the share group
+	// manager over it (share_groups.go), set by NewServer; its group
+	// configs come from shareGroupConfig (nil: the broker settings).
+	sharePersister   sharestate.Persister
+	shares           *share.Manager
+	shareGroupConfig func(group string) share.GroupConfig
 
 	// authz is the ACL authorizer (authorize.go), nil without
 	// authorizer.class.name; set before the broker serves.
@@ -175,6 +185,7 @@ func NewServer(cfg Config) (*Server, error) {
 	fail := func(err error) (*Server, error) {
 		s.stopHTTP()
 		s.stopBackground()
+		s.closeShares()
 		_ = s.closeGroups()
 		_ = s.closeTxns()
 		s.closeLogs()
@@ -203,6 +214,10 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if s.repl, err = s.newReplicaManager(); err != nil {
 		return fail(err)
+	}
+	s.sharePersister = cfg.SharePersister
+	if err := s.startShares(); err != nil {
+		return fail(fmt.Errorf("broker: share groups: %w", err))
 	}
 	if err := s.joinCluster(); err != nil {
 		return fail(err)
@@ -353,6 +368,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-finished
 	}
 	var errs []error
+	s.closeShares()
 	if err := s.closeGroups(); err != nil {
 		errs = append(errs, err)
 	}

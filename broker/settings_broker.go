@@ -212,6 +212,9 @@ func checkAcrossSettings(c *Config) *ConfigError {
 	if err := checkListeners(c); err != nil {
 		return err
 	}
+	if err := checkShareSettings(c); err != nil {
+		return err
+	}
 	if _, err := resolveTopicConfig(c.TopicDefaults, nil); err != nil {
 		k := "log.cleaner.min.compaction.lag.ms"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: err.Error()}

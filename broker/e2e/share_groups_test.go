@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// franzShareTests are franz-go's share group tests run against a broker
+// (TestShareGroupOffsetsAdmin needs the share-group offsets APIs 90-92,
+// which are not served).
+var franzShareTests = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestConsumeRegexShareSkipsInternal"}
+
+// TestShareGroupFranzGoSuite runs franz-go's share group tests against a
+// broker process. franz-go enables share groups only when ShareFetch and
+// ShareAcknowledge v2 are advertised; a broker without a share-state
+// persister (share coordinator) does not advertise them, and the test
+// skips. The tests set share.auto.offset.reset through
+// IncrementalAlterConfigs on a GROUP resource.
+func TestShareGroupFranzGoSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end tests do not run with -short")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("no go command to build franz-go's tests: %v", err)
+	}
+	b := StartBroker(t)
+	if !servesShareGroups(t, b.Addr) {
+		t.Skip("the broker does not advertise ShareFetch v2 and ShareAcknowledge v2 (no share-state persister)")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo",
+		"-run", "^("+strings.Join(franzShareTests, "|")+")$", "-count=1", "-v")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test franz-go/pkg/kgo (build and run) took %v", time.Since(start).Round(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("franz-go's share tests: %v\n%s", err, tailString(string(out), 8192))
+	}
+	for _, name := range franzShareTests {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
+			t.Errorf("%s did not pass (skipped or not run):\n%s", name, tailString(string(out), 4096))
+		}
+	}
+	t.Logf("franz-go:\n%s", tailString(string(out), 2048))
+}
+
+// servesShareGroups reports whether the broker at addr advertises
+// ShareFetch and ShareAcknowledge at v2.
+func servesShareGroups(t *testing.T, addr string) bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("ApiVersions: %v", err)
+	}
+	v2 := 0
+	for _, k := range resp.ApiKeys {
+		if (k.ApiKey == 78 || k.ApiKey == 79) && k.MaxVersion >= 2 {
+			v2++
+		}
+	}
+	return v2 == 2
+}

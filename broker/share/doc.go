@@ -1,0 +1,100 @@
+// Package share is share groups (KIP-932, "queues for Kafka"): the
+// membership of share groups, the share partitions that hand each record
+// of a topic partition to one member at a time under an acquisition
+// lock, and the share sessions members fetch through. The broker's
+// handlers (76_share_group_heartbeat.go to 79_share_acknowledge.go) call
+// in; share-partition state is kept durable through a
+// sharestate.Persister (the share coordinator).
+//
+// # Membership
+//
+// A share group is coordinated by its group coordinator (the leader of
+// its __consumer_offsets partition). Members join with ShareGroupHeartbeat
+// at epoch 0 with a member id of their own and their subscribed topic
+// names, heartbeat every share.heartbeat.interval.ms, and leave at epoch
+// -1; a member silent for share.session.timeout.ms is removed. Every
+// change of members, subscriptions or the subscribed topics' partition
+// counts bumps the group epoch and the simple assignor assigns again:
+// each topic's partitions are spread over its subscribers, and when
+// members outnumber partitions a partition goes to several members.
+// There is no revocation: a member's epoch moves to the assignment's on
+// its next heartbeat, and a partition may be fetched by its old and new
+// members alike; the acquisition locks keep records apart.
+//
+// Membership is kept in memory only: after the coordinator moves, the
+// members get UNKNOWN_MEMBER_ID (or GROUP_ID_NOT_FOUND) from the new one
+// and join again. The durable part is the share-partition state.
+//
+// # Share partitions
+//
+// A share partition is one group's view of one topic partition, kept by
+// the partition's leader:
+//
+//	         start                            end
+//	           |                               |
+//	...done... | in flight: a record each      | never acquired
+//	  (acked   | AVAILABLE ACQUIRED ACKNOWLEDGED| (available)
+//	/archived) | ARCHIVED                      |
+//
+// Records move between states so:
+//
+//	AVAILABLE --acquire--> ACQUIRED (delivery count + 1, locked for
+//	                                 record.lock.duration)
+//	ACQUIRED --ACCEPT--> ACKNOWLEDGED
+//	ACQUIRED --REJECT, GAP--> ARCHIVED
+//	ACQUIRED --RELEASE, lock expiry, session close, member gone-->
+//	         AVAILABLE, or ARCHIVED at group.share.delivery.count.limit
+//	ACQUIRED --RENEW--> ACQUIRED (lock restarted)
+//
+// The start offset moves over acknowledged and archived records at the
+// front. At most group.share.partition.max.record.locks records are in
+// flight (end - start); past that only released records inside the
+// window are acquired. Acquisition works on the record batches the
+// broker read from the log at FetchOffset (the first available record,
+// else end): offsets in control batches and in gaps between batches
+// (compacted away) are archived as they are passed; a gap longer than
+// the window waits until the window empties and is then skipped. A share partition
+// without state starts by share.auto.offset.reset: latest (the high
+// watermark, the default), earliest (the log start, remote included),
+// or by_duration:<ISO-8601> (the first offset at or after now minus the
+// duration).
+//
+// # Persistence
+//
+// On first use at a leader epoch the share partition is read with
+// ReadShareGroupState (UNKNOWN_TOPIC_OR_PARTITION or a negative start
+// offset: InitializeShareGroupState at the reset offset). Every
+// acknowledgement is written with WriteShareGroupState before its
+// answer; a failed write undoes it and answers the persister's error
+// (COORDINATOR_NOT_AVAILABLE for a call that failed). Releases and lock
+// expiries are written when they happen, best effort: losing one loses a
+// delivery count, so a record may be delivered once more, never an
+// acknowledgement. The write is the whole window (start offset and one
+// state batch per run of equal state and delivery count; acquired
+// records as available, a lock does not outlive its leader). A new
+// leader epoch drops the share partition and reads it again.
+//
+// # Share sessions
+//
+// ShareFetch at ShareSessionEpoch 0 opens a session for (group, member)
+// on this broker with the request's partitions; each later request
+// carries the next epoch and adds partitions (ForgottenTopicsData
+// removes them); -1 closes the session and releases the records the
+// member holds in its partitions, as does the close of the connection
+// that opened it. ShareAcknowledge needs an open session. A member that
+// leaves or is removed has its sessions on the coordinator's broker
+// closed and its records there released; other leaders release them
+// when its sessions there close or the locks expire.
+//
+// Under share.isolation.level=read_committed the read stops at the last
+// stable offset and the batches of aborted transactions are archived
+// unseen, as in Kafka.
+//
+// Not done: classic groups do not yet refuse a group id a share group
+// uses (the share side refuses classic ones on join).
+//
+// Lock order: Manager.mu before a Partition's mu; Groups.mu and
+// Sessions.mu are leaves. A Partition's mu is held across its own
+// Persister writes, so one partition's writes apply in order; no lock
+// of the Manager is held across I/O.
+package share

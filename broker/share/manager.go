@@ -1,0 +1,211 @@
+package share
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Manager holds one broker's share groups: the membership of the groups
+// it coordinates (Groups), the share partitions of the partitions it
+// leads, and the share sessions its clients opened.
+//
+// Lock order: Manager.mu, then a Partition's mu; Groups and Sessions
+// have locks of their own, never held while another is taken.
+type Manager struct {
+	cfg      Config
+	Groups   *Groups
+	Sessions *Sessions
+	mu       struct {
+		sync.Mutex
+		parts map[Key]*Partition
+	}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// sweepInterval is how often expired acquisition locks and member
+// sessions are looked for.
+const sweepInterval = 100 * time.Millisecond
+
+// New returns a Manager and starts its sweeper; Close stops it.
+func New(cfg Config) (*Manager, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	m.mu.parts = map[Key]*Partition{}
+	m.Groups = newGroups(cfg)
+	m.Sessions = newSessions(cfg.MaxSessions)
+	go m.sweepLoop()
+	return m, nil
+}
+
+// Close stops the sweeper.
+func (m *Manager) Close() {
+	close(m.stop)
+	<-m.done
+}
+
+// GroupConfig returns a group's configs.
+func (m *Manager) GroupConfig(group string) GroupConfig { return m.cfg.GroupConfig(group) }
+
+// Limits returns the limits a group's share partitions run under.
+func (m *Manager) Limits(group string) Limits {
+	return Limits{
+		Lock:               m.cfg.GroupConfig(group).RecordLockDuration,
+		DeliveryCountLimit: int16(m.cfg.DeliveryCountLimit),
+		MaxRecordLocks:     m.cfg.PartitionMaxRecordLocks,
+	}
+}
+
+// Now returns the manager's clock's time.
+func (m *Manager) Now() time.Time { return m.cfg.Now() }
+
+// Partition returns the share partition k at leader epoch epoch, read
+// from the Persister on first use (initialized at startAt when the share
+// coordinator has no state for it). A share partition of an older
+// leader epoch is dropped and read again: another leader may have
+// changed the state since; a request at an older epoch than the one
+// loaded is NOT_LEADER_OR_FOLLOWER.
+func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt func(GroupConfig) (int64, error)) (*Partition, error) {
+	m.mu.Lock()
+	p := m.mu.parts[k]
+	if p != nil && epoch < p.leaderEpoch {
+		m.mu.Unlock()
+		return nil, &persistError{code: kerr.NotLeaderForPartition.Code, msg: "stale leader epoch"}
+	}
+	if p == nil || p.leaderEpoch != epoch {
+		p = newPartition(epoch)
+		m.mu.parts[k] = p
+	}
+	m.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.loaded {
+		return p, nil
+	}
+	cfg := m.cfg.GroupConfig(k.Group)
+	return p, m.loadLocked(ctx, k, p, func() (int64, error) { return startAt(cfg) })
+}
+
+// Acknowledge applies member's acknowledgements to share partition k
+// and persists the result before returning; if the state cannot be
+// persisted, the acknowledgements are undone and the error's code is
+// returned.
+func (m *Manager) Acknowledge(ctx context.Context, k Key, p *Partition, member string, batches []AckBatch) int16 {
+	undo, code := p.Acknowledge(member, batches, m.cfg.Now(), m.Limits(k.Group))
+	if code != 0 {
+		return code
+	}
+	p.mu.Lock()
+	err := m.writeLocked(ctx, k, p)
+	p.mu.Unlock()
+	if err != nil {
+		m.cfg.Logger.Warn("share: acknowledgement not persisted; undone", "group", k.Group, "partition", k.Partition, "err", err)
+		undo()
+		return ErrorCode(err)
+	}
+	return 0
+}
+
+// ReleaseMember releases the records member holds in the share
+// partitions of group on this broker (its session closed, it left, or it
+// was fenced), and persists their delivery counts.
+func (m *Manager) ReleaseMember(group, member string, only func(Key) bool) {
+	for k, p := range m.partitions(func(k Key) bool { return k.Group == group && (only == nil || only(k)) }) {
+		if p.ReleaseMember(member, m.Limits(group)) {
+			m.persist(k, p)
+		}
+	}
+}
+
+// Drop forgets the share partitions drop selects (leadership moved
+// away); a later use reads them from the Persister again.
+func (m *Manager) Drop(drop func(Key) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.mu.parts {
+		if drop(k) {
+			delete(m.mu.parts, k)
+		}
+	}
+}
+
+// PartitionStats are a share partition's in-flight records by state and
+// its totals.
+type PartitionStats struct {
+	Counts Counts
+	Totals Totals
+}
+
+// Stats returns the stats of the loaded share partitions.
+func (m *Manager) Stats() map[Key]PartitionStats {
+	out := map[Key]PartitionStats{}
+	for k, p := range m.partitions(func(Key) bool { return true }) {
+		out[k] = PartitionStats{Counts: p.Counts(), Totals: p.Totals()}
+	}
+	return out
+}
+
+// partitions returns the loaded share partitions keep selects.
+func (m *Manager) partitions(keep func(Key) bool) map[Key]*Partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[Key]*Partition{}
+	for k, p := range m.mu.parts {
+		if keep(k) {
+			out[k] = p
+		}
+	}
+	return out
+}
+
+// persist writes a share partition's state after a change no request
+// waits for (a lock expiry, a release); a failure is logged: the
+// acknowledged state was persisted before its answer, and what is lost
+// here is a delivery count, so a record may be delivered once more.
+func (m *Manager) persist(k Key, p *Partition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.mu.loaded {
+		return
+	}
+	if err := m.writeLocked(context.Background(), k, p); err != nil {
+		m.cfg.Logger.Warn("share: state not persisted", "group", k.Group, "partition", k.Partition, "err", err)
+	}
+}
+
+// sweepLoop expires acquisition locks and member sessions.
+func (m *Manager) sweepLoop() {
+	defer close(m.done)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Sweep()
+		}
+	}
+}
+
+// Sweep expires the acquisition locks and member sessions that are due
+// by the manager's clock.
+func (m *Manager) Sweep() {
+	now := m.cfg.Now()
+	for k, p := range m.partitions(func(Key) bool { return true }) {
+		if p.Expire(now, m.Limits(k.Group)) {
+			m.persist(k, p)
+		}
+	}
+	for _, g := range m.Groups.expire(now) {
+		if m.cfg.MemberGone != nil {
+			m.cfg.MemberGone(g.group, g.member)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/stratastream/strata/broker/acl"
+
+	"github.com/stratastream/strata/broker/share"
+	"github.com/stratastream/strata/coord"
+	"github.com/stratastream/strata/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// This file connects share groups (package share, KIP-932) to the
+// server. The membership of a share group lives on its group coordinator
+// (the leader of its partition of __consumer_offsets, as for consumer
+// groups); the share partitions live on the leaders of the topic
+// partitions, which read their state through s.sharePersister (the share
+// coordinator) on first use and write it there before answering an
+// acknowledgement. Without a persister the share APIs (76 to 79) are
+// not served: ApiVersions leaves them out.
+
+// sharesServed reports whether this server serves share groups.
+func sharesServed(s *Server) bool { return s.shares != nil }
+
+// startShares starts the share group manager when the server has a
+// share-state persister.
+func (s *Server) startShares() error {
+	if s.sharePersister == nil {
+		return nil
+	}
+	cfg := s.cfg.Share
+	cfg.Persister = s.sharePersister
+	cfg.Logger = s.log.With("component", "share")
+	cfg.GroupConfig = s.shareGroupConfig
+	cfg.MemberGone = func(group, member string) {
+		s.shares.Sessions.CloseMember(group, member)
+		s.shares.ReleaseMember(group, member, nil)
+	}
+	m, err := share.New(cfg)
+	if err != nil {
+		return err
+	}
+	s.shares = m
+	return nil
+}
+
+// closeShares stops the share group manager.
+func (s *Server) closeShares() {
+	if s.shares != nil {
+		s.shares.Close()
+	}
+}
+
+// shareConnClosed closes the share sessions a closed connection opened
+// and releases the records their members hold in them (Kafka's
+// ShareSessionCache disconnect listener).
+func (s *Server) shareConnClosed(c *conn) {
+	if s.shares == nil {
+		return
+	}
+	for k, parts := range s.shares.Sessions.CloseOwned(c) {
+		s.releaseSessionRecords(k, parts)
+	}
+}
+
+// releaseSessionRecords releases the records member k holds in the
+// partitions of its closed session.
+func (s *Server) releaseSessionRecords(k share.SessionKey, parts []share.TopicPartition) {
+	in := map[share.TopicPartition]bool{}
+	for _, tp := range parts {
+		in[tp] = true
+	}
+	s.shares.ReleaseMember(k.Group, k.Member, func(key share.Key) bool {
+		return in[share.TopicPartition{TopicID: key.TopicID, Partition: key.Partition}]
+	})
+}
+
+// shareTopics resolves topic names for the share group membership from
+// the coordinator's snapshot.
+type shareTopics struct{ snap *coord.Snapshot }
+
+func (t shareTopics) Topic(name string) ([16]byte, int32, bool) {
+	ti, ok := t.snap.Topic(name)
+	if !ok || isInternalTopic(name) {
+		return [16]byte{}, 0, false
+	}
+	return [16]byte(ti.ID), int32(len(ti.Partitions)), true
+}
+
+// shareCoordinatorCode is the error for a share group request that needs
+// the group's coordinator: NOT_COORDINATOR unless this broker has loaded
+// the group's partition of __consumer_offsets.
+func (s *Server) shareCoordinatorCode(group string) int16 {
+	if s.shuttingDown() {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if !s.groupLoader.isLoaded(s.groups.PartitionFor(group)) {
+		return kerr.NotCoordinator.Code
+	}
+	return 0
+}
+
+// shareTarget is one partition a share request names, resolved on this
+// broker.
+type shareTarget struct {
+	tp   share.TopicPartition
+	name string
+	p    *partition
+	sp   *share.Partition
+	key  share.Key
+}
+
+// resolveShareTarget resolves a partition of a share request for group: the
+// topic by id, READ on it (mayRead), this broker leading it, and its
+// share partition loaded. A nonzero code says why not.
+func (s *Server) resolveShareTarget(ctx context.Context, group string, tp share.TopicPartition, mayRead func(string) bool) (shareTarget, int16) {
+	st := shareTarget{tp: tp, key: share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition}}
+	t := s.topicByID(coord.TopicID(tp.TopicID))
+	switch {
+	case t == nil:
+		return st, kerr.UnknownTopicID.Code
+	case !mayRead(t.name):
+		return st, kerr.TopicAuthorizationFailed.Code
+	case !t.hasPartition(tp.Partition):
+		return st, kerr.UnknownTopicOrPartition.Code
+	case t.local(tp.Partition) == nil:
+		return st, s.notHostedCode(t.name, tp.Partition)
+	}
+	st.name, st.p = t.name, t.local(tp.Partition)
+	lead, err := st.p.leaderCheck(s.cfg.BrokerID)
+	if err != nil {
+		return st, kerr.NotLeaderForPartition.Code
+	}
+	sp, err := s.shares.Partition(ctx, st.key, lead.epoch, func(cfg share.GroupConfig) (int64, error) {
+		return s.shareStartOffset(st.p, cfg.AutoOffsetReset)
+	})
+	if err != nil {
+		s.log.Warn("share partition not loaded", "group", group, "topic", st.name, "partition", tp.Partition, "err", err)
+		return st, share.ErrorCode(err)
+	}
+	st.sp = sp
+	return st, 0
+}
+
+// shareStartOffset is where a new share partition of p starts, by
+// share.auto.offset.reset.
+func (s *Server) shareStartOffset(p *partition, reset string) (int64, error) {
+	hw := p.log.HighWatermark()
+	d, isDuration, err := share.ParseResetDuration(reset)
+	switch {
+	case err != nil:
+		return 0, err
+	case reset == share.ResetEarliest:
+		return p.logStart(), nil
+	case !isDuration:
+		return hw, nil
+	}
+	ts := s.nowFn().Add(-d).UnixMilli()
+	off, _, found, err := s.remoteOffsetForTimestamp(p, ts)
+	if err == nil && !found {
+		off, _, found, err = p.log.OffsetForTimestamp(ts)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !found || off > hw {
+		return hw, nil
+	}
+	return off, nil
+}
+
+// shareBatch is one record batch read for a share fetch.
+type shareBatch struct {
+	share.Batch
+	raw           []byte
+	producerID    int64
+	transactional bool
+}
+
+// shareRead reads whole batches of p from offset from, below upTo, about
+// maxBytes of them (at least one batch), through the fetch path: local
+// segments, or the bucket for offsets only there.
+func (s *Server) shareRead(p *partition, from, upTo int64, maxBytes int) ([]shareBatch, error) {
+	var out []shareBatch
+	var remote remotePass // a remote read held back (quota, pool) ends the read: the share fetch finds nothing new and waits
+	read := 0
+	for off := from; off < upTo && (read == 0 || read < maxBytes); {
+		var pr fetchPartResult
+		sl, err := s.readPartition(&remote, p, off, max(maxBytes-read, 1), upTo, &pr)
+		if err == nil && sl.Size > 0 {
+			buf := make([]byte, sl.Size)
+			if _, err = sl.File.ReadAt(buf, sl.Pos); err == nil {
+				out = appendShareBatches(out, buf, from)
+				read += len(buf)
+			}
+		}
+		for _, rel := range pr.releases {
+			rel()
+		}
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil // the error shows on the next fetch
+			}
+			return nil, err
+		}
+		if sl.Size == 0 || sl.NextOffset <= off {
+			break
+		}
+		off = sl.NextOffset
+	}
+	return out, nil
+}
+
+// appendShareBatches splits buf into its batches, leaving out those
+// wholly below from.
+func appendShareBatches(out []shareBatch, buf []byte, from int64) []shareBatch {
+	for pos := 0; pos < len(buf); {
+		h, err := segment.ParseHeader(buf[pos:])
+		if err != nil || h.Size() > len(buf)-pos {
+			break // validated on append: not reached
+		}
+		if h.LastOffset() >= from {
+			out = append(out, shareBatch{Batch: share.Batch{Base: h.BaseOffset, Last: h.LastOffset(), Archive: h.Control()},
+				raw: buf[pos : pos+h.Size()], producerID: h.ProducerID, transactional: h.Transactional()})
+		}
+		pos += h.Size()
+	}
+	return out
+}
+
+// shareAcquire acquires for member up to maxRecords records of target
+// and returns the batches holding them and the acquired ranges.
+func (s *Server) shareAcquire(t shareTarget, member string, maxRecords int, strict bool, maxBytes int) ([]byte, []share.AcquiredRange, error) {
+	limits := s.shares.Limits(t.key.Group)
+	now := s.shares.Now()
+	t.sp.SkipTo(t.p.logStart())
+	from, ok := t.sp.FetchOffset(now, limits)
+	if !ok {
+		return nil, nil, nil
+	}
+	upTo := t.p.log.HighWatermark()
+	readCommitted := s.shares.GroupConfig(t.key.Group).ReadCommitted
+	if readCommitted {
+		upTo = t.p.lastStableOffsetAt(upTo)
+	}
+	if from >= upTo {
+		return nil, nil, nil
+	}
+	batches, err := s.shareRead(t.p, from, upTo, maxBytes)
+	if err != nil || len(batches) == 0 {
+		return nil, nil, err
+	}
+	if readCommitted {
+		if err := s.archiveAborted(t.p, batches); err != nil {
+			return nil, nil, err
+		}
+	}
+	bs := make([]share.Batch, len(batches))
+	for i, b := range batches {
+		bs[i] = b.Batch
+	}
+	ranges := t.sp.Acquire(member, bs, maxRecords, strict, now, limits)
+	var raw []byte
+	for _, b := range batches {
+		for _, r := range ranges {
+			if r.First <= b.Last && r.Last >= b.Base {
+				raw = append(raw, b.raw...)
+				break
+			}
+		}
+	}
+	return raw, ranges, nil
+}
+
+// archiveAborted marks the batches of aborted transactions to be
+// archived, as Kafka's share partitions do under read_committed: a
+// transactional batch of a producer whose transaction aborted at a
+// marker after the batch.
+func (s *Server) archiveAborted(p *partition, batches []shareBatch) error {
+	aborted, err := s.abortedTxns(p, batches[0].Base, batches[len(batches)-1].Last+1)
+	if err != nil {
+		return err
+	}
+	for i := range batches {
+		b := &batches[i]
+		for _, a := range aborted {
+			if b.transactional && b.producerID == a.ProducerID && b.Base >= a.FirstOffset && b.Base < a.LastOffset {
+				b.Archive = true
+			}
+		}
+	}
+	return nil
+}
+
+// shareAckBatches converts a request's acknowledgement batches.
+func shareAckBatches[B any](in []B, conv func(B) share.AckBatch) []share.AckBatch {
+	out := make([]share.AckBatch, len(in))
+	for i, b := range in {
+		out[i] = conv(b)
+	}
+	return out
+}
+
+// shareAcknowledge validates and applies one partition's
+// acknowledgements for member, persisted before it returns.
+func (s *Server) shareAcknowledge(ctx context.Context, group, member string, tp share.TopicPartition, batches []share.AckBatch, maxType int8, mayRead func(string) bool) int16 {
+	if code := share.ValidateAckBatches(batches, maxType); code != 0 {
+		return code
+	}
+	t, code := s.resolveShareTarget(ctx, group, tp, mayRead)
+	if code != 0 {
+		return code
+	}
+	return s.shares.Acknowledge(ctx, t.key, t.sp, member, batches)
+}
+
+// shareRequestCode checks what ShareFetch and ShareAcknowledge need
+// before their session: READ on the group (GROUP_AUTHORIZATION_FAILED),
+// a group id and a member id of at most 36 characters
+// (INVALID_REQUEST).
+func (s *Server) shareRequestCode(r *request, group, member string) int16 {
+	if !s.authorize(r, acl.OpRead, acl.Group(group)) {
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	if group == "" || member == "" || len(member) > 36 {
+		return kerr.InvalidRequest.Code
+	}
+	return 0
+}
+
+// shareLockMillis is a group's acquisition lock duration, as the share
+// responses carry it.
+func (s *Server) shareLockMillis(group string) int32 {
+	return int32(s.shares.GroupConfig(group).RecordLockDuration.Milliseconds())
+}
