@@ -479,6 +479,14 @@ func matrixRows() []matrixRow {
 		{api: "IncrementalAlterConfigs/broker", allow: []grant{clusterGrant(acl.OpAlterConfigs)}, deny: []grant{clusterGrant(acl.OpDescribeConfigs)},
 			call:   func(e *matrixEnv) int16 { return incrementalAlter(e, kmsg.ConfigResourceTypeBroker, brokerName(e)) },
 			denied: codeClusterAuth},
+		{api: "DescribeConfigs/group", allow: []grant{groupGrant(acl.OpDescribeConfigs)}, deny: []grant{groupGrant(acl.OpRead)},
+			call: func(e *matrixEnv) int16 { return describeConfigs(e, kmsg.ConfigResourceTypeGroupConfig, e.group) }, denied: codeGroupAuth},
+		{api: "IncrementalAlterConfigs/group", allow: []grant{groupGrant(acl.OpAlterConfigs)}, deny: []grant{groupGrant(acl.OpDescribeConfigs)},
+			call: func(e *matrixEnv) int16 {
+				c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				c.Name, c.Value, c.Op = "share.auto.offset.reset", kmsg.StringPtr("earliest"), kmsg.IncrementalAlterConfigOpSet
+				return incrementalAlter(e, kmsg.ConfigResourceTypeGroupConfig, e.group, c)
+			}, denied: codeGroupAuth},
 		{api: "ElectLeaders", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{topicGrant(acl.OpAll), clusterGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrElectLeadersRequest()

@@ -71,6 +71,7 @@ func (s *Server) joinCluster() error {
 	// the watch is set first so that no change is missed.
 	s.followEntityConfigs(s.loadDynamicBrokerConfigs)
 	s.followEntityConfigs(s.loadClientQuotas)
+	s.followEntityConfigs(s.loadGroupConfigs)
 	if err := s.startAuthorizer(); err != nil {
 		return err
 	}

@@ -175,6 +175,11 @@ type Config struct {
 	// PartitionExists, and takes NumPartitions from __consumer_offsets
 	// once that topic exists.
 	Groups group.Config
+	// GroupProtocols holds the settings of consumer (KIP-848), share and
+	// streams groups: their group configs' defaults and bounds
+	// (group.consumer.*, group.share.*, group.streams.*;
+	// settings_group_protocols.go).
+	GroupProtocols GroupProtocolConfig
 	// Transactions holds the transaction coordinator's settings
 	// (transaction.*, transactional.id.expiration.ms; txn_coordinator.go).
 	Transactions TransactionConfig

@@ -81,6 +81,8 @@ type Server struct {
 	// dynCfg holds the dynamic broker configs set at run time
 	// (dynamic_broker_config.go).
 	dynCfg dynamicBrokerConfig
+	// groupCfgs holds the stored group configs (group_config.go).
+	groupCfgs groupCfgs
 
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc
