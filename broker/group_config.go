@@ -105,11 +105,11 @@ var groupConfigKeys = []groupConfigKey{
 		"The timeout to detect client failures when using the share group protocol."),
 	groupMs("streams.heartbeat.interval.ms", 1, "group.streams.", "heartbeat.interval.ms", func(g *GroupConfig) *time.Duration { return &g.StreamsHeartbeatInterval },
 		"The heartbeat interval given to the members of a streams group."),
-	{v: setting{name: "streams.initial.rebalance.delay.ms", typ: typeInt, valid: between(0, math.MaxInt32),
+	{v: setting{name: "streams.initial.rebalance.delay.ms", typ: typeInt, valid: atLeast(0),
 		doc: "How long the first rebalance of a new streams group waits for more members."},
 		broker: "group.streams.initial.rebalance.delay.ms",
 		set:    func(g *GroupConfig, v string) { g.StreamsInitialRebalanceDelay = msValue(v) }},
-	{v: setting{name: "streams.num.standby.replicas", typ: typeInt, valid: between(0, math.MaxInt32),
+	{v: setting{name: "streams.num.standby.replicas", typ: typeInt, valid: atLeast(0),
 		doc: "The number of standby replicas of each task of a streams group."},
 		broker: "group.streams.num.standby.replicas", max: "group.streams.max.standby.replicas",
 		set: func(g *GroupConfig, v string) { n, _ := strconv.Atoi(v); g.StreamsNumStandbyReplicas = int32(n) }},
@@ -121,7 +121,7 @@ var groupConfigKeys = []groupConfigKey{
 // defaulting from prefix+name and bounded by prefix+"min."+name and
 // prefix+"max."+name.
 func groupMs(name string, min int64, prefix, broker string, p func(g *GroupConfig) *time.Duration, doc string) groupConfigKey {
-	return groupConfigKey{v: setting{name: name, typ: typeInt, valid: between(min, math.MaxInt32), doc: doc},
+	return groupConfigKey{v: setting{name: name, typ: typeInt, valid: atLeast(min), doc: doc},
 		broker: prefix + broker, min: prefix + "min." + broker, max: prefix + "max." + broker,
 		set: func(g *GroupConfig, v string) { *p(g) = msValue(v) }}
 }
@@ -218,7 +218,9 @@ func checkShareAutoOffsetReset(v string) error { _, err := parseShareAutoOffsetR
 
 // groupCfgs holds the stored group configs, by entity name (the
 // sanitized group id), as the coordinator's cache last showed them.
-type groupCfgs struct{ p atomic.Pointer[map[string]map[string]string] }
+type groupCfgs struct {
+	p atomic.Pointer[map[string]map[string]string]
+}
 
 // loadGroupConfigs takes the stored group configs from the coordinator's
 // cache: at start and after every change notification.
