@@ -357,9 +357,26 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeGroup, e.group) }, denied: codeGroupAuth},
 		{api: "FindCoordinator/transaction", allow: []grant{txnGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeTransaction, e.txn) }, denied: codeTxnAuth},
-		{api: "FindCoordinator/share", allow: []grant{clusterGrant(acl.OpClusterAction)}, // v6, as Kafka 3.9: no share coordinator
-			call:    func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeShare, "share-group") },
-			allowed: kerr.CoordinatorNotAvailable.Code, denied: codeClusterAuth},
+		{api: "FindCoordinator/share", allow: []grant{clusterGrant(acl.OpClusterAction)}, // v6
+			call: func(e *matrixEnv) int16 {
+				var code int16
+				poll.For(30*time.Second, func() bool { // the first creates __share_group_state
+					code = findCoordinator(e, coordinatorTypeShare, "g:AAAAAAAAAAAAAAAAAAAAAA:0")
+					return code != kerr.CoordinatorNotAvailable.Code
+				})
+				return code
+			}, denied: codeClusterAuth},
+		{api: "WriteShareGroupState", allow: []grant{clusterGrant(acl.OpClusterAction)}, deny: []grant{clusterGrant(acl.OpDescribe)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrWriteShareGroupStateRequest()
+				req.GroupID = e.group
+				rt := kmsg.NewWriteShareGroupStateRequestTopic()
+				rt.TopicID = [16]byte{1}
+				rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				return e.request(req).(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+			}, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeClusterAuth}, // no such topic id
 		{api: "JoinGroup", allow: []grant{groupGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrJoinGroupRequest()

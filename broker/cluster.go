@@ -117,11 +117,17 @@ func (s *Server) joinCluster() error {
 	}
 	s.applySnapshot(c.Snapshot())
 	s.txnLoader.sync()
+	if err := s.startShares(); err != nil {
+		return err
+	}
+	s.applySnapshot(c.Snapshot())
+	s.shareLoader.sync()
 
-	s.bgWG.Add(3)
+	s.bgWG.Add(4)
 	go s.metadataLoop()
 	go s.groupLoader.run()
 	go s.txnLoader.run()
+	go s.shareLoader.run()
 	s.startController()
 	if embedded {
 		// A single node is its own controller: serve once it says so.

@@ -180,6 +180,9 @@ type Config struct {
 	// (group.consumer.*, group.share.*, group.streams.*;
 	// settings_group_protocols.go).
 	GroupProtocols GroupProtocolConfig
+	// ShareCoordinator holds the share coordinator's settings
+	// (share.coordinator.*; settings_share_coordinator.go).
+	ShareCoordinator ShareCoordinatorConfig
 	// Transactions holds the transaction coordinator's settings
 	// (transaction.*, transactional.id.expiration.ms; txn_coordinator.go).
 	Transactions TransactionConfig

@@ -16,6 +16,7 @@ import (
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/broker/replica"
+	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/broker/txn"
 	"github.com/stratastream/strata/coord"
 )
@@ -61,6 +62,15 @@ type Server struct {
 	txns      *txn.Coordinator
 	txnLoader coordinatorLoader
 	txnPeers  txnPeers
+
+	// shares is the share coordinator over __share_group_state
+	// (share_coordinator.go), set by NewServer and not changed after;
+	// shareLoader loads into it the partitions this broker leads.
+	// sharePersister is how share groups store their state: it routes
+	// each share partition to its coordinator (share_persister.go).
+	shares         *sharestate.Coordinator
+	shareLoader    coordinatorLoader
+	sharePersister sharestate.Persister
 
 	// authz is the ACL authorizer (authorize.go), nil without
 	// authorizer.class.name; set before the broker serves.
@@ -161,6 +171,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.groupReports.m = map[int]group.LoadReport{}
 	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
+	s.shareLoader = s.shareLoading()
+	s.shareLoader.init()
 	s.clientQuotas = newClientQuotas(s.log, cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds, s.nowFn)
 	s.metrics = newBrokerMetrics(s)
 	s.tokens = newTokenManager(s)
@@ -179,6 +191,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.stopBackground()
 		_ = s.closeGroups()
 		_ = s.closeTxns()
+		s.closeShares()
 		s.closeLogs()
 		if s.coord != nil {
 			_ = s.coord.Close()
@@ -361,6 +374,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.closeTxns(); err != nil {
 		errs = append(errs, err)
 	}
+	s.closeShares()
 	s.stopBackground()
 	s.stopHTTP()
 	s.leaveCluster()

@@ -72,27 +72,35 @@ func (s *Server) txnStateTopicConfigs(rf int) map[string]string {
 // ensureTxnStateTopic creates __transaction_state if the cluster does not
 // have it and returns it as the snapshot after the creation shows it.
 func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
-	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
+	return s.ensureInternalTopic(txn.Topic, partitions, s.cfg.Transactions.StateLogReplicationFactor, s.txnStateTopicConfigs)
+}
+
+// ensureInternalTopic creates the internal topic name if the cluster does
+// not have it, with min(replicationFactor, live brokers) replicas and the
+// configs configs gives for that count, and returns it as the snapshot
+// after the creation shows it.
+func (s *Server) ensureInternalTopic(name string, partitions int, replicationFactor int16, configs func(rf int) map[string]string) (*coord.TopicInfo, error) {
+	if t, ok := s.coord.Snapshot().Topic(name); ok {
 		return t, nil
 	}
 	live := len(s.coord.Snapshot().Brokers)
-	rf := min(int(s.cfg.Transactions.StateLogReplicationFactor), live)
+	rf := min(int(replicationFactor), live)
 	if rf < 1 {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", txn.Topic)
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", name)
 	}
 	_, err := s.createTopic(createTopicSpec{
-		name:       txn.Topic,
+		name:       name,
 		partitions: int32(partitions),
 		replFactor: int16(rf),
-		configs:    s.txnStateTopicConfigs(rf),
+		configs:    configs(rf),
 	})
 	var ke *kafkaError
 	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
 		return nil, err
 	}
-	t, ok := s.coord.Snapshot().Topic(txn.Topic)
+	t, ok := s.coord.Snapshot().Topic(name)
 	if !ok {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", txn.Topic)
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", name)
 	}
 	return t, nil
 }

@@ -49,7 +49,7 @@ type Config struct {
 	// UpdatesPerSnapshot is
 	// share.coordinator.snapshot.update.records.per.snapshot: after this
 	// many update records of a share partition its next write is a
-	// snapshot. Zero: 500.
+	// snapshot (0: every write is one).
 	UpdatesPerSnapshot int
 	// PartitionExists says a topic partition exists; false answers
 	// UNKNOWN_TOPIC_OR_PARTITION to Write and Read. Nil: every one does.
@@ -107,8 +107,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.NumPartitions < 1 {
 		return nil, fmt.Errorf("%w: NumPartitions %d", ErrConfig, cfg.NumPartitions)
 	}
-	if cfg.UpdatesPerSnapshot <= 0 {
-		cfg.UpdatesPerSnapshot = 500
+	if cfg.UpdatesPerSnapshot < 0 {
+		return nil, fmt.Errorf("%w: UpdatesPerSnapshot %d", ErrConfig, cfg.UpdatesPerSnapshot)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -416,3 +416,6 @@ func (c *Coordinator) checkKey(k Key, exists bool) *kerr.Error {
 	}
 	return nil
 }
+
+// NumPartitions is the partition count of __share_group_state.
+func (c *Coordinator) NumPartitions() int { return c.cfg.NumPartitions }

@@ -74,7 +74,9 @@ func (e *env) reopen() {
 	e.open()
 }
 
-func key(group string, p int32) Key { return Key{GroupID: group, TopicID: [16]byte{1, 2, 3}, Partition: p} }
+func key(group string, p int32) Key {
+	return Key{GroupID: group, TopicID: [16]byte{1, 2, 3}, Partition: p}
+}
 
 func mustOK(t *testing.T, what string, e *kerr.Error) {
 	t.Helper()
