@@ -9,7 +9,6 @@ import (
 	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file connects the share coordinator (package sharestate) to the
@@ -128,80 +127,7 @@ func (s *Server) shareCoordinator(key string) (coord.BrokerInfo, int, error) {
 // broker's share coordinator.
 func handleShareState(s *Server, r *request) (reply, error) {
 	if !s.authorize(r, acl.OpClusterAction, acl.Cluster) {
-		return reply{msg: shareStateError(r.kreq, kerr.ClusterAuthorizationFailed)}, nil
+		return reply{msg: sharestate.ErrorResponse(r.kreq, kerr.ClusterAuthorizationFailed)}, nil
 	}
 	return reply{msg: s.serveShareState(groupCtx(r), r.kreq)}, nil
-}
-
-// shareStateError answers every share partition of req with e.
-func shareStateError(req kmsg.Request, e *kerr.Error) kmsg.Response {
-	msg := e.Description
-	switch r := req.(type) {
-	case *kmsg.InitializeShareGroupStateRequest:
-		resp := r.ResponseKind().(*kmsg.InitializeShareGroupStateResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewInitializeShareGroupStateResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, e.Code, &msg
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.ReadShareGroupStateRequest:
-		resp := r.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewReadShareGroupStateResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, e.Code, &msg
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.WriteShareGroupStateRequest:
-		resp := r.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewWriteShareGroupStateResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewWriteShareGroupStateResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, e.Code, &msg
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.DeleteShareGroupStateRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteShareGroupStateResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewDeleteShareGroupStateResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDeleteShareGroupStateResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, e.Code, &msg
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.ReadShareGroupStateSummaryRequest:
-		resp := r.ResponseKind().(*kmsg.ReadShareGroupStateSummaryResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewReadShareGroupStateSummaryResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewReadShareGroupStateSummaryResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, e.Code, &msg
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	}
-	panic(fmt.Sprintf("broker: %T is not a share coordinator request", req))
 }

@@ -134,22 +134,7 @@ func (p sharePersister) route(ctx context.Context, c shareCall, code func(kmsg.R
 // serveShareState answers a share coordinator request from this broker's
 // share coordinator.
 func (s *Server) serveShareState(ctx context.Context, req kmsg.Request) kmsg.Response {
-	var resp kmsg.Response
-	switch r := req.(type) {
-	case *kmsg.InitializeShareGroupStateRequest:
-		resp, _ = s.shares.InitializeShareGroupState(ctx, r)
-	case *kmsg.ReadShareGroupStateRequest:
-		resp, _ = s.shares.ReadShareGroupState(ctx, r)
-	case *kmsg.WriteShareGroupStateRequest:
-		resp, _ = s.shares.WriteShareGroupState(ctx, r)
-	case *kmsg.DeleteShareGroupStateRequest:
-		resp, _ = s.shares.DeleteShareGroupState(ctx, r)
-	case *kmsg.ReadShareGroupStateSummaryRequest:
-		resp, _ = s.shares.ReadShareGroupStateSummary(ctx, r)
-	default:
-		panic(fmt.Sprintf("broker: %T is not a share coordinator request", req))
-	}
-	return resp
+	return s.shares.Serve(ctx, req)
 }
 
 // shareState sends a share coordinator request to broker id.

@@ -2,6 +2,7 @@ package sharestate
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -11,10 +12,12 @@ import (
 // partition of the request from this coordinator (those of partitions it
 // does not own get NOT_COORDINATOR), in the request's version, and never
 // returns an error: *Coordinator is a Persister of its own partitions.
+// Each response is built by one function per API that asks a callback
+// for each share partition's answer, which ErrorResponse shares.
 
 var _ Persister = (*Coordinator)(nil)
 
-// errMessage is a Kafka error's message for a response, nil for none.
+// errMessage is a Kafka error's code and message for a response.
 func errMessage(e *kerr.Error) (int16, *string) {
 	if e == nil {
 		return 0, nil
@@ -23,8 +26,7 @@ func errMessage(e *kerr.Error) (int16, *string) {
 	return e.Code, &m
 }
 
-// InitializeShareGroupState implements Persister.
-func (c *Coordinator) InitializeShareGroupState(_ context.Context, req *kmsg.InitializeShareGroupStateRequest) (*kmsg.InitializeShareGroupStateResponse, error) {
+func initializeResponse(req *kmsg.InitializeShareGroupStateRequest, fn func(Key, kmsg.InitializeShareGroupStateRequestTopicPartition) *kerr.Error) *kmsg.InitializeShareGroupStateResponse {
 	resp := req.ResponseKind().(*kmsg.InitializeShareGroupStateResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewInitializeShareGroupStateResponseTopic()
@@ -32,16 +34,15 @@ func (c *Coordinator) InitializeShareGroupState(_ context.Context, req *kmsg.Ini
 		for _, p := range t.Partitions {
 			rp := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.ErrorCode, rp.ErrorMessage = errMessage(c.Initialize(Key{req.GroupID, t.TopicID, p.Partition}, p.StateEpoch, p.StartOffset))
+			rp.ErrorCode, rp.ErrorMessage = errMessage(fn(Key{req.GroupID, t.TopicID, p.Partition}, p))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	return resp
 }
 
-// ReadShareGroupState implements Persister.
-func (c *Coordinator) ReadShareGroupState(_ context.Context, req *kmsg.ReadShareGroupStateRequest) (*kmsg.ReadShareGroupStateResponse, error) {
+func readResponse(req *kmsg.ReadShareGroupStateRequest, fn func(Key, kmsg.ReadShareGroupStateRequestTopicPartition) (State, *kerr.Error)) *kmsg.ReadShareGroupStateResponse {
 	resp := req.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewReadShareGroupStateResponseTopic()
@@ -49,7 +50,7 @@ func (c *Coordinator) ReadShareGroupState(_ context.Context, req *kmsg.ReadShare
 		for _, p := range t.Partitions {
 			rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
-			st, e := c.Read(Key{req.GroupID, t.TopicID, p.Partition}, p.LeaderEpoch, false)
+			st, e := fn(Key{req.GroupID, t.TopicID, p.Partition}, p)
 			rp.ErrorCode, rp.ErrorMessage = errMessage(e)
 			if e == nil {
 				rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
@@ -64,11 +65,10 @@ func (c *Coordinator) ReadShareGroupState(_ context.Context, req *kmsg.ReadShare
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	return resp
 }
 
-// WriteShareGroupState implements Persister.
-func (c *Coordinator) WriteShareGroupState(_ context.Context, req *kmsg.WriteShareGroupStateRequest) (*kmsg.WriteShareGroupStateResponse, error) {
+func writeResponse(req *kmsg.WriteShareGroupStateRequest, fn func(Key, kmsg.WriteShareGroupStateRequestTopicPartition) *kerr.Error) *kmsg.WriteShareGroupStateResponse {
 	resp := req.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewWriteShareGroupStateResponseTopic()
@@ -76,23 +76,15 @@ func (c *Coordinator) WriteShareGroupState(_ context.Context, req *kmsg.WriteSha
 		for _, p := range t.Partitions {
 			rp := kmsg.NewWriteShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
-			w := WriteState{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset, DeliveryCompleteCount: -1}
-			if req.Version >= 1 {
-				w.DeliveryCompleteCount = p.DeliveryCompleteCount
-			}
-			for _, b := range p.StateBatches {
-				w.Batches = append(w.Batches, StateBatch{First: b.FirstOffset, Last: b.LastOffset, DeliveryState: b.DeliveryState, DeliveryCount: b.DeliveryCount})
-			}
-			rp.ErrorCode, rp.ErrorMessage = errMessage(c.Write(Key{req.GroupID, t.TopicID, p.Partition}, w))
+			rp.ErrorCode, rp.ErrorMessage = errMessage(fn(Key{req.GroupID, t.TopicID, p.Partition}, p))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	return resp
 }
 
-// DeleteShareGroupState implements Persister.
-func (c *Coordinator) DeleteShareGroupState(_ context.Context, req *kmsg.DeleteShareGroupStateRequest) (*kmsg.DeleteShareGroupStateResponse, error) {
+func deleteResponse(req *kmsg.DeleteShareGroupStateRequest, fn func(Key) *kerr.Error) *kmsg.DeleteShareGroupStateResponse {
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupStateResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteShareGroupStateResponseTopic()
@@ -100,16 +92,15 @@ func (c *Coordinator) DeleteShareGroupState(_ context.Context, req *kmsg.DeleteS
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDeleteShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.ErrorCode, rp.ErrorMessage = errMessage(c.Delete(Key{req.GroupID, t.TopicID, p.Partition}))
+			rp.ErrorCode, rp.ErrorMessage = errMessage(fn(Key{req.GroupID, t.TopicID, p.Partition}))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	return resp
 }
 
-// ReadShareGroupStateSummary implements Persister.
-func (c *Coordinator) ReadShareGroupStateSummary(_ context.Context, req *kmsg.ReadShareGroupStateSummaryRequest) (*kmsg.ReadShareGroupStateSummaryResponse, error) {
+func summaryResponse(req *kmsg.ReadShareGroupStateSummaryRequest, fn func(Key, kmsg.ReadShareGroupStateSummaryRequestTopicPartition) (State, *kerr.Error)) *kmsg.ReadShareGroupStateSummaryResponse {
 	resp := req.ResponseKind().(*kmsg.ReadShareGroupStateSummaryResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewReadShareGroupStateSummaryResponseTopic()
@@ -117,7 +108,7 @@ func (c *Coordinator) ReadShareGroupStateSummary(_ context.Context, req *kmsg.Re
 		for _, p := range t.Partitions {
 			rp := kmsg.NewReadShareGroupStateSummaryResponseTopicPartition()
 			rp.Partition = p.Partition
-			st, e := c.Read(Key{req.GroupID, t.TopicID, p.Partition}, p.LeaderEpoch, true)
+			st, e := fn(Key{req.GroupID, t.TopicID, p.Partition}, p)
 			rp.ErrorCode, rp.ErrorMessage = errMessage(e)
 			if e == nil {
 				rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset, rp.DeliveryCompleteCount = st.StateEpoch, st.LeaderEpoch, st.StartOffset, st.DeliveryCompleteCount
@@ -126,5 +117,86 @@ func (c *Coordinator) ReadShareGroupStateSummary(_ context.Context, req *kmsg.Re
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	return resp
+}
+
+// ErrorResponse answers every share partition of a share coordinator
+// request (APIs 83-87) with e. It panics on another request type.
+func ErrorResponse(req kmsg.Request, e *kerr.Error) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.InitializeShareGroupStateRequest:
+		return initializeResponse(r, func(Key, kmsg.InitializeShareGroupStateRequestTopicPartition) *kerr.Error { return e })
+	case *kmsg.ReadShareGroupStateRequest:
+		return readResponse(r, func(Key, kmsg.ReadShareGroupStateRequestTopicPartition) (State, *kerr.Error) { return State{}, e })
+	case *kmsg.WriteShareGroupStateRequest:
+		return writeResponse(r, func(Key, kmsg.WriteShareGroupStateRequestTopicPartition) *kerr.Error { return e })
+	case *kmsg.DeleteShareGroupStateRequest:
+		return deleteResponse(r, func(Key) *kerr.Error { return e })
+	case *kmsg.ReadShareGroupStateSummaryRequest:
+		return summaryResponse(r, func(Key, kmsg.ReadShareGroupStateSummaryRequestTopicPartition) (State, *kerr.Error) { return State{}, e })
+	}
+	panic(fmt.Sprintf("sharestate: %T is not a share coordinator request", req))
+}
+
+// Serve answers a share coordinator request (APIs 83-87) from this
+// coordinator. It panics on another request type.
+func (c *Coordinator) Serve(ctx context.Context, req kmsg.Request) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.InitializeShareGroupStateRequest:
+		resp, _ := c.InitializeShareGroupState(ctx, r)
+		return resp
+	case *kmsg.ReadShareGroupStateRequest:
+		resp, _ := c.ReadShareGroupState(ctx, r)
+		return resp
+	case *kmsg.WriteShareGroupStateRequest:
+		resp, _ := c.WriteShareGroupState(ctx, r)
+		return resp
+	case *kmsg.DeleteShareGroupStateRequest:
+		resp, _ := c.DeleteShareGroupState(ctx, r)
+		return resp
+	case *kmsg.ReadShareGroupStateSummaryRequest:
+		resp, _ := c.ReadShareGroupStateSummary(ctx, r)
+		return resp
+	}
+	panic(fmt.Sprintf("sharestate: %T is not a share coordinator request", req))
+}
+
+// InitializeShareGroupState implements Persister.
+func (c *Coordinator) InitializeShareGroupState(_ context.Context, req *kmsg.InitializeShareGroupStateRequest) (*kmsg.InitializeShareGroupStateResponse, error) {
+	return initializeResponse(req, func(k Key, p kmsg.InitializeShareGroupStateRequestTopicPartition) *kerr.Error {
+		return c.Initialize(k, p.StateEpoch, p.StartOffset)
+	}), nil
+}
+
+// ReadShareGroupState implements Persister.
+func (c *Coordinator) ReadShareGroupState(_ context.Context, req *kmsg.ReadShareGroupStateRequest) (*kmsg.ReadShareGroupStateResponse, error) {
+	return readResponse(req, func(k Key, p kmsg.ReadShareGroupStateRequestTopicPartition) (State, *kerr.Error) {
+		return c.Read(k, p.LeaderEpoch, false)
+	}), nil
+}
+
+// WriteShareGroupState implements Persister.
+func (c *Coordinator) WriteShareGroupState(_ context.Context, req *kmsg.WriteShareGroupStateRequest) (*kmsg.WriteShareGroupStateResponse, error) {
+	return writeResponse(req, func(k Key, p kmsg.WriteShareGroupStateRequestTopicPartition) *kerr.Error {
+		w := WriteState{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset, DeliveryCompleteCount: -1}
+		if req.Version >= 1 {
+			w.DeliveryCompleteCount = p.DeliveryCompleteCount
+		}
+		for _, b := range p.StateBatches {
+			w.Batches = append(w.Batches, StateBatch{First: b.FirstOffset, Last: b.LastOffset, DeliveryState: b.DeliveryState, DeliveryCount: b.DeliveryCount})
+		}
+		return c.Write(k, w)
+	}), nil
+}
+
+// DeleteShareGroupState implements Persister.
+func (c *Coordinator) DeleteShareGroupState(_ context.Context, req *kmsg.DeleteShareGroupStateRequest) (*kmsg.DeleteShareGroupStateResponse, error) {
+	return deleteResponse(req, c.Delete), nil
+}
+
+// ReadShareGroupStateSummary implements Persister.
+func (c *Coordinator) ReadShareGroupStateSummary(_ context.Context, req *kmsg.ReadShareGroupStateSummaryRequest) (*kmsg.ReadShareGroupStateSummaryResponse, error) {
+	return summaryResponse(req, func(k Key, p kmsg.ReadShareGroupStateSummaryRequestTopicPartition) (State, *kerr.Error) {
+		return c.Read(k, p.LeaderEpoch, true)
+	}), nil
 }

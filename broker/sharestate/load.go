@@ -74,51 +74,14 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 // the share partitions' states.
 func (c *Coordinator) replay(partitionID int, log Log, rep *LoadReport) (map[Key]*shareState, error) {
 	states := map[Key]*shareState{}
-	off, end := log.LogStartOffset(), log.LogEndOffset()
-	for off < end {
-		buf, err := log.ReadCopy(off, replayReadBytes, end)
-		if err != nil {
-			return nil, fmt.Errorf("read at offset %d: %w", off, err)
-		}
-		if len(buf) == 0 {
-			break // a gap up to the log end
-		}
-		rep.Bytes += int64(len(buf))
-		next := off
-		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
-			if h.NextOffset() <= next {
-				return nil
-			}
-			if !h.Control() {
-				it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
-				if err != nil {
-					return err
-				}
-				for {
-					rec, ok, err := it.Next()
-					if err != nil {
-						return err
-					}
-					if !ok {
-						break
-					}
-					if rec.Offset < next {
-						continue
-					}
-					rep.Records++
-					c.replayRecord(partitionID, states, rec, rep)
-				}
-			}
-			next = h.NextOffset()
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("batch after offset %d: %w", next, err)
-		}
-		if next == off {
-			return nil, fmt.Errorf("read at offset %d returned no batch before the log end %d", off, end)
-		}
-		off = next
+	n, err := segment.Replay(log, replayReadBytes, func(rec segment.Record) error {
+		rep.Records++
+		c.replayRecord(partitionID, states, rec, rep)
+		return nil
+	})
+	rep.Bytes += n
+	if err != nil {
+		return nil, err
 	}
 	return states, nil
 }
