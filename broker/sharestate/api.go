@@ -133,7 +133,9 @@ func ErrorResponse(req kmsg.Request, e *kerr.Error) kmsg.Response {
 	case *kmsg.DeleteShareGroupStateRequest:
 		return deleteResponse(r, func(Key) *kerr.Error { return e })
 	case *kmsg.ReadShareGroupStateSummaryRequest:
-		return summaryResponse(r, func(Key, kmsg.ReadShareGroupStateSummaryRequestTopicPartition) (State, *kerr.Error) { return State{}, e })
+		return summaryResponse(r, func(Key, kmsg.ReadShareGroupStateSummaryRequestTopicPartition) (State, *kerr.Error) {
+			return State{}, e
+		})
 	}
 	panic(fmt.Sprintf("sharestate: %T is not a share coordinator request", req))
 }
