@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"github.com/stratastream/strata/broker/acl"
+	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,7 +28,8 @@ import (
 //   partition's "group:topicId:partition"; the answer is the leader of
 //   its partition of __share_group_state (Kafka's hash of the key modulo
 //   share.coordinator.state.topic.num.partitions), which the first such
-//   FindCoordinator creates (share_coordinator.go). Errors as for groups;
+//   FindCoordinator creates (share_coordinator.go); a key that is not of
+//   that form is INVALID_REQUEST. Errors as for groups;
 //   CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION on the cluster
 //   (with an authorizer), as Kafka.
 // * Key type 2 before v6, and any other key type: INVALID_REQUEST, as
@@ -103,6 +105,10 @@ func (s *Server) findCoordinator(r *request, version int16, keyType int8, key, l
 		case !s.authorize(r, acl.OpClusterAction, acl.Cluster):
 			err = newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized for CLUSTER_ACTION on the cluster")
 		default:
+			if _, perr := sharestate.ParseCoordinatorKey(key); perr != nil {
+				err = newKafkaError(kerr.InvalidRequest, "%v", perr)
+				break
+			}
 			b, _, err = s.shareCoordinator(key)
 		}
 	default:

@@ -145,6 +145,7 @@ func TestFindCoordinatorV5V6(t *testing.T) {
 	}{
 		{4, kerr.InvalidRequest},
 		{5, kerr.InvalidRequest},
+		{6, kerr.InvalidRequest}, // not group:topicId:partition
 	} {
 		c := find(tt.version, coordinatorTypeShare, "share-group")
 		if c.ErrorCode != tt.want.Code || c.NodeID != -1 || c.Port != -1 || c.Host != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -419,3 +420,27 @@ func (c *Coordinator) checkKey(k Key, exists bool) *kerr.Error {
 
 // NumPartitions is the partition count of __share_group_state.
 func (c *Coordinator) NumPartitions() int { return c.cfg.NumPartitions }
+
+// ParseCoordinatorKey parses a coordinator key ("group:topicId:partition",
+// as FindCoordinator key type 2 carries it), as Kafka's
+// SharePartitionKey.getInstance: the last two fields are the topic id and
+// the partition, the group id (which may hold ':') the rest.
+func ParseCoordinatorKey(s string) (Key, error) {
+	j := strings.LastIndexByte(s, ':')
+	if j < 0 {
+		return Key{}, fmt.Errorf("sharestate: coordinator key %q is not group:topicId:partition", s)
+	}
+	i := strings.LastIndexByte(s[:j], ':')
+	if i <= 0 {
+		return Key{}, fmt.Errorf("sharestate: coordinator key %q is not group:topicId:partition", s)
+	}
+	id, err := base64.RawURLEncoding.DecodeString(s[i+1 : j])
+	if err != nil || len(id) != 16 {
+		return Key{}, fmt.Errorf("sharestate: coordinator key %q: bad topic id", s)
+	}
+	p, err := strconv.ParseInt(s[j+1:], 10, 32)
+	if err != nil || p < 0 {
+		return Key{}, fmt.Errorf("sharestate: coordinator key %q: bad partition", s)
+	}
+	return Key{GroupID: s[:i], TopicID: [16]byte(id), Partition: int32(p)}, nil
+}

@@ -97,6 +97,14 @@ func TestCoordinatorKeyAndPartition(t *testing.T) {
 	if got, want := CoordinatorKey(k), "g:-wAAAAAAAAAAAAAAAAAA_w:7"; got != want {
 		t.Errorf("key: got %q, want %q", got, want)
 	}
+	if got, err := ParseCoordinatorKey("a:b:" + CoordinatorKey(k)[2:]); err != nil || got != (Key{GroupID: "a:b", TopicID: k.TopicID, Partition: 7}) {
+		t.Errorf("parse: got %+v %v", got, err)
+	}
+	for _, bad := range []string{"g", "g:x", ":-wAAAAAAAAAAAAAAAAAA_w:7", "g:abc:1", "g:-wAAAAAAAAAAAAAAAAAA_w:-1", "g:-wAAAAAAAAAAAAAAAAAA_w:x"} {
+		if _, err := ParseCoordinatorKey(bad); err == nil {
+			t.Errorf("parse %q: no error", bad)
+		}
+	}
 	for i := range 20 {
 		k := key("g"+strconv.Itoa(i), int32(i))
 		if p := PartitionFor(k, 50); p < 0 || p >= 50 {
