@@ -50,14 +50,7 @@ func (s *Server) shareStateTopicConfigs(rf int) map[string]string {
 // __share_group_state if it exists, else the setting.
 func (s *Server) startShares() error {
 	sc := s.cfg.ShareCoordinator
-	n := sc.StateTopicNumPartitions
-	if t, ok := s.coord.Snapshot().Topic(sharestate.Topic); ok {
-		if len(t.Partitions) != n {
-			s.log.Warn("share.coordinator.state.topic.num.partitions differs from the existing topic; using the topic's partition count",
-				"topic", sharestate.Topic, "setting", n, "partitions", len(t.Partitions))
-		}
-		n = len(t.Partitions)
-	}
+	n := s.internalTopicPartitions(sharestate.Topic, "share.coordinator.state.topic.num.partitions", sc.StateTopicNumPartitions)
 	c, err := sharestate.New(sharestate.Config{
 		NumPartitions:      n,
 		UpdatesPerSnapshot: sc.UpdatesPerSnapshot,

@@ -75,6 +75,21 @@ func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
 	return s.ensureInternalTopic(txn.Topic, partitions, s.cfg.Transactions.StateLogReplicationFactor, s.txnStateTopicConfigs)
 }
 
+// internalTopicPartitions is the partition count of a coordinator's
+// internal topic: the existing topic's (as Kafka: the topic, not the
+// setting, decides; a difference is logged), else the setting's n.
+func (s *Server) internalTopicPartitions(topic, setting string, n int) int {
+	t, ok := s.coord.Snapshot().Topic(topic)
+	if !ok {
+		return n
+	}
+	if len(t.Partitions) != n {
+		s.log.Warn(setting+" differs from the existing topic; using the topic's partition count",
+			"topic", topic, "setting", n, "partitions", len(t.Partitions))
+	}
+	return len(t.Partitions)
+}
+
 // ensureInternalTopic creates the internal topic name if the cluster does
 // not have it, with min(replicationFactor, live brokers) replicas and the
 // configs configs gives for that count, and returns it as the snapshot
@@ -109,14 +124,7 @@ func (s *Server) ensureInternalTopic(name string, partitions int, replicationFac
 // of __transaction_state if it exists, else the setting.
 func (s *Server) startTxns() error {
 	tc := s.cfg.Transactions
-	n := tc.StateLogNumPartitions
-	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
-		if len(t.Partitions) != n {
-			s.log.Warn("transaction.state.log.num.partitions differs from the existing topic; using the topic's partition count",
-				"topic", txn.Topic, "setting", n, "partitions", len(t.Partitions))
-		}
-		n = len(t.Partitions)
-	}
+	n := s.internalTopicPartitions(txn.Topic, "transaction.state.log.num.partitions", tc.StateLogNumPartitions)
 	c, err := txn.New(txn.Config{
 		NumPartitions:  n,
 		MaxTimeout:     tc.MaxTimeout,
