@@ -165,8 +165,10 @@ func TestSharePersisterOneBroker(t *testing.T) {
 // TestSharePersisterRoutes: three brokers on a real ZooKeeper,
 // __share_group_state with three replicas. State written through broker
 // A's persister for a share partition whose coordinator is broker B is
-// read back through the third broker; B shuts down, the new leader of the
-// state partition loads it, and A's persister reads it from there.
+// read back through the third broker; B shuts down without handing its
+// leadership over (controlled.shutdown.enable=false: the controller moves
+// it when B's registration goes), the new leader of the state partition
+// loads it, and A's persister reads it from there.
 func TestSharePersisterRoutes(t *testing.T) {
 	zks := zktest.Start(t)
 	connect := zks.ConnectString(fmt.Sprintf("/strata-share-%d", time.Now().UnixNano()))
@@ -175,7 +177,7 @@ func TestSharePersisterRoutes(t *testing.T) {
 		srv[id] = startServer(t, map[string]string{
 			"broker.id": strconv.Itoa(int(id)), "zookeeper.connect": connect, "offsets.topic.replication.factor": "1",
 			"share.coordinator.state.topic.num.partitions": "3", "share.coordinator.state.topic.replication.factor": "3",
-			"share.coordinator.state.topic.min.isr": "2",
+			"share.coordinator.state.topic.min.isr": "2", "controlled.shutdown.enable": "false",
 		})
 	}
 	cl := newClient(t, srv[1])
