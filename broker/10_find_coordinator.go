@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"github.com/stratastream/strata/broker/acl"
+	"github.com/stratastream/strata/broker/sharestate"
 	"github.com/stratastream/strata/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,10 +24,14 @@ import (
 //   partition of __transaction_state (the same hash modulo
 //   transaction.state.log.num.partitions), which the first such
 //   FindCoordinator creates (txn_coordinator.go). Errors as for groups.
-// * Key type 2 (share groups, KIP-932) from v6, as Kafka 3.9 answers it
-//   (it has no share coordinator either): CLUSTER_AUTHORIZATION_FAILED
-//   without CLUSTER_ACTION on the cluster (with an authorizer), else
-//   COORDINATOR_NOT_AVAILABLE. Share groups themselves are issue 20.
+// * Key type 2 (share coordinator, KIP-932) from v6: the key is a share
+//   partition's "group:topicId:partition"; the answer is the leader of
+//   its partition of __share_group_state (Kafka's hash of the key modulo
+//   share.coordinator.state.topic.num.partitions), which the first such
+//   FindCoordinator creates (share_coordinator.go); a key that is not of
+//   that form is INVALID_REQUEST. Errors as for groups;
+//   CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION on the cluster
+//   (with an authorizer), as Kafka.
 // * Key type 2 before v6, and any other key type: INVALID_REQUEST, as
 //   Kafka answers an unknown coordinator type.
 // * v4 (KIP-699) batches keys: each key gets its own entry with its own
@@ -100,7 +105,11 @@ func (s *Server) findCoordinator(r *request, version int16, keyType int8, key, l
 		case !s.authorize(r, acl.OpClusterAction, acl.Cluster):
 			err = newKafkaError(kerr.ClusterAuthorizationFailed, "not authorized for CLUSTER_ACTION on the cluster")
 		default:
-			err = newKafkaError(kerr.CoordinatorNotAvailable, "share groups are not served (KIP-932)")
+			if _, perr := sharestate.ParseCoordinatorKey(key); perr != nil {
+				err = newKafkaError(kerr.InvalidRequest, "%v", perr)
+				break
+			}
+			b, _, err = s.shareCoordinator(key)
 		}
 	default:
 		err = newKafkaError(kerr.InvalidRequest, "unknown coordinator type %d", keyType)

@@ -25,8 +25,12 @@ import (
 //   STATIC_BROKER_CONFIG (the properties file), DEFAULT_CONFIG; ""
 //   describes the cluster defaults (the dynamic default configs only), as
 //   Kafka; another broker id is INVALID_REQUEST ("unexpected broker id",
-//   Kafka's answer: describe a broker by asking it). Other resource
-//   types are INVALID_REQUEST.
+//   Kafka's answer: describe a broker by asking it).
+// * Group resources (GROUP, 32; any group id, existing or not): every
+//   group config of Kafka 4.2 (group_config.go) with the group's own value
+//   (GROUP_CONFIG) or its default (DEFAULT_CONFIG: the broker setting it
+//   defaults from, the synonym after the group's); an empty id is
+//   INVALID_REQUEST. Other resource types are INVALID_REQUEST.
 // * ConfigNames, when not null, selects configs; unknown names are left
 //   out, as Kafka does.
 // * Synonyms (v1+, when asked) in Kafka's order: the topic override, then
@@ -34,7 +38,8 @@ import (
 //   with its names (log.retention.ms, log.retention.minutes,
 //   log.retention.hours) in turn. Documentation (v3+) when asked.
 // * Authorization (with an authorizer, as Kafka): DESCRIBE_CONFIGS on the
-//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+//   topic (TOPIC_AUTHORIZATION_FAILED), the group
+//   (GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster
 //   (CLUSTER_AUTHORIZATION_FAILED), each resource on its own.
 //
 // Version notes:
@@ -65,6 +70,12 @@ func handleDescribeConfigs(s *Server, r *request) (reply, error) {
 				err = newKafkaError(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", s.cfg.BrokerID, rr.ResourceName)
 			} else {
 				entries = s.describeBrokerEntries(rr.ResourceName != "")
+			}
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			if rr.ResourceName == "" {
+				err = newKafkaError(kerr.InvalidRequest, "Group name must not be empty")
+			} else {
+				entries = s.groupConfigEntries(rr.ResourceName)
 			}
 		default:
 			err = newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)

@@ -31,10 +31,13 @@ import (
 //   /config/brokers/<entity>; a setting that is not dynamic is
 //   INVALID_REQUEST; setting a TLS listener's store settings to their
 //   current values, on this broker's own resource, reloads its
-//   certificates (ssl_reload.go). Other resource types are
-//   INVALID_REQUEST.
+//   certificates (ssl_reload.go).
+// * Group resources (GROUP, 32): the group's configs are replaced by
+//   exactly those given, validated as in IncrementalAlterConfigs.
+//   Other resource types are INVALID_REQUEST.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
-//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
+//   topic (TOPIC_AUTHORIZATION_FAILED), the group
+//   (GROUP_AUTHORIZATION_FAILED) or, for a broker (the TLS store
 //   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
 //   on its own.
 //
@@ -76,11 +79,9 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 				err = s.setTopicConfig(rr.ResourceName, overrides, req.ValidateOnly)
 			}
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-			var ops []brokerConfigOp
-			for _, c := range rr.Configs {
-				ops = append(ops, brokerConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
-			}
-			err = s.alterBrokerConfigs(rr.ResourceName, ops, true, req.ValidateOnly)
+			err = s.alterBrokerConfigs(rr.ResourceName, setOps(rr.Configs), true, req.ValidateOnly)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			err = s.alterGroupConfigs(rr.ResourceName, setOps(rr.Configs), true, req.ValidateOnly)
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}
@@ -97,4 +98,13 @@ func handleAlterConfigs(s *Server, r *request) (reply, error) {
 // neither a topic nor a broker.
 func brokerResourceError(_ *Server, typ kmsg.ConfigResourceType, _ string) error {
 	return newKafkaError(kerr.InvalidRequest, "unsupported resource type %v", typ)
+}
+
+// setOps are AlterConfigs' configs as SETs.
+func setOps(cfgs []kmsg.AlterConfigsRequestResourceConfig) []brokerConfigOp {
+	var ops []brokerConfigOp
+	for _, c := range cfgs {
+		ops = append(ops, brokerConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
+	}
+	return ops
 }

@@ -36,8 +36,16 @@ import (
 //   another is INVALID_CONFIG. SET of a TLS listener's store settings to
 //   their current values, on this broker's own resource, reloads its
 //   certificates (ssl_reload.go).
+// * Group resources (GROUP, 32; any group id, existing or not): SET and
+//   DELETE of Kafka 4.2's group configs (group_config.go) on top of the
+//   group's stored ones, checked as Kafka's GroupConfig.validate (an
+//   unknown name, a bad value, a value beyond the broker's
+//   group.*.min/max setting, a heartbeat interval not below the session
+//   timeout: INVALID_CONFIG; APPEND/SUBTRACT: INVALID_CONFIG), stored in
+//   the coordinator as /config/groups/<id> and followed by every broker.
 // * Authorization (with an authorizer, as Kafka): ALTER_CONFIGS on the
-//   topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker (the TLS store
+//   topic (TOPIC_AUTHORIZATION_FAILED), the group
+//   (GROUP_AUTHORIZATION_FAILED) or, for a broker (the TLS store
 //   reload), on the cluster (CLUSTER_AUTHORIZATION_FAILED), each resource
 //   on its own.
 //
@@ -58,11 +66,9 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = s.incrementalAlterTopic(rr, req.ValidateOnly)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-			var ops []brokerConfigOp
-			for _, c := range rr.Configs {
-				ops = append(ops, brokerConfigOp{name: c.Name, op: c.Op, value: c.Value})
-			}
-			err = s.alterBrokerConfigs(rr.ResourceName, ops, false, req.ValidateOnly)
+			err = s.alterBrokerConfigs(rr.ResourceName, incrementalOps(rr.Configs), false, req.ValidateOnly)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			err = s.alterGroupConfigs(rr.ResourceName, incrementalOps(rr.Configs), false, req.ValidateOnly)
 		default:
 			err = brokerResourceError(s, rr.ResourceType, rr.ResourceName)
 		}
@@ -73,6 +79,15 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (reply, error) {
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return reply{msg: resp}, nil
+}
+
+// incrementalOps are IncrementalAlterConfigs' configs as changes.
+func incrementalOps(cfgs []kmsg.IncrementalAlterConfigsRequestResourceConfig) []brokerConfigOp {
+	var ops []brokerConfigOp
+	for _, c := range cfgs {
+		ops = append(ops, brokerConfigOp{name: c.Name, op: c.Op, value: c.Value})
+	}
+	return ops
 }
 
 func (s *Server) incrementalAlterTopic(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {

@@ -146,14 +146,19 @@ func (s *Server) mayCreateTopic(r *request, name string) bool {
 
 // configResourceDenied is the authorization error of op (DESCRIBE_CONFIGS
 // or ALTER_CONFIGS) on a config resource, as Kafka answers it: a topic
-// needs op on the topic (TOPIC_AUTHORIZATION_FAILED), a broker or broker
-// logger op on the cluster (CLUSTER_AUTHORIZATION_FAILED). Nil when
+// needs op on the topic (TOPIC_AUTHORIZATION_FAILED), a group op on the
+// group (GROUP_AUTHORIZATION_FAILED), a broker or broker logger op on the
+// cluster (CLUSTER_AUTHORIZATION_FAILED). Nil when
 // allowed, and for other types, which the handlers refuse themselves.
 func (s *Server) configResourceDenied(r *request, op acl.Operation, typ kmsg.ConfigResourceType, name string) error {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		if !s.authorize(r, op, acl.Topic(name)) {
 			return newKafkaError(kerr.TopicAuthorizationFailed, "not authorized to %s of topic %q", op, name)
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.authorize(r, op, acl.Group(name)) {
+			return newKafkaError(kerr.GroupAuthorizationFailed, "not authorized to %s of group %q", op, name)
 		}
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if !s.authorize(r, op, acl.Cluster) {

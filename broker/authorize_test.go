@@ -357,9 +357,26 @@ func matrixRows() []matrixRow {
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeGroup, e.group) }, denied: codeGroupAuth},
 		{api: "FindCoordinator/transaction", allow: []grant{txnGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeTransaction, e.txn) }, denied: codeTxnAuth},
-		{api: "FindCoordinator/share", allow: []grant{clusterGrant(acl.OpClusterAction)}, // v6, as Kafka 3.9: no share coordinator
-			call:    func(e *matrixEnv) int16 { return findCoordinator(e, coordinatorTypeShare, "share-group") },
-			allowed: kerr.CoordinatorNotAvailable.Code, denied: codeClusterAuth},
+		{api: "FindCoordinator/share", allow: []grant{clusterGrant(acl.OpClusterAction)}, // v6
+			call: func(e *matrixEnv) int16 {
+				var code int16
+				poll.For(30*time.Second, func() bool { // the first creates __share_group_state
+					code = findCoordinator(e, coordinatorTypeShare, "g:AAAAAAAAAAAAAAAAAAAAAA:0")
+					return code != kerr.CoordinatorNotAvailable.Code
+				})
+				return code
+			}, denied: codeClusterAuth},
+		{api: "WriteShareGroupState", allow: []grant{clusterGrant(acl.OpClusterAction)}, deny: []grant{clusterGrant(acl.OpDescribe)},
+			call: func(e *matrixEnv) int16 {
+				req := kmsg.NewPtrWriteShareGroupStateRequest()
+				req.GroupID = e.group
+				rt := kmsg.NewWriteShareGroupStateRequestTopic()
+				rt.TopicID = [16]byte{1}
+				rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				return e.request(req).(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+			}, allowed: kerr.UnknownTopicOrPartition.Code, denied: codeClusterAuth}, // no such topic id
 		{api: "JoinGroup", allow: []grant{groupGrant(acl.OpRead)}, deny: []grant{groupGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrJoinGroupRequest()
@@ -479,6 +496,14 @@ func matrixRows() []matrixRow {
 		{api: "IncrementalAlterConfigs/broker", allow: []grant{clusterGrant(acl.OpAlterConfigs)}, deny: []grant{clusterGrant(acl.OpDescribeConfigs)},
 			call:   func(e *matrixEnv) int16 { return incrementalAlter(e, kmsg.ConfigResourceTypeBroker, brokerName(e)) },
 			denied: codeClusterAuth},
+		{api: "DescribeConfigs/group", allow: []grant{groupGrant(acl.OpDescribeConfigs)}, deny: []grant{groupGrant(acl.OpRead)},
+			call: func(e *matrixEnv) int16 { return describeConfigs(e, kmsg.ConfigResourceTypeGroupConfig, e.group) }, denied: codeGroupAuth},
+		{api: "IncrementalAlterConfigs/group", allow: []grant{groupGrant(acl.OpAlterConfigs)}, deny: []grant{groupGrant(acl.OpDescribeConfigs)},
+			call: func(e *matrixEnv) int16 {
+				c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				c.Name, c.Value, c.Op = "share.auto.offset.reset", kmsg.StringPtr("earliest"), kmsg.IncrementalAlterConfigOpSet
+				return incrementalAlter(e, kmsg.ConfigResourceTypeGroupConfig, e.group, c)
+			}, denied: codeGroupAuth},
 		{api: "ElectLeaders", allow: []grant{clusterGrant(acl.OpAlter)}, deny: []grant{topicGrant(acl.OpAll), clusterGrant(acl.OpDescribe)},
 			call: func(e *matrixEnv) int16 {
 				req := kmsg.NewPtrElectLeadersRequest()

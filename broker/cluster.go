@@ -71,6 +71,7 @@ func (s *Server) joinCluster() error {
 	// the watch is set first so that no change is missed.
 	s.followEntityConfigs(s.loadDynamicBrokerConfigs)
 	s.followEntityConfigs(s.loadClientQuotas)
+	s.followEntityConfigs(s.loadGroupConfigs)
 	if err := s.startAuthorizer(); err != nil {
 		return err
 	}
@@ -116,11 +117,17 @@ func (s *Server) joinCluster() error {
 	}
 	s.applySnapshot(c.Snapshot())
 	s.txnLoader.sync()
+	if err := s.startShareCoordinator(); err != nil {
+		return err
+	}
+	s.applySnapshot(c.Snapshot())
+	s.shareStateLoader.sync()
 
-	s.bgWG.Add(3)
+	s.bgWG.Add(4)
 	go s.metadataLoop()
 	go s.groupLoader.run()
 	go s.txnLoader.run()
+	go s.shareStateLoader.run()
 	s.startController()
 	if embedded {
 		// A single node is its own controller: serve once it says so.

@@ -185,6 +185,14 @@ type Config struct {
 	// served only with one. Not a setting: the share coordinator, or a
 	// test's in-memory persister.
 	SharePersister sharestate.Persister
+	// GroupProtocols holds the settings of consumer (KIP-848), share and
+	// streams groups: their group configs' defaults and bounds
+	// (group.consumer.*, group.share.*, group.streams.*;
+	// settings_group_protocols.go).
+	GroupProtocols GroupProtocolConfig
+	// ShareCoordinator holds the share coordinator's settings
+	// (share.coordinator.*; settings_share_coordinator.go).
+	ShareCoordinator ShareCoordinatorConfig
 	// Transactions holds the transaction coordinator's settings
 	// (transaction.*, transactional.id.expiration.ms; txn_coordinator.go).
 	Transactions TransactionConfig

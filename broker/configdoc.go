@@ -152,6 +152,7 @@ func WriteConfigReference(w io.Writer) error {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", d.Name, strings.Join(keys, ", "), d.Type, mdDefault(d), mdText(d.Valid), dynamic, mdText(d.Doc))
 	}
 	writeDynamicBrokerDoc(&b)
+	writeGroupConfigDoc(&b)
 	writeIgnoredKafkaDoc(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -183,6 +184,46 @@ func writeDynamicBrokerDoc(b *strings.Builder) {
 	b.WriteString("Set(...)\"), a bad value with INVALID_CONFIG; ValidateOnly checks only. A\n")
 	b.WriteString("stored value a broker cannot use (written by a Kafka tool) is logged and\n")
 	b.WriteString("left out.\n")
+}
+
+// writeGroupConfigDoc documents the group configs (group_config.go).
+func writeGroupConfigDoc(b *strings.Builder) {
+	b.WriteString("\n## Group configs\n\n")
+	b.WriteString("Kafka 4.2's configs of one consumer (KIP-848), share or streams group: the\n")
+	b.WriteString("GROUP config resource of DescribeConfigs, AlterConfigs and\n")
+	b.WriteString("IncrementalAlterConfigs (SET and DELETE), for example `strata configs alter\n")
+	b.WriteString("--entity-type groups --entity-name jobs --add-config\n")
+	b.WriteString("share.auto.offset.reset=earliest`. A group's configs exist whether or not\n")
+	b.WriteString("the group does. They are stored in ZooKeeper at `/config/groups/<group id>`\n")
+	b.WriteString("(the id URL-encoded, as a user name is; JSON `{\"version\":1,\"config\":{...}}`\n")
+	b.WriteString("with a `/config/changes` notification), or in the embedded coordinator's\n")
+	b.WriteString("file, and followed by every broker. A group without a config of its own\n")
+	b.WriteString("takes the broker setting named in the second column; a value must keep\n")
+	b.WriteString("within the broker's bounds (the third column) and a heartbeat interval\n")
+	b.WriteString("below its session timeout, else INVALID_CONFIG with Kafka's message. A\n")
+	b.WriteString("stored value beyond bounds changed later is clamped to them.\n\n")
+	b.WriteString("| group config | default from | bounded by | type | valid values | description |\n|---|---|---|---|---|---|\n")
+	for i := range groupConfigKeys {
+		k := &groupConfigKeys[i]
+		def := "`" + k.v.def + "`"
+		if k.broker != "" {
+			def = "`" + k.broker + "`"
+		}
+		var bounds []string
+		for _, n := range []string{k.min, k.max} {
+			if n != "" {
+				bounds = append(bounds, "`"+n+"`")
+			}
+		}
+		valid := ""
+		switch {
+		case k.v.enum != nil:
+			valid = strings.Join(k.v.enum, ", ")
+		case k.v.valid != nil:
+			valid = k.v.valid.String()
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s |\n", k.v.name, def, strings.Join(bounds, ", "), k.v.typ, mdText(valid), mdText(k.v.doc))
+	}
 }
 
 // writeIgnoredKafkaDoc documents the table of Kafka settings Strata does

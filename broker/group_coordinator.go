@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratastream/strata/broker/sharestate"
 	"strconv"
 	"time"
 
@@ -68,7 +69,9 @@ func (s *Server) offsetsTopicConfigs() map[string]string {
 
 // isInternalTopic reports whether name is a topic that only the broker
 // writes.
-func isInternalTopic(name string) bool { return name == group.Topic || name == txn.Topic }
+func isInternalTopic(name string) bool {
+	return name == group.Topic || name == txn.Topic || name == sharestate.Topic
+}
 
 // checkInternalTopicConfig refuses an effective config of an internal topic
 // that would delete data the coordinator still needs.

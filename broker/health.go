@@ -116,6 +116,9 @@ func (s *Server) notReady() string {
 	if n := s.txnLoader.pending(); n > 0 {
 		return fmt.Sprintf("loading %d %s partitions", n, s.txnLoader.topic)
 	}
+	if n := s.shareStateLoader.pending(); n > 0 {
+		return fmt.Sprintf("loading %d %s partitions", n, s.shareStateLoader.topic)
+	}
 	return ""
 }
 

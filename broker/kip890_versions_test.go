@@ -102,9 +102,9 @@ func TestTxnAbortableByVersion(t *testing.T) {
 
 // TestFindCoordinatorV5V6 asks for coordinators at FindCoordinator v5 and
 // v6 over a raw connection: group and transaction keys are answered as at
-// v4; the share key type (2) is INVALID_REQUEST before v6 and
-// COORDINATOR_NOT_AVAILABLE at v6, as Kafka 3.9 answers it (it has no
-// share coordinator either).
+// v4; the share key type (2) is INVALID_REQUEST before v6 and at v6 the
+// share coordinator of the share partition the key names (this broker,
+// once __share_group_state is created and loaded).
 func TestFindCoordinatorV5V6(t *testing.T) {
 	s := startServer(t, txnProps)
 	rc := dialRaw(t, s)
@@ -121,10 +121,8 @@ func TestFindCoordinatorV5V6(t *testing.T) {
 				t.Fatalf("FindCoordinator v%d: %d coordinators, want 1", version, len(resp.Coordinators))
 			}
 			c = resp.Coordinators[0]
-			// A share key is answered COORDINATOR_NOT_AVAILABLE for
-			// good: do not retry it.
-			if keyType == coordinatorTypeShare {
-				return 0
+			if c.ErrorCode == kerr.InvalidRequest.Code {
+				return 0 // for good: do not retry it
 			}
 			return c.ErrorCode
 		})
@@ -138,13 +136,16 @@ func TestFindCoordinatorV5V6(t *testing.T) {
 			}
 		}
 	}
+	if c := find(6, coordinatorTypeShare, "g:AAAAAAAAAAAAAAAAAAAAAA:0"); c.ErrorCode != 0 || c.NodeID != s.cfg.BrokerID {
+		t.Errorf("share key at v6: got %+v", c)
+	}
 	for i, tt := range []struct {
 		version int16
 		want    *kerr.Error
 	}{
 		{4, kerr.InvalidRequest},
 		{5, kerr.InvalidRequest},
-		{6, kerr.CoordinatorNotAvailable},
+		{6, kerr.InvalidRequest}, // not group:topicId:partition
 	} {
 		c := find(tt.version, coordinatorTypeShare, "share-group")
 		if c.ErrorCode != tt.want.Code || c.NodeID != -1 || c.Port != -1 || c.Host != "" {

@@ -102,6 +102,7 @@ func (s *Server) applySnapshot(snap *coord.Snapshot) {
 	}
 	s.groupLoader.noteLeadership(snap)
 	s.txnLoader.noteLeadership(snap)
+	s.shareStateLoader.noteLeadership(snap)
 }
 
 func (s *Server) swapTopics(topics map[string]*topicState) {

@@ -65,12 +65,19 @@ type Server struct {
 	txnPeers  txnPeers
 
 	// sharePersister stores share-partition state (the share
-	// coordinator); nil serves no share groups. shares is the share group
+	// coordinator, or a test's); shares is the share group
 	// manager over it (share_groups.go), set by NewServer; its group
-	// configs come from shareGroupConfig (nil: the broker settings).
+	// configs come from shareGroupConfig (nil: the GROUP configs, group_config.go).
 	sharePersister   sharestate.Persister
 	shares           *share.Manager
 	shareGroupConfig func(group string) share.GroupConfig
+	// shareCoord is the share coordinator over __share_group_state
+	// (share_coordinator.go), set by NewServer and not changed after;
+	// shareStateLoader loads into it the partitions this broker leads.
+	// sharePersister routes each share partition to its coordinator
+	// (share_persister.go).
+	shareCoord       *sharestate.Coordinator
+	shareStateLoader coordinatorLoader
 
 	// authz is the ACL authorizer (authorize.go), nil without
 	// authorizer.class.name; set before the broker serves.
@@ -91,6 +98,8 @@ type Server struct {
 	// dynCfg holds the dynamic broker configs set at run time
 	// (dynamic_broker_config.go).
 	dynCfg dynamicBrokerConfig
+	// groupCfgs holds the stored group configs (group_config.go).
+	groupCfgs groupCfgs
 
 	// ctrlCancel stops the controller goroutine, which closes ctrlDone.
 	ctrlCancel context.CancelFunc
@@ -169,6 +178,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.groupReports.m = map[int]group.LoadReport{}
 	s.txnLoader = s.txnLoading()
 	s.txnLoader.init()
+	s.shareStateLoader = s.shareLoading()
+	s.shareStateLoader.init()
 	s.clientQuotas = newClientQuotas(s.log, cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds, s.nowFn)
 	s.metrics = newBrokerMetrics(s)
 	s.tokens = newTokenManager(s)
@@ -185,9 +196,10 @@ func NewServer(cfg Config) (*Server, error) {
 	fail := func(err error) (*Server, error) {
 		s.stopHTTP()
 		s.stopBackground()
-		s.closeShares()
+		s.closeShareGroups()
 		_ = s.closeGroups()
 		_ = s.closeTxns()
+		s.closeShareCoordinator()
 		s.closeLogs()
 		if s.coord != nil {
 			_ = s.coord.Close()
@@ -216,7 +228,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.sharePersister = cfg.SharePersister
-	if err := s.startShares(); err != nil {
+	if err := s.startShareGroups(); err != nil {
 		return fail(fmt.Errorf("broker: share groups: %w", err))
 	}
 	if err := s.joinCluster(); err != nil {
@@ -368,13 +380,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-finished
 	}
 	var errs []error
-	s.closeShares()
+	s.closeShareGroups()
 	if err := s.closeGroups(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.closeTxns(); err != nil {
 		errs = append(errs, err)
 	}
+	s.closeShareCoordinator()
 	s.stopBackground()
 	s.stopHTTP()
 	s.leaveCluster()

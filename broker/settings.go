@@ -186,7 +186,7 @@ func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(
 
 // settings is the registry, in the order ConfigFromProperties applies the
 // given values (log.dir before log.dirs, so that log.dirs wins).
-var settings = slices.Concat(brokerSettings, logSettings, cleanerSettings, clusterSettings, groupSettings, shareSettings, tieringSettings, metricsSettings, saslSettings, sslSettings, aclSettings, throttleSettings, tokenSettings, remoteFetchSettings)
+var settings = slices.Concat(brokerSettings, logSettings, cleanerSettings, clusterSettings, groupSettings, groupProtocolSettings, shareSettings, shareCoordinatorSettings, tieringSettings, metricsSettings, saslSettings, sslSettings, aclSettings, throttleSettings, tokenSettings, remoteFetchSettings)
 
 // brokerSettingByName and topicSettingByName index the registry by broker
 // setting name and by topic config name.

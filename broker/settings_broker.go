@@ -244,7 +244,7 @@ func checkAcrossSettings(c *Config) *ConfigError {
 		k := "group.min.session.timeout.ms"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds())}
 	}
-	return nil
+	return checkGroupProtocols(c)
 }
 
 // setLogDir reads log.dir: one directory.

@@ -17,22 +17,26 @@ import (
 // groups); the share partitions live on the leaders of the topic
 // partitions, which read their state through s.sharePersister (the share
 // coordinator) on first use and write it there before answering an
-// acknowledgement. Without a persister the share APIs (76 to 79) are
-// not served: ApiVersions leaves them out.
+// acknowledgement. A test may give its own persister
+// (Config.SharePersister).
 
 // sharesServed reports whether this server serves share groups.
 func sharesServed(s *Server) bool { return s.shares != nil }
 
-// startShares starts the share group manager when the server has a
-// share-state persister.
-func (s *Server) startShares() error {
+// startShareGroups starts the share group manager over the share-state
+// persister: Config.SharePersister when a test gives one, else the share
+// coordinator's (share_persister.go).
+func (s *Server) startShareGroups() error {
 	if s.sharePersister == nil {
-		return nil
+		s.sharePersister = sharePersister{s}
 	}
 	cfg := s.cfg.Share
 	cfg.Persister = s.sharePersister
 	cfg.Logger = s.log.With("component", "share")
 	cfg.GroupConfig = s.shareGroupConfig
+	if cfg.GroupConfig == nil {
+		cfg.GroupConfig = s.shareGroupConfigOf
+	}
 	cfg.MemberGone = func(group, member string) {
 		s.shares.Sessions.CloseMember(group, member)
 		s.shares.ReleaseMember(group, member, nil)
@@ -45,8 +49,28 @@ func (s *Server) startShares() error {
 	return nil
 }
 
-// closeShares stops the share group manager.
-func (s *Server) closeShares() {
+// shareGroupConfigOf is a share group's configs in force (group_config.go).
+// share.auto.offset.reset has no broker setting (Kafka's default is
+// latest); a group without it takes Config.Share.Defaults', which only
+// tests change.
+func (s *Server) shareGroupConfigOf(group string) share.GroupConfig {
+	g := s.groupConfig(group)
+	out := share.GroupConfig{
+		AutoOffsetReset:         g.ShareAutoOffsetReset.Strategy,
+		AutoOffsetResetDuration: g.ShareAutoOffsetReset.Duration,
+		RecordLockDuration:      g.ShareRecordLockDuration,
+		SessionTimeout:          g.ShareSessionTimeout,
+		HeartbeatInterval:       g.ShareHeartbeatInterval,
+		ReadCommitted:           g.ShareReadCommitted,
+	}
+	if _, set := s.storedGroupConfig(group)["share.auto.offset.reset"]; !set && s.cfg.Share.Defaults.AutoOffsetReset != "" {
+		out.AutoOffsetReset, out.AutoOffsetResetDuration = s.cfg.Share.Defaults.AutoOffsetReset, s.cfg.Share.Defaults.AutoOffsetResetDuration
+	}
+	return out
+}
+
+// closeShareGroups stops the share group manager.
+func (s *Server) closeShareGroups() {
 	if s.shares != nil {
 		s.shares.Close()
 	}
@@ -133,7 +157,7 @@ func (s *Server) resolveShareTarget(ctx context.Context, group string, tp share.
 		return st, kerr.NotLeaderForPartition.Code
 	}
 	sp, err := s.shares.Partition(ctx, st.key, lead.epoch, func(cfg share.GroupConfig) (int64, error) {
-		return s.shareStartOffset(st.p, cfg.AutoOffsetReset)
+		return s.shareStartOffset(st.p, cfg)
 	})
 	if err != nil {
 		s.log.Warn("share partition not loaded", "group", group, "topic", st.name, "partition", tp.Partition, "err", err)
@@ -145,18 +169,16 @@ func (s *Server) resolveShareTarget(ctx context.Context, group string, tp share.
 
 // shareStartOffset is where a new share partition of p starts, by
 // share.auto.offset.reset.
-func (s *Server) shareStartOffset(p *partition, reset string) (int64, error) {
+func (s *Server) shareStartOffset(p *partition, cfg share.GroupConfig) (int64, error) {
 	hw := p.log.HighWatermark()
-	d, isDuration, err := share.ParseResetDuration(reset)
-	switch {
-	case err != nil:
-		return 0, err
-	case reset == share.ResetEarliest:
+	switch cfg.AutoOffsetReset {
+	case share.ResetEarliest:
 		return p.logStart(), nil
-	case !isDuration:
+	case share.ResetByDuration:
+	default:
 		return hw, nil
 	}
-	ts := s.nowFn().Add(-d).UnixMilli()
+	ts := s.nowFn().Add(-cfg.AutoOffsetResetDuration).UnixMilli()
 	off, _, found, err := s.remoteOffsetForTimestamp(p, ts)
 	if err == nil && !found {
 		off, _, found, err = p.log.OffsetForTimestamp(ts)

@@ -365,8 +365,14 @@ func TestShareGroupQueueChecker(t *testing.T) {
 }
 
 func TestShareGroupReadCommitted(t *testing.T) {
-	s, _ := startShareServerWith(t, 30*time.Second, nil, func(c *Config) { c.Share.Defaults.ReadCommitted = true })
-	createTopic(t, newClient(t, s), "queue", 3, nil)
+	s, _ := startShareServer(t, 30*time.Second)
+	admin := newClient(t, s)
+	createTopic(t, admin, "queue", 3, nil)
+	// The group config, as an operator sets it (IncrementalAlterConfigs
+	// on the GROUP resource).
+	if code, msg := alterGroupConfig(t, admin, "rc", setGroupOp("share.isolation.level", "read_committed")); code != 0 {
+		t.Fatalf("set share.isolation.level: %d %s", code, msg)
+	}
 	txn, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("share-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

@@ -72,27 +72,50 @@ func (s *Server) txnStateTopicConfigs(rf int) map[string]string {
 // ensureTxnStateTopic creates __transaction_state if the cluster does not
 // have it and returns it as the snapshot after the creation shows it.
 func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
-	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
+	return s.ensureInternalTopic(txn.Topic, partitions, s.cfg.Transactions.StateLogReplicationFactor, s.txnStateTopicConfigs)
+}
+
+// internalTopicPartitions is the partition count of a coordinator's
+// internal topic: the existing topic's (as Kafka: the topic, not the
+// setting, decides; a difference is logged), else the setting's n.
+func (s *Server) internalTopicPartitions(topic, setting string, n int) int {
+	t, ok := s.coord.Snapshot().Topic(topic)
+	if !ok {
+		return n
+	}
+	if len(t.Partitions) != n {
+		s.log.Warn(setting+" differs from the existing topic; using the topic's partition count",
+			"topic", topic, "setting", n, "partitions", len(t.Partitions))
+	}
+	return len(t.Partitions)
+}
+
+// ensureInternalTopic creates the internal topic name if the cluster does
+// not have it, with min(replicationFactor, live brokers) replicas and the
+// configs configs gives for that count, and returns it as the snapshot
+// after the creation shows it.
+func (s *Server) ensureInternalTopic(name string, partitions int, replicationFactor int16, configs func(rf int) map[string]string) (*coord.TopicInfo, error) {
+	if t, ok := s.coord.Snapshot().Topic(name); ok {
 		return t, nil
 	}
 	live := len(s.coord.Snapshot().Brokers)
-	rf := min(int(s.cfg.Transactions.StateLogReplicationFactor), live)
+	rf := min(int(replicationFactor), live)
 	if rf < 1 {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", txn.Topic)
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", name)
 	}
 	_, err := s.createTopic(createTopicSpec{
-		name:       txn.Topic,
+		name:       name,
 		partitions: int32(partitions),
 		replFactor: int16(rf),
-		configs:    s.txnStateTopicConfigs(rf),
+		configs:    configs(rf),
 	})
 	var ke *kafkaError
 	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
 		return nil, err
 	}
-	t, ok := s.coord.Snapshot().Topic(txn.Topic)
+	t, ok := s.coord.Snapshot().Topic(name)
 	if !ok {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", txn.Topic)
+		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", name)
 	}
 	return t, nil
 }
@@ -101,14 +124,7 @@ func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
 // of __transaction_state if it exists, else the setting.
 func (s *Server) startTxns() error {
 	tc := s.cfg.Transactions
-	n := tc.StateLogNumPartitions
-	if t, ok := s.coord.Snapshot().Topic(txn.Topic); ok {
-		if len(t.Partitions) != n {
-			s.log.Warn("transaction.state.log.num.partitions differs from the existing topic; using the topic's partition count",
-				"topic", txn.Topic, "setting", n, "partitions", len(t.Partitions))
-		}
-		n = len(t.Partitions)
-	}
+	n := s.internalTopicPartitions(txn.Topic, "transaction.state.log.num.partitions", tc.StateLogNumPartitions)
 	c, err := txn.New(txn.Config{
 		NumPartitions:  n,
 		MaxTimeout:     tc.MaxTimeout,

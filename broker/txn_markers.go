@@ -182,7 +182,7 @@ func (tp *txnPeers) call(ctx context.Context, s *Server, id int32, req kmsg.Requ
 	}
 	ctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
-	got, err := method(cl, ctx, &replpb.KafkaMessage{BrokerId: s.cfg.BrokerID, Version: int32(req.GetVersion()), Body: req.AppendTo(nil)})
+	got, err := method(cl, ctx, &replpb.KafkaMessage{BrokerId: s.cfg.BrokerID, Version: int32(req.GetVersion()), Body: req.AppendTo(nil), ApiKey: int32(req.Key())})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,10 @@ const (
 	EntityUsers   = "users"
 	EntityBrokers = "brokers"
 	EntityClients = "clients"
+	// EntityGroups are the configs of a consumer, share or streams
+	// group (Kafka's GROUP config resource), by group id sanitized as
+	// SanitizeUser does.
+	EntityGroups = "groups"
 	// EntityUserClients is /config/users/<user>/clients/<client id>.
 	EntityUserClients = "users/clients"
 )
@@ -42,7 +46,7 @@ const (
 const DefaultEntity = "<default>"
 
 // EntityTypes are the entity types the coordinators keep and watch.
-var EntityTypes = []string{EntityUsers, EntityBrokers, EntityClients, EntityUserClients}
+var EntityTypes = []string{EntityUsers, EntityBrokers, EntityClients, EntityUserClients, EntityGroups}
 
 // UserClientEntity is the EntityUserClients name of a (sanitized) user
 // and client id.

@@ -13,16 +13,18 @@ import (
 const (
 	ResetLatest     = "latest"
 	ResetEarliest   = "earliest"
-	ResetByDuration = "by_duration" // "by_duration:<ISO-8601 duration>"
+	ResetByDuration = "by_duration" // with GroupConfig.AutoOffsetResetDuration
 )
 
 // GroupConfig holds the per-group configs of a share group (Kafka's
 // group configs, set with IncrementalAlterConfigs on a GROUP resource),
 // resolved against the broker settings.
 type GroupConfig struct {
-	// AutoOffsetReset is share.auto.offset.reset: ResetLatest,
-	// ResetEarliest, or ResetByDuration followed by ":" and a duration.
-	AutoOffsetReset string
+	// AutoOffsetReset is share.auto.offset.reset's strategy: ResetLatest,
+	// ResetEarliest, or ResetByDuration: the first record no older than
+	// AutoOffsetResetDuration (the broker parses the value, group_config.go).
+	AutoOffsetReset         string
+	AutoOffsetResetDuration time.Duration
 	// RecordLockDuration is share.record.lock.duration.ms.
 	RecordLockDuration time.Duration
 	// SessionTimeout is share.session.timeout.ms, HeartbeatInterval

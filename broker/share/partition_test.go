@@ -206,42 +206,6 @@ func TestAssignSimple(t *testing.T) {
 	}
 }
 
-func TestParseResetDuration(t *testing.T) {
-	for i, c := range []struct {
-		in   string
-		d    time.Duration
-		isD  bool
-		fail bool
-	}{
-		{"latest", 0, false, false},
-		{"earliest", 0, false, false},
-		{"by_duration:PT1H", time.Hour, true, false},
-		{"by_duration:P1DT30M", 24*time.Hour + 30*time.Minute, true, false},
-		{"by_duration:PT1.5S", 1500 * time.Millisecond, true, false},
-		{"by_duration:P", 0, false, true},
-		{"by_duration:PT", 0, false, true},
-		{"by_duration:1H", 0, false, true},
-		{"none", 0, false, true},
-	} {
-		d, isD, err := ParseResetDuration(c.in)
-		if (err != nil) != c.fail || d != c.d || isD != c.isD {
-			t.Errorf("#%d %q: got %v %v %v", i, c.in, d, isD, err)
-		}
-	}
-}
-
-func FuzzParseResetDuration(f *testing.F) {
-	for _, s := range []string{"latest", "by_duration:PT1H", "by_duration:P1DT2H3M4.5S", "by_duration:PTS"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, isD, err := ParseResetDuration(s)
-		if err == nil && isD && d < 0 {
-			t.Fatalf("%q: negative duration %v", s, d)
-		}
-	})
-}
-
 func TestPartitionSkipTo(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := NewPartition(0)

@@ -115,60 +115,23 @@ func (c *Coordinator) Load(partitionID int, epoch int32, log Log) (LoadReport, e
 func (c *Coordinator) replay(partitionID int, log Log, rep *LoadReport) (map[string]*Metadata, []string, error) {
 	found := map[string]*Metadata{}
 	var order []string
-	off, end := log.LogStartOffset(), log.LogEndOffset()
-	for off < end {
-		buf, err := log.ReadCopy(off, replayReadBytes, end)
+	n, err := segment.Replay(log, replayReadBytes, func(rec segment.Record) error {
+		rep.Records++
+		id, md, err := DecodeRecord(rec.Key, rec.Value)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read at offset %d: %w", off, err)
-		}
-		if len(buf) == 0 {
-			break // a gap up to the log end
-		}
-		rep.Bytes += int64(len(buf))
-		next := off
-		err = segment.SplitBatches(buf, func(h segment.Header, batch []byte) error {
-			if h.NextOffset() <= next {
-				return nil
-			}
-			if !h.Control() {
-				it, err := segment.NewRecordIter(batch, segment.DefaultMaxDecompressed)
-				if err != nil {
-					return err
-				}
-				for {
-					rec, ok, err := it.Next()
-					if err != nil {
-						return err
-					}
-					if !ok {
-						break
-					}
-					if rec.Offset < next {
-						continue
-					}
-					rep.Records++
-					id, md, err := DecodeRecord(rec.Key, rec.Value)
-					if err != nil {
-						rep.Skipped++
-						c.cfg.Logger.Warn("txn: skipping record of __transaction_state", "partition", partitionID, "offset", rec.Offset, "err", err)
-						continue
-					}
-					if _, seen := found[id]; !seen {
-						order = append(order, id)
-					}
-					found[id] = md
-				}
-			}
-			next = h.NextOffset()
+			rep.Skipped++
+			c.cfg.Logger.Warn("txn: skipping record of __transaction_state", "partition", partitionID, "offset", rec.Offset, "err", err)
 			return nil
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("batch after offset %d: %w", next, err)
 		}
-		if next == off {
-			return nil, nil, fmt.Errorf("read at offset %d returned no batch before the log end %d", off, end)
+		if _, seen := found[id]; !seen {
+			order = append(order, id)
 		}
-		off = next
+		found[id] = md
+		return nil
+	})
+	rep.Bytes += n
+	if err != nil {
+		return nil, nil, err
 	}
 	return found, order, nil
 }

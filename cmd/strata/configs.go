@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&command{
 		name:    "configs",
-		summary: "describe and alter topic and broker configs and client quotas (kafka-configs.sh)",
+		summary: "describe and alter topic, broker and group configs and client quotas (kafka-configs.sh)",
 		actions: configsActions,
 		help:    configsHelp,
 		// runConfigs takes Kafka's --describe / --alter spellings too.
@@ -48,6 +48,11 @@ Entity types:
            one broker (any id, live or not, for alter), --entity-default
            for the cluster-wide default; describe: every live broker when
            neither is given
+  groups   a consumer, share or streams group's configs (--entity-name
+           GROUP; any group id, existing or not; describe: every group
+           ListGroups shows when none is named): share.auto.offset.reset,
+           share.isolation.level, share.record.lock.duration.ms, the
+           session timeouts and heartbeat intervals, ...
   users    client quotas of a user (--entity-name USER, --entity-default:
            every user without its own); describe: every user when
            neither is given
@@ -71,6 +76,7 @@ Example:
   strata configs describe --entity-type brokers --entity-name 1 --all
   strata configs alter --entity-type brokers --entity-default --add-config log.retention.ms=3600000
   strata configs --alter --entity-type topics --entity-name orders --add-config cleanup.policy=[compact,delete]
+  strata configs alter --entity-type groups --entity-name jobs --add-config share.auto.offset.reset=earliest
 `
 
 // configEntityType is one --entity-type: how its entities are named,
@@ -148,6 +154,24 @@ var configEntityTypes = []configEntityType{
 		},
 		alter: alterBrokerConfigs,
 	},
+	{
+		name: "groups", aliases: []string{"group"}, what: "group",
+		list: func(ctx context.Context, s *session) ([]string, error) {
+			lg, err := s.adm.ListGroups(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return lg.Groups(), nil
+		},
+		describe: describeGroupConfigs,
+		alter: func(ctx context.Context, s *session, name string, changes []kadm.AlterConfig) error {
+			resp, err := incrementalAlterRequest(kmsg.ConfigResourceTypeGroupConfig, name, changes).RequestWith(ctx, s.cl)
+			if err != nil {
+				return err
+			}
+			return incrementalAlterError(resp)
+		},
+	},
 	{name: "users", aliases: []string{"user"}, what: "user-principal", hasDefault: true, quota: true, quotaType: "user"},
 	{name: "clients", aliases: []string{"client", "client-id"}, what: "client-id", hasDefault: true, quota: true, quotaType: "client-id"},
 }
@@ -156,15 +180,7 @@ var configEntityTypes = []configEntityType{
 // to that broker when it is live, else (the default, a broker not live:
 // any broker stores it in the coordinator) to any broker.
 func alterBrokerConfigs(ctx context.Context, s *session, name string, changes []kadm.AlterConfig) error {
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, name
-	for _, c := range changes {
-		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		rc.Name, rc.Value, rc.Op = c.Name, c.Value, kmsg.IncrementalAlterConfigOp(c.Op)
-		rr.Configs = append(rr.Configs, rc)
-	}
-	req.Resources = append(req.Resources, rr)
+	req := incrementalAlterRequest(kmsg.ConfigResourceTypeBroker, name, changes)
 	m, err := s.adm.BrokerMetadata(ctx)
 	if err != nil {
 		return err
@@ -181,8 +197,28 @@ func alterBrokerConfigs(ctx context.Context, s *session, name string, changes []
 	if err != nil {
 		return err
 	}
+	return incrementalAlterError(resp)
+}
+
+// incrementalAlterRequest is one resource's IncrementalAlterConfigs.
+func incrementalAlterRequest(typ kmsg.ConfigResourceType, name string, changes []kadm.AlterConfig) *kmsg.IncrementalAlterConfigsRequest {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = typ, name
+	for _, c := range changes {
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Value, rc.Op = c.Name, c.Value, kmsg.IncrementalAlterConfigOp(c.Op)
+		rr.Configs = append(rr.Configs, rc)
+	}
+	req.Resources = append(req.Resources, rr)
+	return req
+}
+
+// incrementalAlterError is the error of a one-resource
+// IncrementalAlterConfigs answer.
+func incrementalAlterError(resp *kmsg.IncrementalAlterConfigsResponse) error {
 	if len(resp.Resources) != 1 {
-		return fmt.Errorf("broker %d answered %d resources for 1", target, len(resp.Resources))
+		return fmt.Errorf("the broker answered %d resources for 1", len(resp.Resources))
 	}
 	r := resp.Resources[0]
 	var msg string
@@ -190,6 +226,36 @@ func alterBrokerConfigs(ctx context.Context, s *session, name string, changes []
 		msg = *r.ErrorMessage
 	}
 	return kafkaError(kerr.ErrorForCode(r.ErrorCode), msg)
+}
+
+// describeGroupConfigs describes a GROUP config resource (kadm has no
+// call for it).
+func describeGroupConfigs(ctx context.Context, s *session, name string) (kadm.ResourceConfig, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, name
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return kadm.ResourceConfig{}, err
+	}
+	if len(resp.Resources) != 1 {
+		return kadm.ResourceConfig{}, fmt.Errorf("the broker answered %d resources for 1", len(resp.Resources))
+	}
+	r := resp.Resources[0]
+	rc := kadm.ResourceConfig{Name: r.ResourceName, Err: kerr.ErrorForCode(r.ErrorCode)}
+	if r.ErrorMessage != nil {
+		rc.ErrMessage = *r.ErrorMessage
+	}
+	for _, c := range r.Configs {
+		cfg := kadm.Config{Key: c.Name, Value: c.Value, Sensitive: c.IsSensitive, Source: c.Source}
+		for _, syn := range c.ConfigSynonyms {
+			cfg.Synonyms = append(cfg.Synonyms, kadm.ConfigSynonym{Key: syn.Name, Value: syn.Value, Source: syn.Source})
+		}
+		rc.Configs = append(rc.Configs, cfg)
+	}
+	return rc, nil
 }
 
 // findEntityType is the entry of an --entity-type.
@@ -282,8 +348,8 @@ func (f defaultFlag) Set(v string) error {
 
 func addEntityFlags(c *clientCmd) entityFlags {
 	f := entityFlags{types: &stringsFlag{}, names: &entityNames{}}
-	c.fs.Var(f.types, "entity-type", "`TYPE` of the entity: topics, brokers, users or clients (users and clients both: a user's quotas for a client id)")
-	c.fs.Var(nameFlag{f.names}, "entity-name", "the entity's `NAME`: a topic, a broker id, a user, a client id")
+	c.fs.Var(f.types, "entity-type", "`TYPE` of the entity: topics, brokers, groups, users or clients (users and clients both: a user's quotas for a client id)")
+	c.fs.Var(nameFlag{f.names}, "entity-name", "the entity's `NAME`: a topic, a broker id, a group id, a user, a client id")
 	c.fs.Var(defaultFlag{f.names}, "entity-default", "the cluster-wide default entity (brokers, users, clients)")
 	return f
 }
@@ -401,7 +467,8 @@ type describedEntity struct {
 // prints without --all, as kafka-configs.sh).
 func dynamicSource(s kmsg.ConfigSource) bool {
 	switch s {
-	case kmsg.ConfigSourceDynamicTopicConfig, kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDynamicBrokerLoggerConfig:
+	case kmsg.ConfigSourceDynamicTopicConfig, kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDynamicBrokerLoggerConfig,
+		kmsg.ConfigSourceGroupConfig:
 		return true
 	}
 	return false
@@ -413,8 +480,8 @@ func runConfigsDescribe(args []string, stdout, stderr io.Writer) int {
 Prints an entity's dynamic configs as kafka-configs.sh --describe does:
 name=value, sensitive, and the synonyms with their sources, strongest first
 (DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG). --all prints every config. Without a
-name: every topic, or every live broker.
+GROUP_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG). --all prints every
+config. Without a name: every topic, every live broker, or every group.
 
 For users and clients: the client quotas (DescribeClientQuotas), one line
 "Quota configs for user-principal 'alice', client-id 'app' are k=v" per

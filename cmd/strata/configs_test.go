@@ -105,10 +105,26 @@ func TestConfigsDescribeAlter(t *testing.T) {
 		t.Fatalf("after delete:\n%s", r.stdout)
 	}
 
+	// Groups.
+	r = mustCLI(t, append([]string{"configs", "alter", "--entity-type", "groups", "--entity-name", "jobs", "--add-config", "share.auto.offset.reset=earliest"}, b...)...)
+	if !strings.Contains(r.stdout, "Completed updating config for group jobs.") {
+		t.Fatalf("alter group: %s", r.stdout)
+	}
+	r = mustCLI(t, append([]string{"configs", "describe", "--entity-type", "groups", "--entity-name", "jobs"}, b...)...)
+	if !strings.Contains(r.stdout, "Dynamic configs for group jobs are:\n  share.auto.offset.reset=earliest sensitive=false synonyms={GROUP_CONFIG:share.auto.offset.reset=earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}") ||
+		strings.Count(r.stdout, "\n  ") != 1 {
+		t.Fatalf("describe group:\n%s", r.stdout)
+	}
+	r = cli(t, append([]string{"configs", "alter", "--entity-type", "groups", "--entity-name", "jobs", "--add-config", "share.record.lock.duration.ms=100"}, b...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "share.record.lock.duration.ms") {
+		t.Fatalf("bad group config: exit %d: %s", r.code, r.stderr)
+	}
+
 	// Usage errors.
 	for _, args := range [][]string{
 		{"configs", "describe"},
-		{"configs", "describe", "--entity-type", "groups"},
+		{"configs", "describe", "--entity-type", "nosuch"},
+		{"configs", "alter", "--entity-type", "groups", "--entity-default", "--add-config", "a=1"},
 		{"configs", "alter", "--entity-type", "topics", "--add-config", "a=1"},
 		{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "a=1"},
 		{"configs", "alter", "--entity-type", "brokers", "--entity-name", "x", "--add-config", "a=1"},

@@ -671,8 +671,11 @@ type KafkaMessage struct {
 	// broker_id is the calling broker's id (requests only).
 	BrokerId int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	// version is the API version the body is encoded at.
-	Version       int32  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Body          []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	Version int32  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Body    []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// api_key is the Kafka API key of the body, where the call carries
+	// more than one (ShareGroupState).
+	ApiKey        int32 `protobuf:"varint,4,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +729,13 @@ func (x *KafkaMessage) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *KafkaMessage) GetApiKey() int32 {
+	if x != nil {
+		return x.ApiKey
+	}
+	return 0
 }
 
 var File_replication_proto protoreflect.FileDescriptor
@@ -790,17 +800,19 @@ const file_replication_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x05R\terrorCode\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x05 \x01(\x03R\tendOffset\"Y\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\"r\n" +
 	"\fKafkaMessage\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\fR\x04body2\xcc\x01\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\x12\x17\n" +
+	"\aapi_key\x18\x04 \x01(\x05R\x06apiKey2\xcc\x01\n" +
 	"\vReplication\x12]\n" +
 	"\tReplicate\x12&.strata.replication.v1.FollowerMessage\x1a$.strata.replication.v1.LeaderMessage(\x010\x01\x12^\n" +
-	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponse2\xcc\x01\n" +
+	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponse2\xa9\x02\n" +
 	"\fTransactions\x12[\n" +
 	"\x0fWriteTxnMarkers\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12_\n" +
-	"\x13VerifyTxnPartitions\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessageB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
+	"\x13VerifyTxnPartitions\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12[\n" +
+	"\x0fShareGroupState\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessageB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
 
 var (
 	file_replication_proto_rawDescOnce sync.Once
@@ -829,24 +841,26 @@ var file_replication_proto_goTypes = []any{
 	(*KafkaMessage)(nil),      // 9: strata.replication.v1.KafkaMessage
 }
 var file_replication_proto_depIdxs = []int32{
-	2, // 0: strata.replication.v1.FollowerMessage.partitions:type_name -> strata.replication.v1.PartitionFetch
-	0, // 1: strata.replication.v1.PartitionFetch.kind:type_name -> strata.replication.v1.PartitionFetch.Kind
-	4, // 2: strata.replication.v1.LeaderMessage.partitions:type_name -> strata.replication.v1.PartitionData
-	6, // 3: strata.replication.v1.EpochEndsRequest.partitions:type_name -> strata.replication.v1.EpochQuery
-	8, // 4: strata.replication.v1.EpochEndsResponse.partitions:type_name -> strata.replication.v1.EpochEnd
-	1, // 5: strata.replication.v1.Replication.Replicate:input_type -> strata.replication.v1.FollowerMessage
-	5, // 6: strata.replication.v1.Replication.EpochEnds:input_type -> strata.replication.v1.EpochEndsRequest
-	9, // 7: strata.replication.v1.Transactions.WriteTxnMarkers:input_type -> strata.replication.v1.KafkaMessage
-	9, // 8: strata.replication.v1.Transactions.VerifyTxnPartitions:input_type -> strata.replication.v1.KafkaMessage
-	3, // 9: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
-	7, // 10: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
-	9, // 11: strata.replication.v1.Transactions.WriteTxnMarkers:output_type -> strata.replication.v1.KafkaMessage
-	9, // 12: strata.replication.v1.Transactions.VerifyTxnPartitions:output_type -> strata.replication.v1.KafkaMessage
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2,  // 0: strata.replication.v1.FollowerMessage.partitions:type_name -> strata.replication.v1.PartitionFetch
+	0,  // 1: strata.replication.v1.PartitionFetch.kind:type_name -> strata.replication.v1.PartitionFetch.Kind
+	4,  // 2: strata.replication.v1.LeaderMessage.partitions:type_name -> strata.replication.v1.PartitionData
+	6,  // 3: strata.replication.v1.EpochEndsRequest.partitions:type_name -> strata.replication.v1.EpochQuery
+	8,  // 4: strata.replication.v1.EpochEndsResponse.partitions:type_name -> strata.replication.v1.EpochEnd
+	1,  // 5: strata.replication.v1.Replication.Replicate:input_type -> strata.replication.v1.FollowerMessage
+	5,  // 6: strata.replication.v1.Replication.EpochEnds:input_type -> strata.replication.v1.EpochEndsRequest
+	9,  // 7: strata.replication.v1.Transactions.WriteTxnMarkers:input_type -> strata.replication.v1.KafkaMessage
+	9,  // 8: strata.replication.v1.Transactions.VerifyTxnPartitions:input_type -> strata.replication.v1.KafkaMessage
+	9,  // 9: strata.replication.v1.Transactions.ShareGroupState:input_type -> strata.replication.v1.KafkaMessage
+	3,  // 10: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
+	7,  // 11: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
+	9,  // 12: strata.replication.v1.Transactions.WriteTxnMarkers:output_type -> strata.replication.v1.KafkaMessage
+	9,  // 13: strata.replication.v1.Transactions.VerifyTxnPartitions:output_type -> strata.replication.v1.KafkaMessage
+	9,  // 14: strata.replication.v1.Transactions.ShareGroupState:output_type -> strata.replication.v1.KafkaMessage
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_replication_proto_init() }

@@ -182,6 +182,7 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 const (
 	Transactions_WriteTxnMarkers_FullMethodName     = "/strata.replication.v1.Transactions/WriteTxnMarkers"
 	Transactions_VerifyTxnPartitions_FullMethodName = "/strata.replication.v1.Transactions/VerifyTxnPartitions"
+	Transactions_ShareGroupState_FullMethodName     = "/strata.replication.v1.Transactions/ShareGroupState"
 )
 
 // TransactionsClient is the client API for Transactions service.
@@ -202,6 +203,10 @@ type TransactionsClient interface {
 	// VerifyTxnPartitions carries an AddPartitionsToTxn request (API 24,
 	// v4+, VerifyOnly) and answers its response.
 	VerifyTxnPartitions(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
+	// ShareGroupState carries a share coordinator request (APIs 83-87,
+	// named by api_key) from a broker's persister to the share coordinator
+	// and answers its response.
+	ShareGroupState(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
 }
 
 type transactionsClient struct {
@@ -232,6 +237,16 @@ func (c *transactionsClient) VerifyTxnPartitions(ctx context.Context, in *KafkaM
 	return out, nil
 }
 
+func (c *transactionsClient) ShareGroupState(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KafkaMessage)
+	err := c.cc.Invoke(ctx, Transactions_ShareGroupState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionsServer is the server API for Transactions service.
 // All implementations must embed UnimplementedTransactionsServer
 // for forward compatibility.
@@ -250,6 +265,10 @@ type TransactionsServer interface {
 	// VerifyTxnPartitions carries an AddPartitionsToTxn request (API 24,
 	// v4+, VerifyOnly) and answers its response.
 	VerifyTxnPartitions(context.Context, *KafkaMessage) (*KafkaMessage, error)
+	// ShareGroupState carries a share coordinator request (APIs 83-87,
+	// named by api_key) from a broker's persister to the share coordinator
+	// and answers its response.
+	ShareGroupState(context.Context, *KafkaMessage) (*KafkaMessage, error)
 	mustEmbedUnimplementedTransactionsServer()
 }
 
@@ -265,6 +284,9 @@ func (UnimplementedTransactionsServer) WriteTxnMarkers(context.Context, *KafkaMe
 }
 func (UnimplementedTransactionsServer) VerifyTxnPartitions(context.Context, *KafkaMessage) (*KafkaMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyTxnPartitions not implemented")
+}
+func (UnimplementedTransactionsServer) ShareGroupState(context.Context, *KafkaMessage) (*KafkaMessage, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShareGroupState not implemented")
 }
 func (UnimplementedTransactionsServer) mustEmbedUnimplementedTransactionsServer() {}
 func (UnimplementedTransactionsServer) testEmbeddedByValue()                      {}
@@ -323,6 +345,24 @@ func _Transactions_VerifyTxnPartitions_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transactions_ShareGroupState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KafkaMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).ShareGroupState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_ShareGroupState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).ShareGroupState(ctx, req.(*KafkaMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transactions_ServiceDesc is the grpc.ServiceDesc for Transactions service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -337,6 +377,10 @@ var Transactions_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyTxnPartitions",
 			Handler:    _Transactions_VerifyTxnPartitions_Handler,
+		},
+		{
+			MethodName: "ShareGroupState",
+			Handler:    _Transactions_ShareGroupState_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
