@@ -20,10 +20,10 @@ import (
 // a second.
 func consumerGroupProps(dir string) map[string]string {
 	return map[string]string{
-		"listeners":                                "PLAINTEXT://127.0.0.1:0",
-		"metrics.listener":                         "",
-		"log.dirs":                                 dir,
-		"offsets.topic.num.partitions":             "3",
+		"listeners":                    "PLAINTEXT://127.0.0.1:0",
+		"metrics.listener":             "",
+		"log.dirs":                     dir,
+		"offsets.topic.num.partitions": "3",
 		"group.consumer.min.heartbeat.interval.ms": "50",
 		"group.consumer.heartbeat.interval.ms":     "100",
 	}

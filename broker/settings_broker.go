@@ -343,8 +343,8 @@ func checkAcrossSettings(c *Config) *ConfigError {
 func checkConsumerGroupSettings(c *Config) *ConfigError {
 	cc := c.Groups.Consumer
 	for _, b := range []struct {
-		name          string
-		v, min, max   time.Duration
+		name           string
+		v, min, max    time.Duration
 		minKey, maxKey string
 	}{
 		{"group.consumer.session.timeout.ms", cc.SessionTimeout, cc.MinSessionTimeout, cc.MaxSessionTimeout, "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"},

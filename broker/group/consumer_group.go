@@ -182,8 +182,8 @@ type consumerMember struct {
 
 	sessionTimer   timer  // fences the member when its heartbeats stop
 	sessionSeq     uint64 // counts session restarts; a timer of an older one does nothing
-	rebalanceTimer timer // fences the member when it does not revoke in time
-	rebalanceEpoch int32 // the epoch rebalanceTimer was started for
+	rebalanceTimer timer  // fences the member when it does not revoke in time
+	rebalanceEpoch int32  // the epoch rebalanceTimer was started for
 }
 
 // subscribes reports whether the member's subscription includes topic.
@@ -210,7 +210,7 @@ type consumerGroup struct {
 	assignor               string // the assignor of the target assignment
 
 	members map[string]*consumerMember
-	static  map[string]string // instance id -> member id
+	static  map[string]string       // instance id -> member id
 	target  map[string]partitionSet // member id -> target assignment
 	owners  map[topicPartition]owner
 
