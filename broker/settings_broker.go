@@ -230,7 +230,7 @@ var groupSettings = []setting{
 		doc:   "Most members of one consumer group (KIP-848); a member joining beyond it gets GROUP_MAX_SIZE_REACHED."},
 	{name: "group.consumer.assignors", typ: typeList, def: strings.Join(groupDefaults.Consumer.Assignors, ","),
 		set: setConsumerAssignors, value: func(c *Config) string { return strings.Join(c.Groups.Consumer.Assignors, ",") },
-		doc: "The server-side assignors of consumer groups (uniform, range; Kafka's class names are accepted too), the first being the default; a member names one with ServerAssignor."},
+		doc: "The server-side assignors of consumer groups (uniform, range; Kafka's class names are accepted too); a member names one with ServerAssignor, and the first listed serves the groups whose members name none."},
 	{name: "group.consumer.migration.policy", typ: typeString, def: groupDefaults.Consumer.MigrationPolicy, enum: []string{"bidirectional", "upgrade", "downgrade", "disabled"},
 		field: func(c *Config) any { return &c.Groups.Consumer.MigrationPolicy },
 		doc:   "Conversion between classic and consumer groups. An empty group converts under every policy, keeping its offsets; a group with members does not (online migration is not served)."},
