@@ -113,26 +113,25 @@ func assignUniform(in assignInput) map[string]partitionSet {
 			parts = append(parts, part{tp: topicPartition{t.ID, p}, name: t.Name, members: eligible})
 		}
 	}
-	holder := make(map[topicPartition]string, len(parts))
-	// Keep the previous owners that still subscribe.
+	// Keep the previous owners that are still members and subscribe.
+	prevOwner := make(map[topicPartition]string)
 	for id, set := range in.prev {
-		m := byID[id]
-		if m == nil {
+		if byID[id] == nil {
 			continue
 		}
 		for tp := range set {
-			holder[tp] = id
+			prevOwner[tp] = id
 		}
 	}
+	holder := make(map[topicPartition]string, len(parts))
 	count := make(map[string]int, len(in.members))
 	var free []part
 	for _, p := range parts {
-		id, ok := holder[p.tp]
-		if ok && byID[id].subscribes(p.name) {
+		if id, ok := prevOwner[p.tp]; ok && byID[id].subscribes(p.name) {
+			holder[p.tp] = id
 			count[id]++
 			continue
 		}
-		delete(holder, p.tp)
 		free = append(free, p)
 	}
 	least := func(ids []string) string {
@@ -165,8 +164,8 @@ func assignUniform(in assignInput) map[string]partitionSet {
 			}
 		}
 	}
-	for tp, id := range holder {
-		out[id][tp] = struct{}{}
+	for _, p := range parts {
+		out[holder[p.tp]][p.tp] = struct{}{}
 	}
 	return out
 }

@@ -83,11 +83,11 @@ func (c *Coordinator) topics() *TopicSnapshot {
 }
 
 // refreshSubscriptions resolves the members' subscriptions against the
-// cluster's topics and bumps the group epoch when the subscribed topics,
-// their ids or partition counts changed (a topic was created, deleted,
-// recreated or grew), so that a new target assignment follows. It does
-// nothing when neither the snapshot nor a subscription changed since the
-// last call.
+// cluster's topics and, when the subscribed topics, their ids or
+// partition counts changed (a topic was created, deleted, recreated or
+// grew), bumps the group epoch so that a new target assignment follows
+// (unless one is due already). It does nothing when neither the
+// snapshot nor a subscription changed since the last call.
 func (cg *consumerGroup) refreshSubscriptions(snap *TopicSnapshot) {
 	if snap == cg.topicsSeen && !cg.subsChanged {
 		return
@@ -110,6 +110,8 @@ func (cg *consumerGroup) refreshSubscriptions(snap *TopicSnapshot) {
 	}
 	if !maps.Equal(resolved, cg.subscribedTopics) {
 		cg.subscribedTopics = resolved
-		cg.epoch++
+		if cg.epoch == cg.assignmentEpoch {
+			cg.epoch++
+		}
 	}
 }
