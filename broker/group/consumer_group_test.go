@@ -19,7 +19,9 @@ type topicSet struct {
 	ts   map[string]TopicMeta
 }
 
-func newTopicSet() *topicSet { return &topicSet{ts: map[string]TopicMeta{}, snap: NewTopicSnapshot(nil)} }
+func newTopicSet() *topicSet {
+	return &topicSet{ts: map[string]TopicMeta{}, snap: NewTopicSnapshot(nil)}
+}
 
 func (s *topicSet) get() *TopicSnapshot {
 	s.mu.Lock()
