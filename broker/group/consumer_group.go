@@ -221,12 +221,15 @@ type consumerGroup struct {
 	subscribedTopics map[string]TopicMeta
 	topicsSeen       *TopicSnapshot
 	subsChanged      bool
+
+	written *consumerWritten // what the log holds (consumer_store.go)
 }
 
 func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{
 		members: make(map[string]*consumerMember),
 		static:  make(map[string]string),
+		written: newConsumerWritten(),
 		target:  make(map[string]partitionSet),
 		owners:  make(map[topicPartition]owner),
 	}

@@ -672,3 +672,64 @@ func TestConsumerGroupProtocolDisabled(t *testing.T) {
 		t.Fatalf("heartbeat with the consumer protocol disabled: %v, want UNSUPPORTED_VERSION", kerr.ErrorForCode(code))
 	}
 }
+
+// TestConsumerGroupLoadAfterMove: a coordinator that loads the partition
+// (after a move or a restart) has the group with its epochs, members,
+// targets and current assignments: the members heartbeat on without
+// rejoining, a revocation in flight completes, and no partition is
+// handed out twice.
+func TestConsumerGroupLoadAfterMove(t *testing.T) {
+	topics := newTopicSet()
+	topics.set("t", 4)
+	e := newConsumerEnv(t, topics, nil)
+	inst := "static-1"
+	a, b := newSim(e, "g", "a", "t"), newSim(e, "g", "b", "t")
+	b.instance = &inst
+	sims := []*sim{a, b}
+	a.mustBeat(t)
+	b.mustBeat(t) // a must revoke two partitions, b waits for them
+	before := e.c.ConsumerGroupDescribe(e.ctx("x"), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}, Version: 1}).Groups[0]
+
+	e.restart()
+	after := e.c.ConsumerGroupDescribe(e.ctx("x"), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}, Version: 1}).Groups[0]
+	for _, g := range []*kmsg.ConsumerGroupDescribeResponseGroup{&before, &after} {
+		for i := range g.Members {
+			if id := g.Members[i].InstanceID; id != nil {
+				g.Members[i].ClientID += "/" + *id // compared by value below
+				g.Members[i].InstanceID = nil
+			}
+		}
+	}
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("after the load the group is\n%+v\nwant\n%+v", after, before)
+	}
+	for _, s := range sims {
+		s.e = e
+	}
+	owners := settle(t, sims)
+	if len(owners) != 4 || len(a.owned) != 2 || len(b.owned) != 2 {
+		t.Fatalf("after the load: %d partitions owned, a %d, b %d; want 4, 2, 2", len(owners), len(a.owned), len(b.owned))
+	}
+	if code := a.leave(false); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.restart()
+	b.e = e
+	b.mustBeat(t)
+	b.mustBeat(t)
+	if len(b.owned) != 4 {
+		t.Fatalf("after a left and another load b owns %d, want 4", len(b.owned))
+	}
+	if code := b.leave(false); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	del := e.c.DeleteGroups(e.ctx("x"), &kmsg.DeleteGroupsRequest{Groups: []string{"g"}})
+	if del.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(del.Groups[0].ErrorCode))
+	}
+	e.restart()
+	d := e.c.ConsumerGroupDescribe(e.ctx("x"), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}})
+	if d.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("deleted group after a load: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.Groups[0].ErrorCode))
+	}
+}

@@ -68,18 +68,37 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 		return resp
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	code, wait := g.consumerHeartbeatLocked(ctx, req, resp)
+	g.mu.Unlock()
+	if code == 0 {
+		code = awaitConsumerStore(ctx.Done(), wait)
+	}
+	if code != 0 {
+		// The state changed in memory but the log does not hold it:
+		// the partition moved or failed, and the client looks up the
+		// coordinator again.
+		*resp = *req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = code
+	}
+	return resp
+}
+
+// consumerHeartbeatLocked applies the heartbeat and queues its records;
+// the channel gets the append's result.
+func (g *group) consumerHeartbeatLocked(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) (int16, chan error) {
 	resp.HeartbeatIntervalMillis = int32(g.consumerTimeoutsLocked().heartbeat.Milliseconds())
 	if g.state == StateDead {
 		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp
+		return 0, nil
 	}
+	var extra []kv
 	if g.consumer == nil {
 		if !g.convertibleToConsumerLocked() || req.MemberEpoch != joinEpoch {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
-			return resp
+			return 0, nil
 		}
 		g.toConsumerLocked()
+		extra = append(extra, kv{key: groupKey(g.id)}) // the classic group's record goes
 	}
 	switch req.MemberEpoch {
 	case joinEpoch:
@@ -91,7 +110,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 	default:
 		g.consumerBeatLocked(req, resp)
 	}
-	return resp
+	return g.storeConsumerLocked(extra...)
 }
 
 // checkConsumerHeartbeat validates the request as Kafka's
@@ -397,6 +416,7 @@ func (g *group) consumerRebalanceTimerLocked(m *consumerMember) {
 		}
 		g.c.cfg.Logger.Info("group: consumer group member did not revoke within its rebalance timeout; removed", "group", g.id, "member", m.id, "epoch", m.epoch)
 		g.fenceConsumerMemberLocked(m)
+		g.storeConsumerAsyncLocked()
 	})
 }
 
@@ -421,6 +441,7 @@ func (g *group) onConsumerSessionTimer(m *consumerMember, seq uint64) {
 	}
 	g.c.cfg.Logger.Info("group: consumer group member session expired", "group", g.id, "member", m.id, "epoch", m.epoch)
 	g.fenceConsumerMemberLocked(m)
+	g.storeConsumerAsyncLocked()
 }
 
 // fenceConsumerMemberLocked removes the member (it left, or timed out):
@@ -523,6 +544,9 @@ func (g *group) consumerStaticLeaveLocked(req *kmsg.ConsumerGroupHeartbeatReques
 // toClassicLocked makes the (empty) consumer group a classic group; its
 // offsets stay.
 func (g *group) toClassicLocked() {
+	if code, _ := g.appendLocked(g.consumerTombstonesLocked(), nil); code != 0 {
+		g.c.cfg.Logger.Warn("group: writing the tombstones of a consumer group failed", "group", g.id, "code", code)
+	}
 	g.consumer = nil
 	g.protocolType = ""
 	g.subscribed = nil

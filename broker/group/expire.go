@@ -81,6 +81,9 @@ func (g *group) expireLocked(now time.Time) {
 		len(g.pendingCommits) == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0
 	if deleteGroup {
 		recs = append(recs, kv{key: groupKey(g.id)})
+		if g.consumer != nil {
+			recs = append(recs, g.consumerTombstonesLocked()...)
+		}
 		g.killLocked(kerr.GroupIDNotFound.Code)
 		g.c.forget(g)
 	}
