@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,29 +87,7 @@ func startConsumerMember(t *testing.T, addr, group, name, topic string, own *own
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &groupMember{cl: cl, done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		for {
-			fs := cl.PollFetches(context.Background())
-			if fs.IsClientClosed() {
-				return
-			}
-			fs.EachError(func(topic string, p int32, err error) {
-				if !errors.Is(err, context.Canceled) {
-					t.Logf("%s: fetch %s/%d: %v", name, topic, p, err)
-				}
-			})
-			// Marked before they show as read: the test closes a member
-			// once its records show, and its revoke commits the marks.
-			fs.EachRecord(func(r *kgo.Record) { cl.MarkCommitRecords(r) })
-			m.mu.Lock()
-			m.mu.recs = append(m.mu.recs, fs.Records()...)
-			m.mu.Unlock()
-		}
-	}()
-	t.Cleanup(m.close)
-	return m
+	return runGroupMember(t, name, cl, true)
 }
 
 // describeConsumerGroup answers ConsumerGroupDescribe for one group.

@@ -50,6 +50,13 @@ func startMember(t *testing.T, addr, group, name string, topics ...string) *grou
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runGroupMember(t, name, cl, false)
+}
+
+// runGroupMember polls cl until it is closed, recording the records, and
+// with mark marks each for commit before recording it (so a member closed
+// once its records show commits them on its revoke).
+func runGroupMember(t *testing.T, name string, cl *kgo.Client, mark bool) *groupMember {
 	m := &groupMember{cl: cl, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
@@ -63,6 +70,9 @@ func startMember(t *testing.T, addr, group, name string, topics ...string) *grou
 					t.Logf("%s: fetch %s/%d: %v", name, topic, p, err)
 				}
 			})
+			if mark {
+				fs.EachRecord(func(r *kgo.Record) { cl.MarkCommitRecords(r) })
+			}
 			m.mu.Lock()
 			m.mu.recs = append(m.mu.recs, fs.Records()...)
 			m.mu.Unlock()

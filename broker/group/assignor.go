@@ -1,9 +1,6 @@
 package group
 
-import (
-	"bytes"
-	"sort"
-)
+import "sort"
 
 // Server-side assignors of consumer groups (ServerAssignor in
 // ConsumerGroupHeartbeat), by Kafka's names.
@@ -193,12 +190,4 @@ func preferredAssignor(members []*consumerMember, configured []string) string {
 		return configured[0]
 	}
 	return AssignorUniform
-}
-
-// compareTopicPartition orders partitions by topic id, then number.
-func compareTopicPartition(a, b topicPartition) int {
-	if c := bytes.Compare(a.topic[:], b.topic[:]); c != 0 {
-		return c
-	}
-	return int(a.partition) - int(b.partition)
 }
