@@ -367,6 +367,7 @@ func (g *group) consumerReconcileLocked(m *consumerMember, owned partitionSet, s
 	if bad := cg.claim(m); len(bad) > 0 {
 		g.c.cfg.Logger.Error("group: consumer group partition claimed by two members; kept with its owner", "group", g.id, "member", m.id, "partitions", len(bad))
 	}
+	cg.written.touch(m.id)
 	g.consumerRebalanceTimerLocked(m)
 	g.consumerSessionLocked(m)
 	resp.MemberID = kmsg.StringPtr(m.id)
@@ -383,6 +384,7 @@ func (g *group) computeTargetLocked() {
 	cg.assignor = preferredAssignor(members, g.c.cfg.Consumer.Assignors)
 	cg.target = assignorFunc(cg.assignor)(assignInput{members: members, topics: cg.subscribedTopics, prev: cg.target})
 	cg.assignmentEpoch = cg.epoch
+	cg.written.all = true
 }
 
 // consumerRebalanceTimerLocked runs the member's rebalance timeout while
@@ -530,6 +532,7 @@ func (g *group) consumerStaticLeaveLocked(req *kmsg.ConsumerGroupHeartbeatReques
 		m.previousEpoch = m.epoch
 	}
 	m.epoch, m.state = staticLeaveEpoch, memberStable
+	cg.written.touch(m.id)
 	m.revoking = make(partitionSet)
 	cg.claim(m)
 	if m.rebalanceTimer != nil {

@@ -22,12 +22,20 @@ type consumerWritten struct {
 	epoch, assignmentEpoch int32
 	topics                 map[string]TopicMeta
 	members                map[string]*writtenMember
+	// dirty lists the members whose records may differ from the log's
+	// (a heartbeat compares only those); all: every member's may (a new
+	// target assignment, a load).
+	dirty map[string]struct{}
+	all   bool
 }
+
+// touch marks a member's records for comparison at the next store.
+func (w *consumerWritten) touch(memberID string) { w.dirty[memberID] = struct{}{} }
 
 type writtenMember struct{ meta, target, current []byte }
 
 func newConsumerWritten() *consumerWritten {
-	return &consumerWritten{epoch: -1, assignmentEpoch: -1, members: make(map[string]*writtenMember)}
+	return &consumerWritten{epoch: -1, assignmentEpoch: -1, members: make(map[string]*writtenMember), dirty: make(map[string]struct{})}
 }
 
 // consumerRecordsLocked returns the records that bring the log up to the
@@ -37,6 +45,9 @@ func (g *group) consumerRecordsLocked() []kv {
 	w := cg.written
 	var metas, targets, currents, gone []kv
 	for id, m := range cg.members {
+		if _, ok := w.dirty[id]; !ok && !w.all {
+			continue
+		}
 		wm := w.members[id]
 		if wm == nil {
 			wm = &writtenMember{}
@@ -55,6 +66,8 @@ func (g *group) consumerRecordsLocked() []kv {
 			currents = append(currents, kv{key: consumerKey(keyConsumerCurrentMemberV8, g.id, id), value: v})
 		}
 	}
+	clear(w.dirty)
+	w.all = false
 	for id := range w.members {
 		if cg.members[id] == nil {
 			delete(w.members, id)
@@ -216,6 +229,7 @@ func (g *group) restoreConsumerLocked(cr *consumerReplay) {
 	}
 	// What was read is what the log holds.
 	cg.topicsSeen, cg.subsChanged = nil, true
+	cg.written.all = true
 	g.consumerRecordsLocked()
 	g.syncConsumerStateLocked()
 	for _, m := range cg.members {
