@@ -733,3 +733,46 @@ func TestConsumerGroupLoadAfterMove(t *testing.T) {
 		t.Fatalf("deleted group after a load: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.Groups[0].ErrorCode))
 	}
 }
+
+// TestConsumerGroupOffsetExpiry: offsets of topics no member subscribes
+// to expire from their commit; once the group is Empty for
+// offsets.retention.minutes its offsets expire and the group is deleted,
+// also from the log.
+func TestConsumerGroupOffsetExpiry(t *testing.T) {
+	topics := newTopicSet()
+	topics.set("t", 1)
+	topics.set("old", 1)
+	e := newConsumerEnv(t, topics, func(cfg *Config) {
+		cfg.OffsetsRetention = time.Hour
+		cfg.Consumer.SessionTimeout = 3 * time.Hour // the member outlives the retention
+	})
+	a := newSim(e, "g", "a", "t")
+	a.mustBeat(t)
+	for _, topic := range []string{"t", "old"} {
+		if codes := commitCodes(e.c.OffsetCommit(e.ctx("a"), commitReq(9, "g", "a", a.epoch, topic, 1, 5, nil))); codes[0] != 0 {
+			t.Fatalf("commit %s: %v", topic, kerr.ErrorForCode(codes[0]))
+		}
+	}
+	e.clock.Advance(61 * time.Minute)
+	a.mustBeat(t)
+	e.c.expireOffsets()
+	waitFor(t, "the offset of the unsubscribed topic to expire", func() bool {
+		got, _ := e.fetchAll("g")
+		_, old := got[tp{"old", 0}]
+		_, kept := got[tp{"t", 0}]
+		return !old && kept
+	})
+	if code := a.leave(false); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.clock.Advance(61 * time.Minute)
+	e.c.expireOffsets()
+	waitFor(t, "the empty group to be deleted", func() bool {
+		d := e.c.ConsumerGroupDescribe(e.ctx("x"), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}})
+		return d.Groups[0].ErrorCode == kerr.GroupIDNotFound.Code
+	})
+	e.restart()
+	if d := e.c.ConsumerGroupDescribe(e.ctx("x"), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}}); d.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("expired group after a load: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.Groups[0].ErrorCode))
+	}
+}

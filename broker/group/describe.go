@@ -3,7 +3,8 @@ package group
 // DescribeGroups: versions 0-5. ListGroups: versions 0-5.
 //
 // Behavior:
-//   - DescribeGroups answers each group on its own: its state, protocol
+//   - DescribeGroups answers each group on its own (a consumer group of
+//     KIP-848 as consumer_describe.go says): its state, protocol
 //     type and members (member id, instance id, client id and host). Only
 //     a Stable group shows its protocol and each member's metadata and
 //     assignment, as in Kafka. An unknown group is described as "Dead"
