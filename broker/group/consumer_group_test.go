@@ -776,3 +776,36 @@ func TestConsumerGroupOffsetExpiry(t *testing.T) {
 		t.Fatalf("expired group after a load: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.Groups[0].ErrorCode))
 	}
 }
+
+// TestConsumerGroupOffsetDelete: OffsetDelete of a consumer group with
+// members deletes offsets of topics nobody subscribes to and refuses the
+// subscribed ones (GROUP_SUBSCRIBED_TO_TOPIC); DeleteGroups refuses the
+// group while it has members.
+func TestConsumerGroupOffsetDelete(t *testing.T) {
+	topics := newTopicSet()
+	topics.set("t", 1)
+	e := newConsumerEnv(t, topics, nil)
+	a := newSim(e, "g", "a", "t")
+	a.mustBeat(t)
+	for _, topic := range []string{"t", "other"} {
+		e.c.OffsetCommit(e.ctx("a"), commitReq(9, "g", "a", a.epoch, topic, 1, 5, nil))
+	}
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	for _, topic := range []string{"t", "other"} {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := e.c.OffsetDelete(e.ctx("x"), req)
+	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != kerr.GroupSubscribedToTopic.Code || resp.Topics[1].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetDelete: %+v", resp)
+	}
+	if got, _ := e.fetchAll("g"); len(got) != 1 {
+		t.Fatalf("after OffsetDelete: %v, want t/0 only", got)
+	}
+	if d := e.c.DeleteGroups(e.ctx("x"), &kmsg.DeleteGroupsRequest{Groups: []string{"g"}}); d.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups of a group with members: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(d.Groups[0].ErrorCode))
+	}
+}
