@@ -291,6 +291,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID = "" }, kerr.InvalidRequest.Code},
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Group = "" }, kerr.InvalidRequest.Code},
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = str("") }, kerr.InvalidRequest.Code},
+		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = str("") }, kerr.InvalidRequest.Code},
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 0; r.RebalanceTimeoutMillis = -1 }, kerr.InvalidRequest.Code},
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 0; r.Topics = nil }, kerr.InvalidRequest.Code},
 		{func(r *kmsg.ConsumerGroupHeartbeatRequest) {

@@ -8,7 +8,7 @@ package group
 //     v0 joins with none get "<client.id>-<uuid>"); on a join (epoch 0)
 //     a rebalance timeout, an empty owned-partitions list and topic names
 //     or a regex; an instance id to leave with epoch -2; no epoch below
-//     -2; a rack id that is not empty. A ServerAssignor not in
+//     -2; instance and rack ids that are not empty. A ServerAssignor not in
 //     Consumer.Assignors: UNSUPPORTED_ASSIGNOR; a regex that does not
 //     compile: INVALID_REGULAR_EXPRESSION.
 //   - Epoch 0 joins, or rejoins in place a member the group still has
@@ -118,10 +118,12 @@ func (g *group) consumerHeartbeatLocked(ctx context.Context, req *kmsg.ConsumerG
 func (c *Coordinator) checkConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	bad := func(msg string) (int16, string) { return kerr.InvalidRequest.Code, msg }
 	switch {
-	case (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch) && req.MemberID == "":
+	case (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch || req.MemberEpoch == staticLeaveEpoch) && req.MemberID == "":
 		return bad("MemberId can't be empty.")
 	case req.Group == "" || !validGroupID(req.Group, false):
 		return bad("GroupId can't be empty.")
+	case req.InstanceID != nil && *req.InstanceID == "":
+		return bad("InstanceId can't be empty.")
 	case req.RackID != nil && *req.RackID == "":
 		return bad("RackId can't be empty.")
 	case len(req.MemberID) > maxStringLen:
