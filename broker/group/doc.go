@@ -220,7 +220,8 @@
 // each offset that expires (offsets.retention.minutes, KIP-211: counted
 // from when a group with a protocol type became Empty, from each commit
 // for a group that only commits, from each commit for the topics no member
-// of a Stable "consumer" group subscribes to; at the commit's own expire
+// of a Stable "consumer" group subscribes to, and of a KIP-848 consumer
+// group, with members or not, as Kafka's ConsumerGroup; at the commit's own expire
 // time for OffsetCommit v2-v4 with a retention time), for each offset
 // OffsetDelete deletes, for each offset of a group DeleteGroups deletes
 // and for each offset of a deleted topic (DeleteTopicOffsets, Kafka's

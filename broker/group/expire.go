@@ -55,6 +55,12 @@ func (g *group) expireLocked(now time.Time) {
 	var base func(e offsetEntry) int64
 	var keep map[string]struct{}
 	switch {
+	case g.consumer != nil:
+		// Kafka's ConsumerGroup: an offset of a topic no member
+		// subscribes to expires from its commit, whether or not the
+		// group has members.
+		base = func(e offsetEntry) int64 { return e.commitTime }
+		keep = g.subscribed
 	case g.protocolType != "" && g.state == StateEmpty:
 		emptySince := g.stateSince.UnixMilli()
 		base = func(offsetEntry) int64 { return emptySince }
