@@ -174,7 +174,7 @@ func TestConsumerGroupProtocolMembersJoinAndLeave(t *testing.T) {
 
 	ms[2].close()
 	waitFor(t, "the group empty", func() bool { return describeConsumerGroup(t, admin, group).State == "Empty" })
-	before := committed6(t, admin, group, topic, partitions)
+	before := committedN(t, admin, group, topic, partitions)
 	for p, off := range before {
 		if off != 5*perStep {
 			t.Fatalf("partition %d committed at %d, want %d", p, off, 5*perStep)
@@ -190,7 +190,7 @@ func TestConsumerGroupProtocolMembersJoinAndLeave(t *testing.T) {
 	addr = s.Addr().String()
 	admin = newClient(t, s)
 	producer = newClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if got := committed6(t, admin, group, topic, partitions); !equalOffsets(got, before) {
+	if got := committedN(t, admin, group, topic, partitions); !equalOffsets(got, before) {
 		t.Fatalf("after restart: committed %v, want %v", got, before)
 	}
 	d := startConsumerMember(t, addr, group, "d", topic, own)
@@ -246,7 +246,9 @@ func checkClassicViews(t *testing.T, cl *kgo.Client, group string) {
 	}
 }
 
-func committed6(t *testing.T, cl *kgo.Client, group, topic string, partitions int32) map[int32]int64 {
+// committedN returns the group's committed offsets of topic's partitions
+// [0, partitions).
+func committedN(t *testing.T, cl *kgo.Client, group, topic string, partitions int32) map[int32]int64 {
 	t.Helper()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
@@ -263,8 +265,8 @@ func committed6(t *testing.T, cl *kgo.Client, group, topic string, partitions in
 	out := map[int32]int64{}
 	for _, tp := range resp.Topics {
 		for _, p := range tp.Partitions {
-			if p.ErrorCode != 0 {
-				t.Fatalf("offset fetch %s/%d: %v", tp.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			if p.ErrorCode != 0 || p.Metadata == nil {
+				t.Fatalf("offset fetch %s/%d: %v, metadata %v", tp.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode), p.Metadata)
 			}
 			out[p.Partition] = p.Offset
 		}

@@ -28,26 +28,30 @@ func consumerRecordSamples() []kv {
 	}
 }
 
+// reencode encodes the value of a decoded record again.
+func reencode(c *consumerRecord) []byte {
+	switch c.kind {
+	case keyConsumerMetadataV3, keyConsumerTargetMetadataV6:
+		return consumerEpochValue(c.epoch)
+	case keyConsumerPartitionMetadataV4:
+		return consumerTopicsValue(c.topics)
+	case keyConsumerMemberV5:
+		return consumerMemberValue(c.memberMeta)
+	case keyConsumerTargetMemberV7:
+		return consumerTargetValue(c.target)
+	case keyConsumerCurrentMemberV8:
+		return consumerCurrentValue(c.current)
+	}
+	return nil
+}
+
 func TestConsumerRecordsRoundTrip(t *testing.T) {
 	for i, s := range consumerRecordSamples() {
 		r, err := decodeRecord(s.key, s.value)
 		if err != nil || r.consumer == nil || r.group != "g" {
 			t.Fatalf("#%d: got %+v, %v", i, r, err)
 		}
-		c := r.consumer
-		var again []byte
-		switch c.kind {
-		case keyConsumerMetadataV3, keyConsumerTargetMetadataV6:
-			again = consumerEpochValue(c.epoch)
-		case keyConsumerPartitionMetadataV4:
-			again = consumerTopicsValue(c.topics)
-		case keyConsumerMemberV5:
-			again = consumerMemberValue(c.memberMeta)
-		case keyConsumerTargetMemberV7:
-			again = consumerTargetValue(c.target)
-		case keyConsumerCurrentMemberV8:
-			again = consumerCurrentValue(c.current)
-		}
+		again := reencode(r.consumer)
 		if !bytes.Equal(again, s.value) {
 			t.Errorf("#%d: re-encoded %x, want %x", i, again, s.value)
 		}
@@ -88,31 +92,12 @@ func FuzzConsumerRecord(f *testing.F) {
 		if err != nil || r.consumer == nil || r.consumer.tombstone {
 			return
 		}
-		c := r.consumer
-		var again []byte
-		switch c.kind {
-		case keyConsumerMemberV5:
-			again = consumerMemberValue(c.memberMeta)
-		case keyConsumerCurrentMemberV8:
-			again = consumerCurrentValue(c.current)
-		case keyConsumerTargetMemberV7:
-			again = consumerTargetValue(c.target)
-		default:
-			return
-		}
+		again := reencode(r.consumer)
 		r2, err := decodeRecord(key, again)
 		if err != nil {
 			t.Fatalf("re-encoded value does not decode: %v", err)
 		}
-		var third []byte
-		switch c.kind {
-		case keyConsumerMemberV5:
-			third = consumerMemberValue(r2.consumer.memberMeta)
-		case keyConsumerCurrentMemberV8:
-			third = consumerCurrentValue(r2.consumer.current)
-		case keyConsumerTargetMemberV7:
-			third = consumerTargetValue(r2.consumer.target)
-		}
+		third := reencode(r2.consumer)
 		if !bytes.Equal(again, third) {
 			t.Fatalf("re-encoding is not stable: %x then %x", again, third)
 		}
