@@ -42,6 +42,8 @@ import (
 // * v6: committed leader epoch
 // * v7: GroupInstanceID
 // * v8: flexible versions
+// * v9: KIP-848 consumer groups commit with their member id and member
+//   epoch (STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
 
 func init() { registerGroupAPI(8, handleOffsetCommit) }
 

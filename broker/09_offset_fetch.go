@@ -37,6 +37,8 @@ import (
 // * v6: flexible versions
 // * v7: RequireStable
 // * v8: several groups
+// * v9: MemberID and MemberEpoch of a KIP-848 consumer group member,
+//   checked (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH)
 
 func init() { registerGroupAPI(9, handleOffsetFetch) }
 

@@ -13,6 +13,10 @@ import (
 //   Stable, Dead), protocol type and members with their client id and
 //   host; a Stable group also shows its protocol and each member's
 //   metadata and assignment, as in Kafka.
+// * A KIP-848 consumer group as Kafka 4 shows it: protocol type
+//   "consumer", its assignor as protocol, its state (Empty, Assigning,
+//   Reconciling, Stable), each member's subscription and assignment in the
+//   classic consumer encoding.
 // * An unknown group is "Dead" with no error (GROUP_ID_NOT_FOUND is v6+).
 // * Authorization (with an authorizer, as Kafka): DESCRIBE on each group,
 //   else that group alone is GROUP_AUTHORIZATION_FAILED.

@@ -19,6 +19,7 @@ import (
 // * v1: ThrottleMillis
 // * v3: flexible versions
 // * v4: StatesFilter, GroupState
+// * v5: TypesFilter, GroupType (classic, consumer)
 
 func init() { registerGroupAPI(16, handleListGroups) }
 

@@ -203,6 +203,11 @@ func (s *Server) startGroups() error {
 	cfg.NumPartitions = n
 	cfg.Logger = s.log.With("component", "group")
 	cfg.PartitionExists = s.partitionExists
+	cfg.Topics = s.groupTopicSnapshot
+	cfg.Consumer.GroupTimeouts = func(id string) (session, heartbeat time.Duration) {
+		g := s.groupConfig(id) // consumer.session.timeout.ms, consumer.heartbeat.interval.ms within the broker's bounds
+		return g.ConsumerSessionTimeout, g.ConsumerHeartbeatInterval
+	}
 	c, err := group.New(cfg)
 	if err != nil {
 		return fmt.Errorf("broker: group coordinator: %w", err)
@@ -263,6 +268,29 @@ func (s *Server) groupLoadReports() []group.LoadReport {
 func (s *Server) partitionExists(topic string, index int32) bool {
 	_, ok := s.coord.Snapshot().Partition(coord.TopicPartition{Topic: topic, Partition: index})
 	return ok
+}
+
+// groupTopicSnapshot gives the coordinator the cluster's topics
+// (Config.Topics): the same snapshot while the metadata snapshot is the
+// same, a new one after any change of the metadata, so that consumer
+// groups resolve their subscriptions again after a topic is created,
+// deleted or grows.
+func (s *Server) groupTopicSnapshot() *group.TopicSnapshot {
+	snap := s.coord.Snapshot()
+	s.groupTopics.Lock()
+	defer s.groupTopics.Unlock()
+	if s.groupTopics.from == snap && s.groupTopics.snap != nil {
+		return s.groupTopics.snap
+	}
+	names := snap.TopicNames()
+	ts := make([]group.TopicMeta, 0, len(names))
+	for _, name := range names {
+		if t, ok := snap.Topic(name); ok {
+			ts = append(ts, group.TopicMeta{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
+		}
+	}
+	s.groupTopics.from, s.groupTopics.snap = snap, group.NewTopicSnapshot(ts)
+	return s.groupTopics.snap
 }
 
 // groupCoordinator returns the broker that coordinates group id: the

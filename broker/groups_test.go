@@ -50,6 +50,13 @@ func startMember(t *testing.T, addr, group, name string, topics ...string) *grou
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runGroupMember(t, name, cl, false)
+}
+
+// runGroupMember polls cl until it is closed, recording the records, and
+// with mark marks each for commit before recording it (so a member closed
+// once its records show commits them on its revoke).
+func runGroupMember(t *testing.T, name string, cl *kgo.Client, mark bool) *groupMember {
 	m := &groupMember{cl: cl, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
@@ -63,6 +70,9 @@ func startMember(t *testing.T, addr, group, name string, topics ...string) *grou
 					t.Logf("%s: fetch %s/%d: %v", name, topic, p, err)
 				}
 			})
+			if mark {
+				fs.EachRecord(func(r *kgo.Record) { cl.MarkCommitRecords(r) })
+			}
 			m.mu.Lock()
 			m.mu.recs = append(m.mu.recs, fs.Records()...)
 			m.mu.Unlock()
@@ -138,26 +148,7 @@ func waitGroupState(t *testing.T, cl *kgo.Client, group, state string, members i
 // committed returns the group's committed offsets of topic by partition.
 func committed(t *testing.T, cl *kgo.Client, group, topic string) map[int32]int64 {
 	t.Helper()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = topic
-	rt.Partitions = []int32{0, 1, 2, 3}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testCtx(t), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	for _, tp := range resp.Topics {
-		for _, p := range tp.Partitions {
-			if p.ErrorCode != 0 || p.Metadata == nil {
-				t.Fatalf("offset fetch %s/%d: error %d metadata %v", tp.Topic, p.Partition, p.ErrorCode, p.Metadata)
-			}
-			out[p.Partition] = p.Offset
-		}
-	}
-	return out
+	return committedN(t, cl, group, topic, 4)
 }
 
 // produceEach produces n records to each of the topic's partitions.

@@ -55,6 +55,14 @@ type Server struct {
 		sync.Mutex
 		m map[int]group.LoadReport
 	}
+	// groupTopics is the topic snapshot the coordinator resolves
+	// consumer group subscriptions against, rebuilt when the metadata
+	// snapshot it came from is replaced (groupTopicSnapshot).
+	groupTopics struct {
+		sync.Mutex
+		from *coord.Snapshot
+		snap *group.TopicSnapshot
+	}
 
 	// txns is the transaction coordinator over __transaction_state
 	// (txn_coordinator.go), set by NewServer and not changed after;

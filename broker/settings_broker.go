@@ -204,6 +204,96 @@ var groupSettings = []setting{
 	{name: "offset.metadata.max.bytes", typ: typeInt, def: strconv.Itoa(groupDefaults.OffsetMetadataMaxBytes), valid: between(0, math.MaxInt16),
 		field: func(c *Config) any { return &c.Groups.OffsetMetadataMaxBytes },
 		doc:   "Longest metadata a committed offset may carry."},
+	{name: "group.coordinator.rebalance.protocols", typ: typeList, def: "classic,consumer",
+		set: setRebalanceProtocols, value: rebalanceProtocolsValue,
+		doc: "The group protocols served: classic (JoinGroup, SyncGroup, ...) always; consumer (KIP-848's ConsumerGroupHeartbeat) when listed."},
+	{name: "group.consumer.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.Consumer.SessionTimeout), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.SessionTimeout }, unit: time.Millisecond,
+		doc: "A consumer group member (KIP-848) whose heartbeats stop this long is removed and its partitions reassigned."},
+	{name: "group.consumer.min.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.Consumer.MinSessionTimeout), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.MinSessionTimeout }, unit: time.Millisecond,
+		doc: "Lowest group.consumer.session.timeout.ms, of the broker or of a group."},
+	{name: "group.consumer.max.session.timeout.ms", typ: typeInt, def: msString(groupDefaults.Consumer.MaxSessionTimeout), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.MaxSessionTimeout }, unit: time.Millisecond,
+		doc: "Highest group.consumer.session.timeout.ms, of the broker or of a group."},
+	{name: "group.consumer.heartbeat.interval.ms", typ: typeInt, def: msString(groupDefaults.Consumer.HeartbeatInterval), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.HeartbeatInterval }, unit: time.Millisecond,
+		doc: "How often consumer group members (KIP-848) are told to heartbeat; below the session timeout."},
+	{name: "group.consumer.min.heartbeat.interval.ms", typ: typeInt, def: msString(groupDefaults.Consumer.MinHeartbeatInterval), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.MinHeartbeatInterval }, unit: time.Millisecond,
+		doc: "Lowest group.consumer.heartbeat.interval.ms, of the broker or of a group."},
+	{name: "group.consumer.max.heartbeat.interval.ms", typ: typeInt, def: msString(groupDefaults.Consumer.MaxHeartbeatInterval), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.MaxHeartbeatInterval }, unit: time.Millisecond,
+		doc: "Highest group.consumer.heartbeat.interval.ms, of the broker or of a group."},
+	{name: "group.consumer.max.size", typ: typeInt, def: strconv.Itoa(groupDefaults.Consumer.MaxSize), valid: between(1, math.MaxInt32),
+		field: func(c *Config) any { return &c.Groups.Consumer.MaxSize },
+		doc:   "Most members of one consumer group (KIP-848); a member joining beyond it gets GROUP_MAX_SIZE_REACHED."},
+	{name: "group.consumer.assignors", typ: typeList, def: strings.Join(groupDefaults.Consumer.Assignors, ","),
+		set: setConsumerAssignors, value: func(c *Config) string { return strings.Join(c.Groups.Consumer.Assignors, ",") },
+		doc: "The server-side assignors of consumer groups (uniform, range; Kafka's class names are accepted too); a member names one with ServerAssignor, and the first listed serves the groups whose members name none."},
+	{name: "group.consumer.migration.policy", typ: typeString, def: groupDefaults.Consumer.MigrationPolicy, enum: []string{"bidirectional", "upgrade", "downgrade", "disabled"},
+		field: func(c *Config) any { return &c.Groups.Consumer.MigrationPolicy },
+		doc:   "Conversion between classic and consumer groups. An empty group converts under every policy, keeping its offsets; a group with members does not (online migration is not served)."},
+}
+
+// setRebalanceProtocols reads group.coordinator.rebalance.protocols:
+// classic must be listed (Kafka requires it); consumer enables KIP-848.
+func setRebalanceProtocols(c *Config, v string) error {
+	classic, consumer := false, false
+	for _, p := range splitList(v) {
+		switch strings.ToLower(p) {
+		case "classic":
+			classic = true
+		case "consumer":
+			consumer = true
+		case "share", "streams":
+			// Kafka's other protocols; not served here.
+		default:
+			return fmt.Errorf("unknown group protocol %q (classic, consumer)", p)
+		}
+	}
+	if !classic {
+		return fmt.Errorf("must include classic")
+	}
+	c.Groups.Consumer.Enabled = consumer
+	return nil
+}
+
+func rebalanceProtocolsValue(c *Config) string {
+	if c.Groups.Consumer.Enabled {
+		return "classic,consumer"
+	}
+	return "classic"
+}
+
+// consumerAssignorClasses are Kafka's class names of the server-side
+// assignors, which group.consumer.assignors takes as their short names.
+var consumerAssignorClasses = map[string]string{
+	"org.apache.kafka.coordinator.group.assignor.UniformAssignor": group.AssignorUniform,
+	"org.apache.kafka.coordinator.group.assignor.RangeAssignor":   group.AssignorRange,
+}
+
+// setConsumerAssignors reads group.consumer.assignors: uniform and range
+// by name or class name, at least one, none twice.
+func setConsumerAssignors(c *Config, v string) error {
+	var out []string
+	for _, a := range splitList(v) {
+		if name, ok := consumerAssignorClasses[a]; ok {
+			a = name
+		}
+		if a != group.AssignorUniform && a != group.AssignorRange {
+			return fmt.Errorf("unknown assignor %q (uniform, range)", a)
+		}
+		if slices.Contains(out, a) {
+			return fmt.Errorf("assignor %q listed twice", a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("must name at least one assignor")
+	}
+	c.Groups.Consumer.Assignors = out
+	return nil
 }
 
 // checkAcrossSettings checks the rules that involve more than one
@@ -240,11 +330,38 @@ func checkAcrossSettings(c *Config) *ConfigError {
 		k := "max.connections.per.ip"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: "can be 0 only if max.connections.per.ip.overrides is set"}
 	}
+	if err := checkConsumerGroupSettings(c); err != nil {
+		return err
+	}
 	if g := c.Groups; g.MinSessionTimeout > g.MaxSessionTimeout {
 		k := "group.min.session.timeout.ms"
 		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must not exceed group.max.session.timeout.ms (%d)", g.MaxSessionTimeout.Milliseconds())}
 	}
 	return checkGroupProtocols(c)
+}
+
+// checkConsumerGroupSettings checks the group.consumer.* bounds as Kafka's
+// GroupCoordinatorConfig does: each value within its min and max, the
+// heartbeat interval below the session timeout.
+func checkConsumerGroupSettings(c *Config) *ConfigError {
+	cc := c.Groups.Consumer
+	for _, b := range []struct {
+		name           string
+		v, min, max    time.Duration
+		minKey, maxKey string
+	}{
+		{"group.consumer.session.timeout.ms", cc.SessionTimeout, cc.MinSessionTimeout, cc.MaxSessionTimeout, "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"},
+		{"group.consumer.heartbeat.interval.ms", cc.HeartbeatInterval, cc.MinHeartbeatInterval, cc.MaxHeartbeatInterval, "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"},
+	} {
+		if b.v < b.min || b.v > b.max {
+			return &ConfigError{Key: b.name, Value: c.Properties[b.name], Reason: fmt.Sprintf("must be within %s (%d) and %s (%d)", b.minKey, b.min.Milliseconds(), b.maxKey, b.max.Milliseconds())}
+		}
+	}
+	if cc.HeartbeatInterval >= cc.SessionTimeout {
+		k := "group.consumer.heartbeat.interval.ms"
+		return &ConfigError{Key: k, Value: c.Properties[k], Reason: fmt.Sprintf("must be less than group.consumer.session.timeout.ms (%d)", cc.SessionTimeout.Milliseconds())}
+	}
+	return nil
 }
 
 // setLogDir reads log.dir: one directory.

@@ -6,16 +6,13 @@ import (
 	"time"
 )
 
-// GroupProtocolConfig holds the broker settings of the groups of the
-// newer protocols (KIP-848 consumer groups, KIP-932 share groups, KIP-1071
-// streams groups): the defaults of their group configs (group_config.go)
-// and the bounds a group config must keep within, by Kafka's names.
+// GroupProtocolConfig holds the broker settings of KIP-1071 streams
+// groups (not served; their group configs are stored and described): the
+// defaults of their group configs (group_config.go) and the bounds a group
+// config must keep within, by Kafka's names. The consumer group (KIP-848)
+// settings are Config.Groups.Consumer (settings_broker.go), the share
+// group settings Config.Share (settings_share.go).
 type GroupProtocolConfig struct {
-	// ConsumerSessionTimeout, ConsumerHeartbeatInterval are
-	// group.consumer.session.timeout.ms and
-	// group.consumer.heartbeat.interval.ms, each with its min and max.
-	ConsumerSessionTimeout, ConsumerMinSessionTimeout, ConsumerMaxSessionTimeout          time.Duration
-	ConsumerHeartbeatInterval, ConsumerMinHeartbeatInterval, ConsumerMaxHeartbeatInterval time.Duration
 	// StreamsSessionTimeout, StreamsHeartbeatInterval are
 	// group.streams.session.timeout.ms and
 	// group.streams.heartbeat.interval.ms, each with its min and max;
@@ -38,18 +35,6 @@ func msSetting(name, def string, valid *valueRange, p func(g *GroupProtocolConfi
 // groupProtocolSettings are GroupProtocolConfig's settings, with Kafka
 // 4.2's defaults and ranges.
 var groupProtocolSettings = []setting{
-	msSetting("group.consumer.session.timeout.ms", "45000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerSessionTimeout },
-		"Session timeout of a consumer group member (KIP-848 protocol), unless the group config consumer.session.timeout.ms sets it."),
-	msSetting("group.consumer.min.session.timeout.ms", "45000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerMinSessionTimeout },
-		"Smallest consumer.session.timeout.ms a group config may set."),
-	msSetting("group.consumer.max.session.timeout.ms", "60000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerMaxSessionTimeout },
-		"Largest consumer.session.timeout.ms a group config may set."),
-	msSetting("group.consumer.heartbeat.interval.ms", "5000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerHeartbeatInterval },
-		"Heartbeat interval given to consumer group members (KIP-848 protocol), unless the group config consumer.heartbeat.interval.ms sets it."),
-	msSetting("group.consumer.min.heartbeat.interval.ms", "5000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerMinHeartbeatInterval },
-		"Smallest consumer.heartbeat.interval.ms a group config may set."),
-	msSetting("group.consumer.max.heartbeat.interval.ms", "15000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.ConsumerMaxHeartbeatInterval },
-		"Largest consumer.heartbeat.interval.ms a group config may set."),
 	msSetting("group.streams.session.timeout.ms", "45000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.StreamsSessionTimeout },
 		"Session timeout of a streams group member, unless the group config streams.session.timeout.ms sets it."),
 	msSetting("group.streams.min.session.timeout.ms", "45000", between(1, math.MaxInt32), func(g *GroupProtocolConfig) *time.Duration { return &g.StreamsMinSessionTimeout },
@@ -82,8 +67,6 @@ func checkGroupProtocols(c *Config) *ConfigError {
 		v, lo, hi          time.Duration
 		name, loKey, hiKey string
 	}{
-		{"group.consumer.", g.ConsumerSessionTimeout, g.ConsumerMinSessionTimeout, g.ConsumerMaxSessionTimeout, "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms"},
-		{"group.consumer.", g.ConsumerHeartbeatInterval, g.ConsumerMinHeartbeatInterval, g.ConsumerMaxHeartbeatInterval, "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms"},
 		{"group.streams.", g.StreamsSessionTimeout, g.StreamsMinSessionTimeout, g.StreamsMaxSessionTimeout, "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms"},
 		{"group.streams.", g.StreamsHeartbeatInterval, g.StreamsMinHeartbeatInterval, g.StreamsMaxHeartbeatInterval, "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms"},
 	} {
@@ -99,7 +82,6 @@ func checkGroupProtocols(c *Config) *ConfigError {
 		prefix      string
 		hb, session time.Duration
 	}{
-		{"group.consumer.", g.ConsumerHeartbeatInterval, g.ConsumerSessionTimeout},
 		{"group.share.", c.Share.Defaults.HeartbeatInterval, c.Share.Defaults.SessionTimeout},
 		{"group.streams.", g.StreamsHeartbeatInterval, g.StreamsSessionTimeout},
 	} {

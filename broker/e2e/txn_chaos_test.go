@@ -275,6 +275,13 @@ func (c *Cluster) produceTxnInputs(t *testing.T, topic string, n int, inHist *hi
 // names for the transactional id.
 func (c *Cluster) txnCoordinator(t *testing.T, id string) int32 {
 	t.Helper()
+	return c.coordinatorOf(t, 1, id)
+}
+
+// coordinatorOf returns the broker that FindCoordinator names for key of
+// the key type (0 group, 1 transaction), once one is named.
+func (c *Cluster) coordinatorOf(t *testing.T, keyType int8, key string) int32 {
+	t.Helper()
 	cl := c.newClient(t)
 	defer cl.Close()
 	var node int32 = -1
@@ -283,7 +290,7 @@ func (c *Cluster) txnCoordinator(t *testing.T, id string) int32 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
+		req.CoordinatorType, req.CoordinatorKeys = keyType, []string{key}
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			last = err.Error()
@@ -296,7 +303,7 @@ func (c *Cluster) txnCoordinator(t *testing.T, id string) int32 {
 		node = resp.Coordinators[0].NodeID
 		return true
 	}) {
-		t.Fatalf("FindCoordinator(transaction, %q): %s", id, last)
+		t.Fatalf("FindCoordinator(type %d, %q): %s", keyType, key, last)
 	}
 	return node
 }

@@ -1,6 +1,6 @@
 package group
 
-// OffsetCommit: versions 1-8 (v0 is answered the same way).
+// OffsetCommit: versions 1-9 (v0 is answered the same way).
 //
 // Behavior:
 //   - Errors of the whole request go to every partition. The empty group
@@ -15,6 +15,11 @@ package group
 //     it counts as a heartbeat. During CompletingRebalance:
 //     REBALANCE_IN_PROGRESS. During PreparingRebalance commits are still
 //     taken, so members can commit before they rejoin.
+//   - To a consumer group (KIP-848) Generation is the member epoch: a
+//     commit with epoch -1 is taken only while the group has no members;
+//     a member's needs v9 (UNSUPPORTED_VERSION) and its current epoch:
+//     STALE_MEMBER_EPOCH for an older one, FENCED_MEMBER_EPOCH for a
+//     newer one, UNKNOWN_MEMBER_ID for an unknown member.
 //   - Per partition: metadata longer than OffsetMetadataMaxBytes:
 //     OFFSET_METADATA_TOO_LARGE; a partition Config.PartitionExists denies:
 //     UNKNOWN_TOPIC_OR_PARTITION. Null metadata is stored as "".
@@ -174,6 +179,9 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 	if g.state == StateDead {
 		return kerr.CoordinatorNotAvailable.Code
+	}
+	if g.consumer != nil {
+		return g.consumer.validateCommit(req.MemberID, req.Generation, req.Version < 9)
 	}
 	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
 		if code := g.validateMemberLocked(req.MemberID, req.InstanceID); code != 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -55,6 +56,17 @@ type Config struct {
 	// the Coordinator.
 	PartitionExists func(topic string, partition int32) bool
 
+	// Consumer holds the settings of consumer groups (KIP-848).
+	Consumer ConsumerConfig
+
+	// Topics, when set, returns the cluster's topics as the broker's
+	// metadata has them, for resolving consumer groups' subscriptions.
+	// It is called with a group's lock held: it must not call back into
+	// the Coordinator, and should return the same pointer while the
+	// topics do not change (the groups resolve their subscriptions again
+	// when it changes). Nil: no topics exist.
+	Topics func() *TopicSnapshot
+
 	// Now is the clock for the timestamps written to __consumer_offsets
 	// and for offset retention (timeouts use the runtime's monotonic
 	// timers). Nil means time.Now.
@@ -68,6 +80,52 @@ type Config struct {
 	timers timers
 }
 
+// ConsumerConfig holds the group.consumer.* settings and the rebalance
+// protocols the coordinator serves.
+type ConsumerConfig struct {
+	// Enabled is "consumer" in group.coordinator.rebalance.protocols:
+	// ConsumerGroupHeartbeat is served. Without it every heartbeat gets
+	// UNSUPPORTED_VERSION and clients stay on the classic protocol.
+	Enabled bool
+
+	// SessionTimeout and HeartbeatInterval are
+	// group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms: a member whose heartbeats
+	// stop for the session timeout is removed; the interval is what
+	// every heartbeat response tells the member. Defaults 45 s and 5 s.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+
+	// MinSessionTimeout, MaxSessionTimeout, MinHeartbeatInterval and
+	// MaxHeartbeatInterval are the group.consumer.min/max.* bounds of the
+	// per-group overrides (group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms of a GROUP config resource).
+	// Defaults 45 s, 60 s, 5 s, 15 s.
+	MinSessionTimeout, MaxSessionTimeout       time.Duration
+	MinHeartbeatInterval, MaxHeartbeatInterval time.Duration
+
+	// MaxSize is group.consumer.max.size: a member joining a group that
+	// has this many gets GROUP_MAX_SIZE_REACHED. Default MaxInt32.
+	MaxSize int
+
+	// Assignors is group.consumer.assignors: the server-side assignors a
+	// member may name, the first being the default. Default uniform,
+	// range.
+	Assignors []string
+
+	// MigrationPolicy is group.consumer.migration.policy (bidirectional,
+	// upgrade, downgrade, disabled). Empty groups convert between the
+	// protocols under every policy; online migration of groups with
+	// members is not implemented, so the policy does not change
+	// anything else yet.
+	MigrationPolicy string
+
+	// GroupTimeouts, when set, returns a group's session timeout and
+	// heartbeat interval (its GROUP config overrides); zero values mean
+	// the defaults above. It is called with the group's lock held.
+	GroupTimeouts func(groupID string) (session, heartbeat time.Duration)
+}
+
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -79,7 +137,50 @@ func DefaultConfig() Config {
 		OffsetsRetentionCheckInterval: 10 * time.Minute,
 		OffsetMetadataMaxBytes:        4096,
 		MaxAppendBytes:                1 << 20,
+		Consumer:                      DefaultConsumerConfig(),
 	}
+}
+
+// DefaultConsumerConfig returns Kafka's defaults of the group.consumer.*
+// settings.
+func DefaultConsumerConfig() ConsumerConfig {
+	return ConsumerConfig{
+		Enabled:              true,
+		SessionTimeout:       45 * time.Second,
+		HeartbeatInterval:    5 * time.Second,
+		MinSessionTimeout:    45 * time.Second,
+		MaxSessionTimeout:    60 * time.Second,
+		MinHeartbeatInterval: 5 * time.Second,
+		MaxHeartbeatInterval: 15 * time.Second,
+		MaxSize:              math.MaxInt32,
+		Assignors:            []string{AssignorUniform, AssignorRange},
+		MigrationPolicy:      "bidirectional",
+	}
+}
+
+// validate checks the consumer settings.
+func (cc *ConsumerConfig) validate() error {
+	switch {
+	case cc.SessionTimeout <= 0 || cc.HeartbeatInterval <= 0:
+		return fmt.Errorf("%w: consumer session timeout %v and heartbeat interval %v must be positive", ErrInvalidConfig, cc.SessionTimeout, cc.HeartbeatInterval)
+	case cc.HeartbeatInterval >= cc.SessionTimeout:
+		return fmt.Errorf("%w: consumer heartbeat interval %v must be below the session timeout %v", ErrInvalidConfig, cc.HeartbeatInterval, cc.SessionTimeout)
+	case cc.MaxSize < 1:
+		return fmt.Errorf("%w: consumer group max size %d < 1", ErrInvalidConfig, cc.MaxSize)
+	case len(cc.Assignors) == 0:
+		return fmt.Errorf("%w: no consumer group assignor", ErrInvalidConfig)
+	}
+	for _, a := range cc.Assignors {
+		if a != AssignorUniform && a != AssignorRange {
+			return fmt.Errorf("%w: unknown consumer group assignor %q (uniform, range)", ErrInvalidConfig, a)
+		}
+	}
+	switch cc.MigrationPolicy {
+	case "", "bidirectional", "upgrade", "downgrade", "disabled":
+	default:
+		return fmt.Errorf("%w: group.consumer.migration.policy %q", ErrInvalidConfig, cc.MigrationPolicy)
+	}
+	return nil
 }
 
 // ErrInvalidConfig is returned by New for a Config it cannot run with.
@@ -101,6 +202,9 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("%w: OffsetMetadataMaxBytes %d outside [0, %d]", ErrInvalidConfig, cfg.OffsetMetadataMaxBytes, maxStringLen)
 	case cfg.MaxAppendBytes < 1:
 		return fmt.Errorf("%w: MaxAppendBytes %d < 1", ErrInvalidConfig, cfg.MaxAppendBytes)
+	}
+	if err := cfg.Consumer.validate(); err != nil {
+		return err
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -71,6 +71,9 @@ func (c *Coordinator) deleteGroup(id string) (int16, chan error) {
 		return kerr.NonEmptyGroup.Code, nil
 	}
 	recs := append(g.offsetTombstonesLocked(g.allOffsetsLocked()), kv{key: groupKey(g.id)})
+	if g.consumer != nil {
+		recs = append(recs, g.consumerTombstonesLocked()...)
+	}
 	g.killLocked(kerr.GroupIDNotFound.Code)
 	g.c.forget(g)
 	g.c.cfg.Logger.Info("group: deleted", "group", g.id)

@@ -1,9 +1,10 @@
 package group
 
-// DescribeGroups: versions 0-5. ListGroups: versions 0-4.
+// DescribeGroups: versions 0-5. ListGroups: versions 0-5.
 //
 // Behavior:
-//   - DescribeGroups answers each group on its own: its state, protocol
+//   - DescribeGroups answers each group on its own (a consumer group of
+//     KIP-848 as consumer_describe.go says): its state, protocol
 //     type and members (member id, instance id, client id and host). Only
 //     a Stable group shows its protocol and each member's metadata and
 //     assignment, as in Kafka. An unknown group is described as "Dead"
@@ -12,7 +13,9 @@ package group
 //     as allowed: the broker's handler, which checks ACLs, replaces them
 //     with the principal's.
 //   - ListGroups lists every group of the loaded partitions except Dead
-//     ones, ordered by id; v4 filters by state names (case-insensitive).
+//     ones, ordered by id; v4 filters by state names, v5 by group type
+//     ("classic", "consumer"), both case-insensitive. A consumer group
+//     lists with its own states (Empty, Assigning, Reconciling, Stable).
 //     While a partition loads it answers COORDINATOR_LOAD_IN_PROGRESS with
 //     the groups it has; after Close, COORDINATOR_NOT_AVAILABLE.
 
@@ -60,6 +63,10 @@ func (c *Coordinator) describe(rg *kmsg.DescribeGroupsResponseGroup) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.consumer != nil && g.state != StateDead {
+		g.describeConsumerLocked(rg)
+		return
+	}
 	rg.State = g.state.String()
 	rg.ProtocolType = g.protocolType
 	if g.state == StateDead {
@@ -107,21 +114,22 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 	for _, t := range req.TypesFilter {
 		types[strings.ToLower(t)] = true
 	}
-	if len(types) > 0 && !types["classic"] {
-		return resp
-	}
 	for _, g := range c.groupsSorted() {
 		g.mu.Lock()
-		state, ptype := g.state, g.protocolType
+		dead, ptype := g.state == StateDead, g.protocolType
+		state, gtype := g.state.String(), "classic"
+		if g.consumer != nil {
+			state, gtype = g.consumer.state(), "consumer"
+		}
 		g.mu.Unlock()
-		if state == StateDead || (len(states) > 0 && !states[strings.ToLower(state.String())]) {
+		if dead || (len(states) > 0 && !states[strings.ToLower(state)]) || (len(types) > 0 && !types[gtype]) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group = g.id
 		lg.ProtocolType = ptype
-		lg.GroupState = state.String()
-		lg.GroupType = "classic"
+		lg.GroupState = state
+		lg.GroupType = gtype
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp

@@ -1,6 +1,7 @@
-// Package group is Strata's classic consumer group coordinator: the group
-// state machine of Kafka's classic protocol (JoinGroup, SyncGroup,
-// Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch,
+// Package group is Strata's consumer group coordinator: the group state
+// machine of Kafka's classic protocol (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup), the consumer groups of KIP-848 (ConsumerGroupHeartbeat,
+// ConsumerGroupDescribe), committed offsets (OffsetCommit, OffsetFetch,
 // OffsetDelete, and TxnOffsetCommit with the transaction markers that
 // complete it), group administration (DescribeGroups, ListGroups,
 // DeleteGroups), and their durability in the internal topic
@@ -63,6 +64,43 @@
 // restarts takes over its old member's place under a new member id; the
 // old id is fenced, and a Stable group does not rebalance for it.
 //
+// # Consumer groups (KIP-848)
+//
+// A consumer group is driven by its members' heartbeats; the server
+// assigns. Three epochs order everything: the group epoch goes up when a
+// member joins or leaves, a subscription changes, or the subscribed
+// topics change (created, deleted, more partitions: the coordinator
+// resolves subscriptions against Config.Topics, topic names and regular
+// expressions matching whole names); the target assignment, computed by
+// the assignor (uniform or range, the one most members name) when the
+// group epoch passed it, carries the group epoch it was computed at; each
+// member's epoch says which target it has reconciled to.
+//
+//	member heartbeat ──► subscription changed? ──► group epoch + 1
+//	                 ──► group epoch > target epoch? ──► new target
+//	                 ──► reconcile the member towards its target:
+//
+//	  Stable ──(target epoch moved)──► revoke partitions not in the target?
+//	     ▲                              │ yes: UnrevokedPartitions, same epoch,
+//	     │                              │      until the heartbeat no longer
+//	     │                              │      lists them (or the rebalance
+//	     │                              │      timeout removes the member)
+//	     │                              ▼ no: member epoch = target epoch,
+//	     └──────── all target partitions free ◄── new partitions only if no
+//	                                              one else owns them, else
+//	                                              UnreleasedPartitions
+//
+// The coordinator keeps the owner of every partition (a member's assigned
+// and revoking partitions), so a partition is never given to a member
+// while another still has it. A member whose heartbeats stop for the
+// session timeout, or who leaves (epoch -1), is removed and its partitions
+// are free; a static member (instance id) leaving with epoch -2 keeps its
+// assignment, unavailable to others, until it rejoins under a new member
+// id (it inherits the assignment) or its session times out. An Empty
+// classic group becomes a consumer group on a first heartbeat and an
+// empty consumer group a classic one on a JoinGroup, keeping its offsets;
+// groups with members do not convert (no online migration).
+//
 // # Records in __consumer_offsets
 //
 // Group ids map to partitions as in Kafka (PartitionFor). Every write is
@@ -119,6 +157,36 @@
 // members with their metadata for the selected protocol and their
 // assignments), when a static member is replaced without a rebalance, and
 // when the group becomes Empty (no members, null protocol and leader).
+//
+// Consumer groups are written as Kafka's group coordinator writes them,
+// with key types 3 to 8 (ConsumerGroup*Key, version 3-8, strings as
+// above) and values of version 0 in Kafka's flexible encoding: compact
+// strings and arrays (an unsigned varint of length+1, 0 for null),
+// 16-byte topic ids, big-endian integers, and after every struct a
+// tagged-field section (an unsigned varint count of (tag, size, bytes)),
+// written empty and skipped when read.
+//
+//	key                                         value (version 0)
+//	3 group                 ConsumerGroupMetadata  epoch int32
+//	4 group                 PartitionMetadata      [topic id, name, partitions int32, [] racks]
+//	5 group, member         MemberMetadata         instance id?, rack id?, client id, client host,
+//	                                               [topic names], regex?, rebalance timeout int32,
+//	                                               server assignor?
+//	6 group                 TargetAssignmentMetadata  assignment epoch int32
+//	7 group, member         TargetAssignmentMember    [topic id, [partition int32]]
+//	8 group, member         CurrentMemberAssignment   member epoch, previous epoch int32, state int8,
+//	                                                  [assigned], [pending revocation]
+//
+// After each change the group appends the records whose value differs
+// from what it last wrote, in one batch, and a heartbeat is answered
+// once the batch is appended. A removed member gets tombstones of its
+// keys 5, 7 and 8; a deleted consumer group, or one that becomes a
+// classic group, of all its keys; a classic group that becomes a
+// consumer group a tombstone of its group key. Load rebuilds a consumer
+// group from its records: epochs, topic metadata, members with their
+// targets and current assignments, the owners of their partitions, and
+// sessions restarted, so members heartbeat on to the new coordinator
+// without rejoining.
 // Load replays a partition from its start: offsets and groups come back,
 // a group with members as Stable at its generation with its sessions
 // restarted. Values of versions 0-4 are read; other key or value versions
@@ -152,7 +220,8 @@
 // each offset that expires (offsets.retention.minutes, KIP-211: counted
 // from when a group with a protocol type became Empty, from each commit
 // for a group that only commits, from each commit for the topics no member
-// of a Stable "consumer" group subscribes to; at the commit's own expire
+// of a Stable "consumer" group subscribes to, and of a KIP-848 consumer
+// group, with members or not, as Kafka's ConsumerGroup; at the commit's own expire
 // time for OffsetCommit v2-v4 with a retention time), for each offset
 // OffsetDelete deletes, for each offset of a group DeleteGroups deletes
 // and for each offset of a deleted topic (DeleteTopicOffsets, Kafka's

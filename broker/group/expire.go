@@ -55,6 +55,12 @@ func (g *group) expireLocked(now time.Time) {
 	var base func(e offsetEntry) int64
 	var keep map[string]struct{}
 	switch {
+	case g.consumer != nil:
+		// Kafka's ConsumerGroup: an offset of a topic no member
+		// subscribes to expires from its commit, whether or not the
+		// group has members.
+		base = func(e offsetEntry) int64 { return e.commitTime }
+		keep = g.subscribed
 	case g.protocolType != "" && g.state == StateEmpty:
 		emptySince := g.stateSince.UnixMilli()
 		base = func(offsetEntry) int64 { return emptySince }
@@ -81,6 +87,9 @@ func (g *group) expireLocked(now time.Time) {
 		len(g.pendingCommits) == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0
 	if deleteGroup {
 		recs = append(recs, kv{key: groupKey(g.id)})
+		if g.consumer != nil {
+			recs = append(recs, g.consumerTombstonesLocked()...)
+		}
 		g.killLocked(kerr.GroupIDNotFound.Code)
 		g.c.forget(g)
 	}

@@ -1,6 +1,6 @@
 package group
 
-// OffsetFetch: versions 1-8 (v0 is answered the same way).
+// OffsetFetch: versions 1-9 (v0 is answered the same way).
 //
 // Behavior:
 //   - v8 asks for several groups at once, each answered with its own
@@ -16,6 +16,9 @@ package group
 //     pending (a transactional one waiting for its marker, or a plain one
 //     being appended) answers offset -1 and UNSTABLE_OFFSET_COMMIT, which
 //     clients retry; without it the last committed offset is answered.
+//   - v9 (KIP-848): a group's MemberID and MemberEpoch, when given for a
+//     consumer group, must be a member's and its epoch: UNKNOWN_MEMBER_ID,
+//     STALE_MEMBER_EPOCH (older), FENCED_MEMBER_EPOCH (newer).
 
 import (
 	"context"
@@ -42,7 +45,11 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			for _, t := range rg.Topics {
 				want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
 			}
-			code, got := c.fetchOffsets(rg.Group, want, rg.Topics == nil, req.RequireStable)
+			member := fetchMember{id: rg.MemberID, epoch: rg.MemberEpoch}
+			if req.Version < 9 {
+				member = fetchMember{epoch: -1}
+			}
+			code, got := c.fetchOffsets(rg.Group, want, rg.Topics == nil, req.RequireStable, member)
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
 			sg.ErrorCode = code
@@ -71,7 +78,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 		want = append(want, fetchedTopic{topic: t.Topic, partitions: t.Partitions})
 	}
 	all := req.Topics == nil && req.Version >= 2
-	code, got := c.fetchOffsets(req.Group, want, all, req.Version >= 7 && req.RequireStable)
+	code, got := c.fetchOffsets(req.Group, want, all, req.Version >= 7 && req.RequireStable, fetchMember{epoch: -1})
 	if code != 0 {
 		if req.Version >= 2 {
 			resp.ErrorCode = code
@@ -116,7 +123,14 @@ func unknownOffsets(want []fetchedTopic) []fetchedTopic {
 // fetchOffsets returns a group error, or the committed offsets of the
 // wanted partitions (all of them when all is set); with stable, partitions
 // with a pending commit get UNSTABLE_OFFSET_COMMIT instead.
-func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all, stable bool) (int16, []fetchedTopic) {
+// fetchMember is who fetches: a member of a consumer group (OffsetFetch
+// v9+), or nobody in particular (nil id, epoch -1).
+type fetchMember struct {
+	id    *string
+	epoch int32
+}
+
+func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all, stable bool, member fetchMember) (int16, []fetchedTopic) {
 	if !validGroupID(groupID, true) {
 		return kerr.InvalidGroupID.Code, nil
 	}
@@ -132,6 +146,15 @@ func (c *Coordinator) fetchOffsets(groupID string, want []fetchedTopic, all, sta
 	defer g.mu.Unlock()
 	if g.state == StateDead {
 		return 0, out
+	}
+	if g.consumer != nil && (member.id != nil || member.epoch >= 0) {
+		id := ""
+		if member.id != nil {
+			id = *member.id
+		}
+		if code := g.consumer.checkMemberEpoch(id, member.epoch); code != 0 {
+			return code, nil
+		}
 	}
 	if all {
 		topics := make([]string, 0, len(g.offsets))

@@ -107,6 +107,9 @@ type logRecord struct {
 
 	// Group records: meta is nil for a tombstone.
 	meta *kmsg.GroupMetadataValue
+
+	// Consumer group records (KIP-848), of key types 3-8.
+	consumer *consumerRecord
 }
 
 // decodeRecord decodes one record. Errors wrap ErrUnknownRecord or
@@ -159,6 +162,14 @@ func decodeRecord(key, value []byte) (logRecord, error) {
 			return r, fmt.Errorf("%w: group value of %s: %v", ErrBadRecord, k.Group, err)
 		}
 		r.meta = &v
+		return r, nil
+	case keyConsumerMetadataV3, keyConsumerPartitionMetadataV4, keyConsumerMemberV5,
+		keyConsumerTargetMetadataV6, keyConsumerTargetMemberV7, keyConsumerCurrentMemberV8:
+		group, rec, err := decodeConsumerRecord(ver, key, value)
+		if err != nil {
+			return r, err
+		}
+		r.group, r.consumer = group, &rec
 		return r, nil
 	default:
 		return r, fmt.Errorf("%w: key version %d", ErrUnknownRecord, ver)

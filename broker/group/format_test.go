@@ -47,7 +47,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		want       error
 	}{
 		{[]byte{0}, nil, ErrBadRecord},
-		{[]byte{0, 7, 0, 0}, nil, ErrUnknownRecord},
+		{[]byte{0, 42, 0, 0}, nil, ErrUnknownRecord},
 		{[]byte{0, 1, 0, 5, 'a'}, nil, ErrBadRecord},
 		{offsetKey("g", "t", 0), []byte{0}, ErrBadRecord},
 		{offsetKey("g", "t", 0), []byte{0, 5}, ErrUnknownRecord},

@@ -192,6 +192,10 @@ type group struct {
 
 	subscribed map[string]struct{} // topics of a "consumer" group's members; nil: unknown
 
+	// consumer is set for a consumer group of KIP-848's protocol
+	// (consumer_group.go), nil for a classic group.
+	consumer *consumerGroup
+
 	offsets        map[string]map[int32]offsetEntry
 	pendingCommits map[tp]int // commits queued for the log, not applied yet
 	// txnOffsets holds, per producer id, the transactional commits
@@ -402,6 +406,11 @@ func (g *group) killLocked(code int16) {
 		g.rebalanceTimer.Stop()
 	}
 	g.stopSyncTimerLocked()
+	if g.consumer != nil {
+		for _, m := range g.consumer.members {
+			g.removeConsumerMemberLocked(m, false)
+		}
+	}
 	g.transitionLocked(StateDead)
 }
 

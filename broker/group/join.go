@@ -33,6 +33,9 @@ package group
 //     leader's join, or changed protocols, start a rebalance.
 //   - If ctx is done first, the join is abandoned: a member that joined in
 //     this rebalance is dropped, an existing one counts as not rejoined.
+//   - A consumer group (KIP-848) without members becomes a classic group,
+//     keeping its offsets; one with members answers
+//     INCONSISTENT_GROUP_PROTOCOL.
 //   - v8+: the client's Reason is logged with the join (KIP-800).
 
 import (
@@ -93,6 +96,14 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 func (g *group) joinLocked(cl Client, req *kmsg.JoinGroupRequest, session, rebalance time.Duration) (*member, chan joinResult, joinResult) {
 	if g.state == StateDead {
 		return nil, nil, joinError(kerr.CoordinatorNotAvailable.Code, req.MemberID)
+	}
+	if g.consumer != nil {
+		if len(g.consumer.members) > 0 {
+			// No online migration: classic members do not join a
+			// consumer group that has members.
+			return nil, nil, joinError(kerr.InconsistentGroupProtocol.Code, req.MemberID)
+		}
+		g.toClassicLocked()
 	}
 	if !g.supportsProtocolsLocked(req.ProtocolType, req.Protocols) {
 		return nil, nil, joinError(kerr.InconsistentGroupProtocol.Code, req.MemberID)

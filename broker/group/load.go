@@ -146,6 +146,7 @@ type replay struct {
 	logger        *slog.Logger
 	offsets       map[string]map[tp]offsetEntry           // group -> committed offsets
 	meta          map[string]*kmsg.GroupMetadataValue     // group -> last metadata (nil: tombstone)
+	consumer      map[string]*consumerReplay              // group -> its consumer group records
 	pending       map[int64]map[string]map[tp]offsetEntry // producer -> group -> transactional offsets before the marker
 	order         []string                                // groups in order of first appearance
 	seen          map[string]bool
@@ -163,6 +164,7 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 		offsets:   make(map[string]map[tp]offsetEntry),
 		pending:   make(map[int64]map[string]map[tp]offsetEntry),
 		meta:      make(map[string]*kmsg.GroupMetadataValue),
+		consumer:  make(map[string]*consumerReplay),
 		seen:      make(map[string]bool),
 	}
 }
@@ -314,6 +316,15 @@ func (r *replay) see(group string) {
 
 func (r *replay) apply(lr logRecord) {
 	r.see(lr.group)
+	if lr.consumer != nil {
+		cr := r.consumer[lr.group]
+		if cr == nil {
+			cr = &consumerReplay{members: make(map[string]*memberReplay)}
+			r.consumer[lr.group] = cr
+		}
+		cr.apply(*lr.consumer)
+		return
+	}
 	if !lr.isOffset {
 		r.meta[lr.group] = lr.meta
 		if lr.meta == nil {
@@ -355,7 +366,11 @@ func (r *replay) build(c *Coordinator, p *partition) []*group {
 	}
 	for _, id := range r.order {
 		meta, offsets, pending := r.meta[id], r.offsets[id], pendingOf[id]
-		if meta == nil && len(offsets) == 0 && len(pending) == 0 {
+		cr := r.consumer[id]
+		if cr != nil && cr.epoch == nil {
+			cr = nil // the consumer group was deleted or became classic
+		}
+		if meta == nil && len(offsets) == 0 && len(pending) == 0 && cr == nil {
 			continue // deleted
 		}
 		if want := c.PartitionFor(id); want != p.id {
@@ -376,7 +391,9 @@ func (r *replay) build(c *Coordinator, p *partition) []*group {
 			}
 			g.txnOffsets[pid] = pend
 		}
-		if meta != nil {
+		if cr != nil {
+			g.restoreConsumerLocked(cr)
+		} else if meta != nil {
 			g.restoreLocked(meta)
 		}
 		r.numOffsets += g.numOffsetsLocked()

@@ -253,6 +253,8 @@ func (g *group) validateTxnCommitLocked(req *kmsg.TxnOffsetCommitRequest) int16 
 	switch {
 	case g.state == StateDead:
 		return kerr.CoordinatorNotAvailable.Code
+	case g.consumer != nil:
+		return g.consumer.validateCommit(req.MemberID, req.Generation, false)
 	case req.Generation < 0 && g.state == StateEmpty:
 		return 0
 	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:
