@@ -14,12 +14,12 @@ import (
 	"github.com/stratastream/strata/coord/zktest"
 )
 
-// TestUpdateFeatures: a new cluster finalizes transaction.version 2;
+// TestUpdateFeatures: a new cluster finalizes transaction.version 1;
 // ApiVersions advertises it (v3: the finalized level only, v4 also the
 // supported range 0-2); UpdateFeatures checks the level (above 2, or a
 // downgrade without a downgrade type: INVALID_UPDATE_VERSION), validates
-// only when asked, downgrades and upgrades it, each change seen with a
-// larger epoch. Every other feature is refused per feature with
+// only when asked, upgrades, downgrades and removes it, each change seen
+// with a larger epoch. Every other feature is refused per feature with
 // INVALID_REQUEST and Kafka 3.9's message (unsupported feature,
 // deletion of a feature not finalized, a level below 1 without a
 // downgrade type, an empty name, an unknown upgrade type), on v0 and
@@ -31,8 +31,8 @@ func TestUpdateFeatures(t *testing.T) {
 	adm := kadm.NewClient(cl)
 
 	level, epoch := finalizedTxnVersion(t, cl, 4)
-	if level != 2 || epoch < 1 {
-		t.Fatalf("new cluster: transaction.version %d epoch %d, want 2", level, epoch)
+	if level != 1 || epoch < 1 || s.transactionsV2() {
+		t.Fatalf("new cluster: transaction.version %d epoch %d, want 1", level, epoch)
 	}
 	update := func(validate bool, level int16, upgrade int8) error {
 		t.Helper()
@@ -45,30 +45,33 @@ func TestUpdateFeatures(t *testing.T) {
 	if err := update(false, 3, 1); !errors.Is(err, kerr.InvalidUpdateVersion) {
 		t.Errorf("level 3: %v, want INVALID_UPDATE_VERSION", err)
 	}
-	if err := update(false, 1, 1); !errors.Is(err, kerr.InvalidUpdateVersion) {
-		t.Errorf("downgrade typed as upgrade: %v, want INVALID_UPDATE_VERSION", err)
-	}
-	if err := update(true, 1, 2); err != nil {
+	if err := update(true, 2, 1); err != nil {
 		t.Errorf("validate only: %v", err)
 	}
-	if l, e := finalizedTxnVersion(t, cl, 4); l != 2 || e != epoch {
+	if l, e := finalizedTxnVersion(t, cl, 4); l != 1 || e != epoch {
 		t.Fatalf("after validate only: %d epoch %d", l, e)
-	}
-	if err := update(false, 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	l, e := finalizedTxnVersion(t, cl, 3)
-	if l != 1 || e <= epoch {
-		t.Fatalf("after the downgrade: %d epoch %d (was %d)", l, e, epoch)
-	}
-	if s.transactionsV2() {
-		t.Error("transaction version 2 still on after the downgrade")
 	}
 	if err := update(false, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if l, e2 := finalizedTxnVersion(t, cl, 4); l != 2 || e2 <= e || !s.transactionsV2() {
-		t.Fatalf("after the upgrade: %d epoch %d", l, e2)
+	l, e := finalizedTxnVersion(t, cl, 3)
+	if l != 2 || e <= epoch || !s.transactionsV2() {
+		t.Fatalf("after the upgrade: %d epoch %d (was %d)", l, e, epoch)
+	}
+	if err := update(false, 1, 1); !errors.Is(err, kerr.InvalidUpdateVersion) {
+		t.Errorf("downgrade typed as upgrade: %v, want INVALID_UPDATE_VERSION", err)
+	}
+	if err := update(false, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if l, e2 := finalizedTxnVersion(t, cl, 4); l != 1 || e2 <= e || s.transactionsV2() {
+		t.Fatalf("after the downgrade: %d epoch %d", l, e2)
+	}
+	if err := update(false, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := finalizedTxnVersion(t, cl, 4); l != 0 {
+		t.Fatalf("after the removal: %d", l)
 	}
 	res, err := adm.UpdateFeatures(ctx, true, kadm.FeatureUpdate{Feature: "metadata.version", MaxVersionLevel: 21, UpgradeType: 1})
 	if err != nil || !errors.Is(res["metadata.version"].Err, kerr.InvalidRequest) {

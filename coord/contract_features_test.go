@@ -30,9 +30,9 @@ func testFinalizedFeatures(t *testing.T, e env) {
 			t.Fatal(err)
 		}
 	}
-	set(1)
+	set(2)
 	fs, epoch2 := a.FinalizedFeatures()
-	if fs["transaction.version"] != 1 || epoch2 <= epoch {
+	if fs["transaction.version"] != 2 || epoch2 <= epoch {
 		t.Fatalf("writer's read: %v epoch %d (was %d)", fs, epoch2, epoch)
 	}
 	select {
@@ -42,7 +42,7 @@ func testFinalizedFeatures(t *testing.T, e env) {
 	}
 	if !poll.For(waitTimeout, func() bool {
 		got, ep := b.FinalizedFeatures()
-		return got["transaction.version"] == 1 && ep == epoch2
+		return got["transaction.version"] == 2 && ep == epoch2
 	}) {
 		got, ep := b.FinalizedFeatures()
 		t.Fatalf("other session: %v epoch %d", got, ep)

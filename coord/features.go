@@ -17,8 +17,11 @@ import (
 // the levels its readers give an absent feature until an upgrade.
 
 // NewClusterFeatures are the finalized features a new cluster starts
-// with, as Kafka 4.x finalizes transaction.version 2 in a new cluster.
-var NewClusterFeatures = map[string]int16{"transaction.version": 2}
+// with: transaction.version 1, the transaction protocol of Kafka 3.x that
+// every client speaks. (Kafka 4.x finalizes 2 in a new cluster; here
+// version 2 is an UpdateFeatures away, `strata features upgrade` or
+// kafka-features.sh.)
+var NewClusterFeatures = map[string]int16{"transaction.version": 1}
 
 // FeatureStore keeps the finalized features (see above).
 type FeatureStore interface {

@@ -439,6 +439,11 @@ func (c *Coordinator) fenceLocked(e *entry) Metadata {
 	}
 	next.LastProducerEpoch = -1
 	next.State, next.LastUpdateMs = PrepareAbort, c.nowMs()
+	// A fence is no EndTxn of version 2: the fenced producer's EndTxn
+	// retry with the epoch before the bump must be PRODUCER_FENCED, not
+	// taken for a retry. (Its markers' epoch is above the records'
+	// anyway.)
+	next.ClientVersion = min(next.ClientVersion, TransactionVersion1)
 	e.pending = PrepareAbort
 	return next
 }

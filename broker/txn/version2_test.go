@@ -3,6 +3,7 @@ package txn
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -179,5 +180,32 @@ func TestVersion2FailoverMidTransaction(t *testing.T) {
 	}
 	if p, ep2, ke := e.c.EndTxnV2("f2", pid, epoch, true); ke != nil || p != pid || ep2 != ep {
 		t.Errorf("retry after failover: %d/%d %v", p, ep2, ke)
+	}
+}
+
+// TestVersion2TimeoutFences: a transaction of version 2 that passes its
+// timeout is aborted with the epoch bumped; the fenced producer's EndTxn
+// is PRODUCER_FENCED (a fence is no EndTxn bump to retry).
+func TestVersion2TimeoutFences(t *testing.T) {
+	e := newEnv(t)
+	pid, epoch, ke := e.c.InitProducerID("to", 1000, -1, -1)
+	if ke != nil {
+		t.Fatal(ke)
+	}
+	if ke := e.c.AddPartitionsV2("to", pid, epoch, tps("t")); ke != nil {
+		t.Fatal(ke)
+	}
+	e.clock.Advance(2 * time.Second)
+	if n := e.c.AbortTimedOut(); n != 1 {
+		t.Fatalf("%d aborts", n)
+	}
+	md := e.awaitState("to", CompleteAbort)
+	if md.ProducerEpoch != epoch+1 {
+		t.Fatalf("after the timeout: %+v", md)
+	}
+	for _, commit := range []bool{true, false} {
+		if _, _, ke := e.c.EndTxnV2("to", pid, epoch, commit); ke != kerr.ProducerFenced {
+			t.Errorf("fenced producer's EndTxn (commit %v): %v, want PRODUCER_FENCED", commit, ke)
+		}
 	}
 }
