@@ -180,7 +180,8 @@ func checkTxnReads(t *testing.T, seeds []string, topic string, committed, aborte
 // (GroupTransactSession) commits its offsets with TxnOffsetCommit v5 and
 // no AddOffsetsToTxn, and a producer's partitions on other brokers are
 // added by their leaders (AddPartitionsToTxn v5 between brokers): the
-// output holds every input record exactly once.
+// output holds every input record exactly once. A downgrade back to 1 is
+// seen by every broker.
 func TestTxnVersion2Cluster(t *testing.T) {
 	zk := zktest.Start(t)
 	connect := zk.ConnectString("/strata-txn-v2")
@@ -225,6 +226,8 @@ func TestTxnVersion2Cluster(t *testing.T) {
 	if sum != n {
 		t.Errorf("committed offsets sum to %d, want %d", sum, n)
 	}
+	// The downgrade through kadm reaches every broker too.
+	setTxnVersion(t, admin, 1, brokers...)
 }
 
 // runETL copies records from in to out with a GroupTransactSession,
