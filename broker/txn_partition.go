@@ -207,8 +207,13 @@ func (s *Server) verifyFirstTxnBatch(ctx context.Context, chk txnCheck, p *parti
 	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil || !(chk.add || s.cfg.Transactions.PartitionVerification) {
 		return 0, false, nil
 	}
-	open, markers := p.producers.InTransaction(h.ProducerID)
-	if open {
+	// A batch of a later epoch than the open transaction's is verified
+	// too (Kafka 4.x's hasOngoingTransaction at the epoch): under
+	// transaction version 2 it is the producer's next transaction, begun
+	// while the previous one's marker is still on its way, and must wait
+	// until the coordinator has completed that one.
+	open, epoch, markers := p.producers.InTransaction(h.ProducerID)
+	if open && epoch == h.ProducerEpoch {
 		return 0, false, nil
 	}
 	if err := s.verifyTxnPartition(ctx, chk, *transactionalID, h.ProducerID, h.ProducerEpoch, p.topic, p.index); err != nil {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -129,24 +127,8 @@ func TestTxnVersion2SingleNode(t *testing.T) {
 	}
 	checkSpokeV2(t, &rc, 6, false)
 
-	ctx := testCtx(t)
-	if err := p1.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p1.ProduceSync(ctx, &kgo.Record{Topic: "tx-v2", Value: []byte("zombie")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	p2 := txnProducer(t, seeds, "v2-1")
-	c2, a2 := runTxns(t, p2, "tx-v2", 2, 5, "b")
+	_, c2, a2 := fenceZombie(t, p1, seeds, "v2-1", "tx-v2", 2)
 	committed, aborted = append(committed, c2...), append(aborted, a2...)
-	err := p1.EndTransaction(ctx, kgo.TryCommit)
-	if err == nil {
-		t.Fatal("the fenced producer committed")
-	}
-	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
-		t.Errorf("fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
-	}
-	aborted = append(aborted, "zombie")
 
 	setTxnVersion(t, admin, 1, s)
 	before := rc.count(26, 0, 4)

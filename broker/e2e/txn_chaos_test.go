@@ -104,7 +104,7 @@ func runTxnChaos(t *testing.T, txnVersion int16) {
 		"offsets.topic.replication.factor=3")
 	requireTransactions(t, c.Broker(1))
 	if txnVersion != 1 {
-		c.finalizeTxnVersion(t, txnVersion)
+		finalizeTxnVersion(t, txnVersion, c.brokers...)
 	}
 	const in, out, group = "txc-in", "txc-out", "txc"
 	opts := map[string]string{"min.insync.replicas": "2"}
@@ -258,20 +258,19 @@ func runTxnChaos(t *testing.T, txnVersion int16) {
 }
 
 // finalizeTxnVersion sets transaction.version through UpdateFeatures
-// and waits until every broker's ApiVersions finalizes it.
-func (c *Cluster) finalizeTxnVersion(t *testing.T, level int16) {
+// and waits until each of brokers finalizes it in ApiVersions.
+func finalizeTxnVersion(t *testing.T, level int16, brokers ...*Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := kadm.NewClient(c.Client(t)).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: 1})
+	res, err := kadm.NewClient(brokers[0].Client(t)).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: 1})
 	if err == nil {
 		err = res["transaction.version"].Err
 	}
 	if err != nil {
 		t.Fatalf("transaction.version %d: %v", level, err)
 	}
-	for id := int32(1); id <= int32(len(c.brokers)); id++ {
-		b := c.Broker(id)
+	for _, b := range brokers {
 		if !poll.For(30*time.Second, func() bool {
 			resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, b.Client(t))
 			if err != nil {
@@ -284,7 +283,7 @@ func (c *Cluster) finalizeTxnVersion(t *testing.T, level int16) {
 			}
 			return false
 		}) {
-			t.Fatalf("broker %d does not finalize transaction.version %d", id, level)
+			t.Fatalf("broker at %s does not finalize transaction.version %d", b.Addr, level)
 		}
 	}
 	t.Logf("transaction.version %d finalized on every broker", level)

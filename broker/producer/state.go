@@ -405,16 +405,19 @@ func (s *StateManager) LastStableOffset(hw int64) int64 {
 }
 
 // InTransaction reports whether the producer has an open transaction in
-// the partition, and how many markers the partition has applied for it.
-// A first transactional batch (not in a transaction) is verified with the
-// coordinator (KIP-890) outside the append lock; the caller compares the
-// marker count under the lock afterwards to see that no marker came
-// between.
-func (s *StateManager) InTransaction(pid int64) (open bool, markers uint64) {
+// the partition, at which epoch, and how many markers the partition has
+// applied for it. A first transactional batch (not in a transaction at
+// its epoch) is verified with the coordinator (KIP-890) outside the
+// append lock; the caller compares the marker count under the lock
+// afterwards to see that no marker came between.
+func (s *StateManager) InTransaction(pid int64) (open bool, epoch int16, markers uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.mu.producers[pid]
-	return e != nil && e.txnFirst >= 0, s.mu.markers[pid]
+	if e == nil || e.txnFirst < 0 {
+		return false, -1, s.mu.markers[pid]
+	}
+	return true, e.epoch, s.mu.markers[pid]
 }
 
 // TruncateHead forgets the producers whose last batch lies below
