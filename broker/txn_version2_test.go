@@ -10,6 +10,7 @@ import (
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment/poll"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -255,4 +256,46 @@ func runETL(t *testing.T, seeds []string, in, out, group string, n int) {
 		t.Fatalf("copied %d of %d records", copied, n)
 	}
 	t.Logf("copied %d records in %d transactions", copied, txns)
+}
+
+// TestTxnVersion2PartitionEpochs: the partition's side of transaction
+// version 2. A producer's transaction open at epoch 0 (appended raw,
+// verification off) is not joined by a Produce v12 batch of epoch 1 (the
+// producer's next transaction, begun while this one's marker is on its
+// way): that batch goes to the coordinator, which does not know the
+// producer here, and is refused. A version 2 marker at the open
+// transaction's epoch is INVALID_PRODUCER_EPOCH (it would be stale); one
+// at the bumped epoch ends it, and a late batch of epoch 0 is then
+// INVALID_PRODUCER_EPOCH.
+func TestTxnVersion2PartitionEpochs(t *testing.T) {
+	s := startServer(t, map[string]string{"transaction.partition.verification.enable": "false"})
+	v11 := newClient(t, s, kgo.MaxVersions(maxKey(0, 11)))
+	cl := newClient(t, s)
+	createTopic(t, cl, "tx-ep", 1, nil)
+	setTxnVersion(t, cl, 2, s)
+	pid, _ := initProducerID(t, cl)
+	mustProduce(t, v11, "tx-ep", txnBatch(t, pid, 0, 0, 2, "a"), 0) // 0-1, open at epoch 0
+
+	if sp := produceRaw(t, cl, "tx-ep", 0, txnBatch(t, pid, 1, 0, 1, "b")); sp.ErrorCode == 0 {
+		t.Fatalf("epoch 1 joined the open transaction of epoch 0 at offset %d", sp.BaseOffset)
+	}
+	if end := latestOffset(t, cl, "tx-ep", 0, 0); end != 2 {
+		t.Fatalf("log end %d, want 2", end)
+	}
+	marker := func(epoch int16) int16 {
+		t.Helper()
+		req := markerRequest("tx-ep", 0, pid, epoch, true, 0)
+		req.Version, req.Markers[0].TransactionVersion = 2, 2
+		resp := s.writeTxnMarkers(testCtx(t), req)
+		return resp.Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	if code := marker(0); code != kerr.InvalidProducerEpoch.Code {
+		t.Errorf("version 2 marker at the open transaction's epoch: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code := marker(1); code != 0 {
+		t.Fatalf("version 2 marker at the bumped epoch: %v", kerr.ErrorForCode(code))
+	}
+	if sp := produceRaw(t, v11, "tx-ep", 0, txnBatch(t, pid, 0, 2, 1, "late")); sp.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Errorf("late batch of epoch 0: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(sp.ErrorCode))
+	}
 }
