@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/stratastream/strata/broker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,7 +43,8 @@ type txnCheck struct {
 //   - NOT_ENOUGH_REPLICAS, which clients retry: the coordinator is not
 //     reachable, moving, loading, or the transaction is ending
 //     (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-//     COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS).
+//     COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS; the last is
+//     asked again here for up to 100 ms first, as Kafka does).
 //
 // The coordinator is asked in process when this broker coordinates the
 // id, else over the Transactions gRPC service with an AddPartitionsToTxn
@@ -53,9 +55,62 @@ func (s *Server) verifyTxnPartition(ctx context.Context, chk txnCheck, transacti
 	if s.txns == nil {
 		return newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator not started")
 	}
+	code, err := s.askTxnCoordinator(ctx, chk, transactionalID, producerID, epoch, tp)
+	// CONCURRENT_TRANSACTIONS (the previous transaction completing, or
+	// another leader's add of the same transaction being written) is
+	// retried here for a while, as Kafka's ReplicaManager does
+	// (add.partitions.to.txn.retry.backoff.ms and .max.ms): the client
+	// would otherwise wait for its next metadata refresh before it
+	// retries the produce.
+	backoff, waited := txnAddRetryBackoff, time.Duration(0)
+	for err == nil && code == kerr.ConcurrentTransactions.Code && waited < txnAddRetryMax {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return newKafkaError(kerr.NotEnoughReplicas, "transaction of %q: %v", transactionalID, ctx.Err())
+		case <-t.C:
+		}
+		waited += backoff
+		backoff = min(2*backoff, txnAddRetryMax-waited)
+		code, err = s.askTxnCoordinator(ctx, chk, transactionalID, producerID, epoch, tp)
+	}
+	if err != nil {
+		return err
+	}
+	if code == 0 {
+		return nil
+	}
+	ke := kerr.ErrorForCode(code).(*kerr.Error)
+	switch ke {
+	case kerr.ProducerFenced:
+		ke = kerr.InvalidProducerEpoch
+	case kerr.TransactionAbortable:
+		if !chk.abortable {
+			ke = kerr.InvalidTxnState
+		}
+	case kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions:
+		ke = kerr.NotEnoughReplicas
+	}
+	return newKafkaError(ke, "transaction of %q: %s-%d not verified", transactionalID, topic, partition)
+}
+
+// Kafka's add.partitions.to.txn.retry.backoff.ms and
+// add.partitions.to.txn.retry.backoff.max.ms defaults: the first wait and
+// the whole time a verification answered CONCURRENT_TRANSACTIONS is
+// retried.
+const (
+	txnAddRetryBackoff = 20 * time.Millisecond
+	txnAddRetryMax     = 100 * time.Millisecond
+)
+
+// askTxnCoordinator asks the coordinator of transactionalID once (see
+// verifyTxnPartition) and returns its code for tp, or an error when it
+// could not be asked.
+func (s *Server) askTxnCoordinator(ctx context.Context, chk txnCheck, transactionalID string, producerID int64, epoch int16, tp txn.TopicPartition) (int16, error) {
 	b, err := s.txnCoordinator(transactionalID, false)
 	if err != nil {
-		return newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator of %q: %v", transactionalID, err)
+		return 0, newKafkaError(kerr.NotEnoughReplicas, "transaction coordinator of %q: %v", transactionalID, err)
 	}
 	var code int16
 	switch {
@@ -80,30 +135,16 @@ func (s *Server) verifyTxnPartition(ctx context.Context, chk txnCheck, transacti
 		tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
 		tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, epoch, !chk.add
 		rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-		rt.Topic, rt.Partitions = topic, []int32{partition}
+		rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
 		tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{rt}
 		req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tr}
 		resp, err := s.txnPeers.verify(ctx, s, b.ID, req)
 		if err != nil {
-			return newKafkaError(kerr.NotEnoughReplicas, "verifying with the transaction coordinator, broker %d: %v", b.ID, err)
+			return 0, newKafkaError(kerr.NotEnoughReplicas, "verifying with the transaction coordinator, broker %d: %v", b.ID, err)
 		}
 		code = verifyCode(resp, transactionalID, tp)
 	}
-	if code == 0 {
-		return nil
-	}
-	ke := kerr.ErrorForCode(code).(*kerr.Error)
-	switch ke {
-	case kerr.ProducerFenced:
-		ke = kerr.InvalidProducerEpoch
-	case kerr.TransactionAbortable:
-		if !chk.abortable {
-			ke = kerr.InvalidTxnState
-		}
-	case kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions:
-		ke = kerr.NotEnoughReplicas
-	}
-	return newKafkaError(ke, "transaction of %q: %s-%d not verified", transactionalID, topic, partition)
+	return code, nil
 }
 
 // verifyCode finds the partition's code in a verification response: the

@@ -148,6 +148,9 @@ type Coordinator struct {
 		closed     bool
 		partitions map[int]*partition // loading or loaded
 		txns       map[string]*entry  // of loaded partitions
+		// added is broadcast when the write of an added partition
+		// (pending Ongoing) ends: AddPartitionsV2 waits for it.
+		added *sync.Cond
 	}
 
 	stop    chan struct{}
@@ -182,6 +185,7 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, stop: make(chan struct{})}
+	c.mu.added = sync.NewCond(&c.mu.Mutex)
 	c.mu.partitions = map[int]*partition{}
 	c.mu.txns = map[string]*entry{}
 	c.wg.Add(1)
@@ -295,12 +299,16 @@ func (c *Coordinator) commit(e *entry, next Metadata) *kerr.Error {
 		c.cfg.Logger.Error("txn: illegal transition refused", "transactional_id", next.TransactionalID, "from", e.md.State, "to", next.State)
 		c.mu.Lock()
 		e.pending = noPending
+		c.mu.added.Broadcast()
 		c.mu.Unlock()
 		return kerr.UnknownServerError
 	}
 	ke := c.write(e.p, next.TransactionalID, &next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.pending == Ongoing {
+		defer c.mu.added.Broadcast()
+	}
 	e.pending = noPending
 	if ke != nil {
 		return ke
@@ -475,6 +483,15 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []Top
 	}
 	c.mu.Lock()
 	_, e, ke := c.lookupLocked(id)
+	for tv2 && ke == nil && e != nil && e.pending == Ongoing {
+		// Another partition leader's add of this transaction is being
+		// written (under version 2 each leader adds its own partition,
+		// at once): wait for it rather than answer
+		// CONCURRENT_TRANSACTIONS. The write is bounded by the log's
+		// append.
+		c.mu.added.Wait()
+		_, e, ke = c.lookupLocked(id)
+	}
 	switch {
 	case ke != nil:
 	case e != nil && e.md.hasNextProducerID() && e.md.NextProducerID == pid:

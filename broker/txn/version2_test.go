@@ -209,3 +209,26 @@ func TestVersion2TimeoutFences(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion2ConcurrentAdds: partition leaders adding their partitions
+// to one transaction at once (version 2) all succeed, one write after
+// the other, instead of answering CONCURRENT_TRANSACTIONS.
+func TestVersion2ConcurrentAdds(t *testing.T) {
+	e := newEnv(t)
+	pid, epoch := e.init("ca")
+	const n = 16
+	errs := make(chan *kerr.Error, n)
+	for i := range n {
+		go func() {
+			errs <- e.c.AddPartitionsV2("ca", pid, epoch, []TopicPartition{{"t", int32(i)}})
+		}()
+	}
+	for range n {
+		if ke := <-errs; ke != nil {
+			t.Errorf("concurrent add: %v", ke)
+		}
+	}
+	if md := e.state("ca"); md.State != Ongoing || len(md.Partitions) != n {
+		t.Fatalf("after %d concurrent adds: %v with %d partitions", n, md.State, len(md.Partitions))
+	}
+}
