@@ -607,7 +607,8 @@ func TestTxnKcatReadCommitted(t *testing.T) {
 // chain with group members joining and leaving, read_committed checkers)
 // as a subprocess against one broker with transaction.version 2
 // finalized, so franz-go runs it under KIP-890 part 2. KGO_TEST_RECORDS
-// makes it 50,000 records instead of 500,000. It must run and pass.
+// makes it 50,000 records instead of 500,000. It must run and pass (its
+// KIP-848 subtests skip: the consumer group protocol is not served).
 func TestTxnFranzGoSuiteVersion2(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("no go command to build franz-go's tests: %v", err)
