@@ -22,9 +22,13 @@ func init() {
 }
 
 var featureActions = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"describe":  func(args []string, stdout, stderr io.Writer) int { return runFeatures("describe", args, stdout, stderr) },
-	"upgrade":   func(args []string, stdout, stderr io.Writer) int { return runFeatures("upgrade", args, stdout, stderr) },
-	"downgrade": func(args []string, stdout, stderr io.Writer) int { return runFeatures("downgrade", args, stdout, stderr) },
+	"describe":  featureAction("describe"),
+	"upgrade":   featureAction("upgrade"),
+	"downgrade": featureAction("downgrade"),
+}
+
+func featureAction(action string) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int { return runFeatures(action, args, stdout, stderr) }
 }
 
 const featuresHelp = `Usage: strata features <action> [flags]
