@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v0-11 (v0-v2: produce_legacy.go)
+// Produce: v0-12 (v0-v2: produce_legacy.go)
 //
 // Behavior:
 // * Each partition must carry exactly one record batch of magic 2 (Kafka's
@@ -77,7 +77,9 @@ import (
 //   not in the transaction is TRANSACTION_ABORTABLE, KIP-890, so the
 //   client aborts instead of failing fatally), the coordinator
 //   unavailable (or a marker arriving meanwhile) NOT_ENOUGH_REPLICAS,
-//   which clients retry. Without a transactional id there is no
+//   which clients retry. Under transaction version 2 (v12) the
+//   partition is added instead; a batch of an epoch that a version 2
+//   EndTxn has bumped is INVALID_PRODUCER_EPOCH. Without a transactional id there is no
 //   verification (Kafka refuses such a request with
 //   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; no client sends one).
 // * A topic whose cleanup.policy holds compact refuses a batch with a
@@ -108,8 +110,14 @@ import (
 // * v10: CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER
 //   (KIP-951, produce_leader_discovery.go)
 // * v11: TRANSACTION_ABORTABLE (KIP-890) where v0-10 get INVALID_TXN_STATE
+// * v12: transaction version 2 (KIP-890 part 2): while transaction.version
+//   2 is finalized, the producer's first transactional batch in a
+//   partition adds the partition to its transaction (the coordinator's
+//   AddPartitionsToTxn v5 path, whatever
+//   transaction.partition.verification.enable says) instead of being
+//   verified; its errors are the verification's. Otherwise as v11.
 
-func init() { register(0, 0, 11, handleProduce) }
+func init() { register(0, 0, 12, handleProduce) }
 
 // hasTransactionalBatch reports whether the first batch of any partition's
 // records is transactional, the batch Kafka looks at
@@ -129,6 +137,12 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 // produceTxnAbortableVersion is the first Produce version that may be
 // answered TRANSACTION_ABORTABLE (KIP-890).
 const produceTxnAbortableVersion = 11
+
+// produceTxnV2Version is the first Produce version of transaction
+// version 2 (KIP-890 part 2): with transaction.version 2 finalized, a
+// producer's first transactional batch in a partition adds the partition
+// to its transaction.
+const produceTxnV2Version = 12
 
 func handleProduce(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ProduceRequest)
@@ -273,7 +287,8 @@ func (s *Server) producePartition(ctx context.Context, ts *topicState, req *kmsg
 	if err != nil {
 		return nil, newKafkaError(kerr.CorruptMessage, "%v", err)
 	}
-	markers, verified, err := s.verifyFirstTxnBatch(ctx, req.Version >= produceTxnAbortableVersion, p, req.TransactionID, h)
+	chk := txnCheck{abortable: req.Version >= produceTxnAbortableVersion, add: req.Version >= produceTxnV2Version && s.transactionsV2()}
+	markers, verified, err := s.verifyFirstTxnBatch(ctx, chk, p, req.TransactionID, h)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,9 @@ import (
 //   ongoing transaction (TRANSACTION_ABORTABLE if not, as Kafka 3.9)
 //   without adding it. Needs CLUSTER_ACTION on the cluster
 //   (CLUSTER_AUTHORIZATION_FAILED at the top level) and nothing else, as
-//   in Kafka: clients send v3 at most.
+//   in Kafka: clients send v3 at most, and a client of transaction
+//   version 2 none (its Produce v12 and TxnOffsetCommit v5 add the
+//   partitions through their leader).
 // * Each partition is checked first: before v4 WRITE on its topic
 //   (TOPIC_AUTHORIZATION_FAILED; always for an internal topic, which only
 //   AddOffsetsToTxn adds), then that the partition exists
@@ -36,7 +38,9 @@ import (
 // * v2: PRODUCER_FENCED
 // * v3: flexible versions
 // * v4: batched transactions, VerifyOnly, top-level ErrorCode
-// * v5: TRANSACTION_ABORTABLE may be answered (not by Strata)
+// * v5: TRANSACTION_ABORTABLE may be answered (not by Strata); from a
+//   partition leader without VerifyOnly (transaction version 2, KIP-890
+//   part 2), the partitions are added to a transaction of version 2
 
 // addPartitionsToTxnMaxVersion is the highest version served.
 const addPartitionsToTxnMaxVersion = 5
@@ -156,6 +160,11 @@ func (s *Server) addPartitionsOne(r *request, version int16, id string, pid int6
 			codes[tp] = txnErr(per[tp], version, 2)
 		}
 		return codes
+	}
+	if version >= addTxnPartitionVersion {
+		// A partition leader adding a partition of transaction
+		// version 2 (Produce v12+, TxnOffsetCommit v5+).
+		return all(txnErr(s.txns.AddPartitionsV2(id, pid, epoch, tps), version, 2))
 	}
 	return all(txnErr(s.txns.AddPartitions(id, pid, epoch, tps), version, 2))
 }

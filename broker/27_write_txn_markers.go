@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// WriteTxnMarkers: v0-1
+// WriteTxnMarkers: v0-2
 //
 // Behavior:
 // * Sent by transaction coordinators (Kafka serves it on the client
@@ -28,6 +28,11 @@ import (
 //   coordinator epoch is below that of the producer's last marker there;
 //   NOT_ENOUGH_REPLICAS when the ISR is below min.insync.replicas before
 //   the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND after it.
+// * A marker of transaction version 2 (v2 TransactionVersion 2) carries
+//   the epoch its EndTxn bumped, above the epoch of the transaction's
+//   records: one whose epoch is not above that of a transaction open in
+//   the partition is INVALID_PRODUCER_EPOCH (it is stale and would end
+//   the producer's next transaction), as Kafka 4.x checks it.
 // * A marker ends the producer's transaction in the partition: the last
 //   stable offset moves past it once it is replicated, and an ABORT
 //   records the transaction in the aborted-transaction index (.txnindex)
@@ -40,8 +45,9 @@ import (
 //
 // Version notes:
 // * v1: flexible versions
+// * v2: TransactionVersion per marker (KIP-890 part 2)
 
-func init() { register(27, 0, 1, handleWriteTxnMarkers) }
+func init() { register(27, 0, writeTxnMarkersV2Version, handleWriteTxnMarkers) }
 
 // txnMarkerTimeout bounds the wait for a marker's replication (Kafka
 // uses request.timeout.ms, 30 s by default).
@@ -109,7 +115,8 @@ func (s *Server) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 					}
 				}
 				if err == nil {
-					res, epoch, aerr := p.appendMarker(s.cfg.BrokerID, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, now)
+					res, epoch, aerr := p.appendMarker(s.cfg.BrokerID, txnMarker{pid: m.ProducerID, epoch: m.ProducerEpoch, commit: m.Committed,
+						coordinatorEpoch: m.CoordinatorEpoch, version: m.TransactionVersion}, now)
 					if err = aerr; err != nil {
 						if errors.Is(err, errTxnIndex) {
 							s.storageFailure(p, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TxnOffsetCommit: v0-4
+// TxnOffsetCommit: v0-5
 //
 // Behavior (group/txn.go has the details):
 // * The consumed offsets of a transactional producer (sendOffsetsToTransaction),
@@ -43,10 +43,19 @@ import (
 // * v2: committed leader epoch
 // * v3: flexible versions; GenerationID, MemberID, GroupInstanceID (KIP-447)
 // * v4: TRANSACTION_ABORTABLE (KIP-890) where v0-3 get INVALID_TXN_STATE
+// * v5: transaction version 2 (KIP-890 part 2): while transaction.version
+//   2 is finalized the offsets partition is added to the transaction
+//   (Kafka's implicit AddOffsetsToTxn) instead of verified; else as v4
 
 // txnOffsetCommitAbortableVersion is the first TxnOffsetCommit version
 // that may be answered TRANSACTION_ABORTABLE (KIP-890).
 const txnOffsetCommitAbortableVersion = 4
+
+// txnOffsetCommitV2Version is the first TxnOffsetCommit version of
+// transaction version 2 (KIP-890 part 2): with transaction.version 2
+// finalized, the group's partition of __consumer_offsets is added to the
+// transaction (the client sent no AddOffsetsToTxn) instead of verified.
+const txnOffsetCommitV2Version = 5
 
 func init() { registerGroupAPI(28, handleTxnOffsetCommit) }
 
@@ -72,7 +81,8 @@ func handleTxnOffsetCommit(s *Server, r *request) (reply, error) {
 	resp := txnOffsetCommitErrors(req, denied, kerr.TopicAuthorizationFailed.Code)
 	if len(allowed.Topics) > 0 {
 		verify := func(ctx context.Context, partition int) error {
-			return s.verifyTxnPartition(ctx, req.Version >= txnOffsetCommitAbortableVersion, req.TransactionalID, req.ProducerID, req.ProducerEpoch, group.Topic, int32(partition))
+			chk := txnCheck{abortable: req.Version >= txnOffsetCommitAbortableVersion, add: req.Version >= txnOffsetCommitV2Version && s.transactionsV2()}
+			return s.verifyTxnPartition(ctx, chk, req.TransactionalID, req.ProducerID, req.ProducerEpoch, group.Topic, int32(partition))
 		}
 		// As for OffsetCommit, the append is not abandoned when the
 		// client goes away.

@@ -554,8 +554,8 @@ func matrixRows() []matrixRow {
 				u.Feature, u.MaxVersionLevel, u.UpgradeType = "transaction.version", 1, 1
 				req.FeatureUpdates = append(req.FeatureUpdates, u)
 				resp := e.request(req).(*kmsg.UpdateFeaturesResponse)
-				if resp.ErrorCode == 0 && (len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.InvalidRequest.Code) {
-					e.t.Errorf("UpdateFeatures allowed: results %+v, want the feature refused (not supported)", resp.Results)
+				if resp.ErrorCode == 0 && (len(resp.Results) != 1 || resp.Results[0].ErrorCode != 0) {
+					e.t.Errorf("UpdateFeatures allowed: results %+v, want transaction.version 1 set", resp.Results)
 				}
 				return resp.ErrorCode
 			}, denied: codeClusterAuth},

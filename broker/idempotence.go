@@ -56,8 +56,14 @@ func (p *partition) appendProduced(batch []byte, opts segment.AppendOptions, ver
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if verified {
-		if open, now := p.producers.InTransaction(h.ProducerID); !open && now != markers {
+		open, epoch, now := p.producers.InTransaction(h.ProducerID)
+		if !open && now != markers {
 			return segment.AppendResult{}, newKafkaError(kerr.NotEnoughReplicas, "%v", errMarkerDuringVerify)
+		}
+		if open && epoch != h.ProducerEpoch {
+			// The transaction of an earlier epoch still waits for its
+			// marker: the batch must not join it.
+			return segment.AppendResult{}, newKafkaError(kerr.NotEnoughReplicas, "producer %d: the transaction of epoch %d is still open here", h.ProducerID, epoch)
 		}
 	}
 	dup, err := p.producers.Check(h)

@@ -62,7 +62,7 @@ func (a Kafka39API) Status() string {
 
 // Kafka39APIs is the conformance table, sorted by key.
 var Kafka39APIs = []Kafka39API{
-	{0, "Produce", 0, 11, 0, 11, 0, "v0–v2 message formats 0 and 1 are converted to record batch v2", ""},
+	{0, "Produce", 0, 11, 0, 12, 0, "v0–v2 message formats 0 and 1 are converted to record batch v2; v12 is Kafka 4.0's transaction version 2 (KIP-890 part 2: the leader adds the partition to the transaction)", ""},
 	{1, "Fetch", 0, 17, 0, 17, 0, "v0–v3 are down-converted to message formats 0 and 1; v13+ topic IDs; v16 leader discovery (KIP-951)", ""},
 	{2, "ListOffsets", 0, 9, 0, 9, 0, "v8 local log start (-4), v9 last tiered offset (-5, KIP-1005)", ""},
 	{3, "Metadata", 0, 12, 0, 12, 0, "", ""},
@@ -84,9 +84,9 @@ var Kafka39APIs = []Kafka39API{
 	{23, "OffsetForLeaderEpoch", 0, 4, 0, 4, 0, "", ""},
 	{24, "AddPartitionsToTxn", 0, 5, 0, 5, 0, "", ""},
 	{25, "AddOffsetsToTxn", 0, 4, 0, 4, 0, "", ""},
-	{26, "EndTxn", 0, 4, 0, 4, 0, "", ""},
-	{27, "WriteTxnMarkers", 0, 1, 0, 1, 0, "", ""},
-	{28, "TxnOffsetCommit", 0, 4, 0, 4, 0, "", ""},
+	{26, "EndTxn", 0, 4, 0, 5, 0, "v5 is Kafka 4.0's transaction version 2 (KIP-890 part 2: an epoch bump per transaction)", ""},
+	{27, "WriteTxnMarkers", 0, 1, 0, 2, 0, "v2 is Kafka 4.0's, with the transaction version of each marker", ""},
+	{28, "TxnOffsetCommit", 0, 4, 0, 5, 0, "v5 is Kafka 4.0's transaction version 2 (KIP-890 part 2: the offsets partition is added implicitly)", ""},
 	{29, "DescribeAcls", 0, 3, 0, 3, 0, "", ""},
 	{30, "CreateAcls", 0, 3, 0, 3, 0, "", ""},
 	{31, "DeleteAcls", 0, 3, 0, 3, 0, "", ""},
@@ -110,7 +110,7 @@ var Kafka39APIs = []Kafka39API{
 	{49, "AlterClientQuotas", 0, 1, 0, 1, 0, "producer_byte_rate, consumer_byte_rate, request_percentage; controller_mutation_rate and IP entities refused", ""},
 	{50, "DescribeUserScramCredentials", 0, 0, 0, 0, 0, "", ""},
 	{51, "AlterUserScramCredentials", 0, 0, 0, 0, 0, "", ""},
-	{57, "UpdateFeatures", 0, 1, 0, 1, 0, "no features are supported, as a Kafka 3.9 ZooKeeper broker: every update is refused per feature (INVALID_REQUEST)", ""},
+	{57, "UpdateFeatures", 0, 1, 0, 1, 0, "transaction.version 0–2 may be upgraded and downgraded (docs/transactions.md); every other feature is refused as a Kafka 3.9 ZooKeeper broker refuses it (INVALID_REQUEST)", ""},
 	{60, "DescribeCluster", 0, 1, 0, 1, 0, "", ""},
 	{61, "DescribeProducers", 0, 0, 0, 0, 0, "", ""},
 	{65, "DescribeTransactions", 0, 0, 0, 0, 0, "", ""},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratastream/strata/coord/zktest"
 	"github.com/stratastream/strata/segment/poll"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,7 +58,9 @@ var txnBenchRatio = struct {
 // retrying. flush-ms/txn and endtxn-ms/txn are the mean time per
 // transaction in its closing Flush (which waits for every record of the
 // transaction to be acknowledged, the first produce included) and in
-// EndTransaction.
+// EndTransaction. The -v2 modes run with transaction.version 2 finalized
+// (KIP-890 part 2: no AddPartitionsToTxn, the partitions added by their
+// leaders, an epoch bump per EndTxn v5).
 // single is one broker; rf3 is three in-process brokers on a real
 // ZooKeeper with the topic and __transaction_state at replication factor
 // 3 (min.insync.replicas 2):
@@ -66,7 +69,7 @@ var txnBenchRatio = struct {
 func BenchmarkTxnProduce(b *testing.B) {
 	for _, topo := range []string{"single", "rf3"} {
 		for round := 1; round <= 2; round++ {
-			for _, mode := range []string{"idempotent", "txn-per-1000", "txn-per-1000-endwait0", "txn-per-1000-retry1ms", "txn-per-100ms"} {
+			for _, mode := range []string{"idempotent", "txn-per-1000", "txn-per-1000-endwait0", "txn-per-1000-retry1ms", "txn-per-100ms", "txn-per-1000-v2", "txn-per-100ms-v2"} {
 				b.Run(fmt.Sprintf("%s/round%d/%s", topo, round, mode), func(b *testing.B) {
 					benchTxnProduce(b, topo == "rf3", mode, fmt.Sprintf("produce/%s/%d", topo, round))
 				})
@@ -88,6 +91,9 @@ func benchTxnProduce(b *testing.B, cluster bool, mode, round string) {
 		rf = 3
 	}
 	createTxnBenchTopic(b, seeds, "txbench", 3, rf)
+	if strings.HasSuffix(mode, "-v2") {
+		finalizeTxnV2(b, seeds)
+	}
 	value := make([]byte, valueSize)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range value {
@@ -155,7 +161,7 @@ func benchTxnProduce(b *testing.B, cluster bool, mode, round string) {
 			cl.Produce(ctx, &kgo.Record{Value: value}, promise)
 			sent++
 			n++
-			if strings.HasPrefix(mode, "txn-per-1000") && n == 1000 || mode == "txn-per-100ms" && time.Since(began) >= 100*time.Millisecond {
+			if strings.HasPrefix(mode, "txn-per-1000") && n == 1000 || strings.HasPrefix(mode, "txn-per-100ms") && time.Since(began) >= 100*time.Millisecond {
 				break
 			}
 		}
@@ -193,6 +199,48 @@ func benchTxnProduce(b *testing.B, cluster bool, mode, round string) {
 		b.ReportMetric(ending.Seconds()*1e3/float64(max(txns, 1)), "endtxn-ms/txn")
 	}
 	reportTxnBenchRatio(b, round, !txn, mbps, "x-idempotent")
+}
+
+// finalizeTxnV2 finalizes transaction.version 2 on the brokers at seeds
+// and waits until each of them answers it in ApiVersions.
+func finalizeTxnV2(b *testing.B, seeds []string) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 2, UpgradeType: 1})
+	if err == nil {
+		err = res["transaction.version"].Err
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, seed := range seeds {
+		one, err := kgo.NewClient(kgo.SeedBrokers(seed))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ok := poll.For(30*time.Second, func() bool {
+			resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, one)
+			if err != nil {
+				return false
+			}
+			for _, f := range resp.FinalizedFeatures {
+				if f.Name == "transaction.version" && f.MaxVersionLevel == 2 {
+					return true
+				}
+			}
+			return false
+		})
+		one.Close()
+		if !ok {
+			b.Fatalf("%s does not finalize transaction.version 2", seed)
+		}
+	}
 }
 
 // BenchmarkTxnConsume reads, with franz-go's consumer, a topic of 3

@@ -136,26 +136,8 @@ func TestTxnProducerSingleNode(t *testing.T) {
 	p1 := txnProducer(t, seeds, "client-1")
 	committed, aborted := runTxns(t, p1, "tx-client", 6, 20, "a")
 
-	// The zombie: p1 opens a transaction, p2 (same id) initializes and
-	// fences it; p1 cannot commit, p2 can.
-	ctx := testCtx(t)
-	if err := p1.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p1.ProduceSync(ctx, &kgo.Record{Topic: "tx-client", Value: []byte("zombie")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	p2 := txnProducer(t, seeds, "client-1")
-	c2, a2 := runTxns(t, p2, "tx-client", 1, 5, "b") // p2's first InitProducerId aborts p1's open transaction
+	p2, c2, a2 := fenceZombie(t, p1, seeds, "client-1", "tx-client", 1)
 	committed, aborted = append(committed, c2...), append(aborted, a2...)
-	err := p1.EndTransaction(ctx, kgo.TryCommit)
-	if err == nil {
-		t.Fatal("the fenced producer committed")
-	}
-	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
-		t.Errorf("fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
-	}
-	aborted = append(aborted, "zombie")
 	// A last committed record, so that the readers know they are done.
 	c3, _ := runTxns(t, p2, "tx-client", 1, 1, "end")
 	committed = append(committed, c3...)
@@ -172,6 +154,33 @@ func TestTxnProducerSingleNode(t *testing.T) {
 		t.Errorf("state %s after the last commit, want CompleteCommit", describeTxn(t, admin, "client-1").State)
 	}
 	t.Logf("%d committed, %d aborted records; read_committed saw exactly the committed ones", len(committed), len(aborted))
+}
+
+// fenceZombie makes p1 (transactional id id) a zombie: it opens a
+// transaction and writes "zombie" to topic, then a new producer p2 of the
+// same id initializes (aborting p1's transaction) and runs n
+// transactions; p1's commit must fail with PRODUCER_FENCED or
+// INVALID_PRODUCER_EPOCH. It returns p2 and the values committed and
+// aborted ("zombie" among them).
+func fenceZombie(t *testing.T, p1 *kgo.Client, seeds []string, id, topic string, n int) (p2 *kgo.Client, committed, aborted []string) {
+	t.Helper()
+	ctx := testCtx(t)
+	if err := p1.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p2 = txnProducer(t, seeds, id)
+	committed, aborted = runTxns(t, p2, topic, n, 5, "b") // p2's first InitProducerId aborts p1's open transaction
+	err := p1.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		t.Fatal("the fenced producer committed")
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	return p2, committed, append(aborted, "zombie")
 }
 
 // TestTxnProducerCluster: three in-process brokers on real ZooKeeper,

@@ -199,16 +199,16 @@ func TestTxnVerifyInProcess(t *testing.T) {
 	ctx := testCtx(t)
 
 	var ke *kerr.Error
-	if err := s.verifyTxnPartition(ctx, false, id, pid, epoch, "tx-verify", 0); !errors.As(err, &ke) || ke != kerr.InvalidTxnState {
+	if err := s.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, pid, epoch, "tx-verify", 0); !errors.As(err, &ke) || ke != kerr.InvalidTxnState {
 		t.Fatalf("before AddPartitionsToTxn: %v, want INVALID_TXN_STATE", err)
 	}
-	if err := s.verifyTxnPartition(ctx, true, id, pid, epoch, "tx-verify", 0); !errors.As(err, &ke) || ke != kerr.TransactionAbortable {
+	if err := s.verifyTxnPartition(ctx, txnCheck{abortable: true}, id, pid, epoch, "tx-verify", 0); !errors.As(err, &ke) || ke != kerr.TransactionAbortable {
 		t.Fatalf("before AddPartitionsToTxn, for a version that handles it: %v, want TRANSACTION_ABORTABLE", err)
 	}
 	if got := addPartitionsV3(t, txnClient(t, s, 3, 4), id, pid, epoch, "tx-verify", 0); got[0] != 0 {
 		t.Fatalf("add: %v", got)
 	}
-	if err := s.verifyTxnPartition(ctx, false, id, pid, epoch, "tx-verify", 0); err != nil {
+	if err := s.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, pid, epoch, "tx-verify", 0); err != nil {
 		t.Fatalf("added partition: %v", err)
 	}
 	for i, tt := range []struct {
@@ -221,7 +221,7 @@ func TestTxnVerifyInProcess(t *testing.T) {
 		{pid, epoch + 1, 0, kerr.InvalidProducerEpoch}, // the coordinator's PRODUCER_FENCED
 		{pid + 1, epoch, 0, kerr.InvalidProducerIDMapping},
 	} {
-		err := s.verifyTxnPartition(ctx, false, id, tt.pid, tt.epoch, "tx-verify", tt.part)
+		err := s.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, tt.pid, tt.epoch, "tx-verify", tt.part)
 		if !errors.As(err, &ke) || ke != tt.want {
 			t.Errorf("#%d: %v, want %v", i, err, tt.want)
 		}
@@ -265,7 +265,7 @@ func TestTxnVerifyRemote(t *testing.T) {
 	}
 	waitFor(t, "every broker registered", func() bool { return len(brokers[0].coord.Snapshot().Brokers) == 3 })
 	cl := newClient(t, brokers[0])
-	createTopic(t, cl, "tx-remote", 1, nil)
+	createTopic(t, cl, "tx-remote", 2, nil)
 	const id = "remote-1"
 	pid, epoch := initTxn(t, cl, id, 60000)
 	coordB, err := brokers[0].txnCoordinator(id, false)
@@ -282,20 +282,31 @@ func TestTxnVerifyRemote(t *testing.T) {
 	t.Logf("coordinator broker %d; verifying from broker %d", coordB.ID, other.cfg.BrokerID)
 	ctx := testCtx(t)
 	var ke *kerr.Error
-	if err := other.verifyTxnPartition(ctx, false, id, pid, epoch, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.InvalidTxnState {
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, pid, epoch, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.InvalidTxnState {
 		t.Fatalf("remote, not added: %v, want INVALID_TXN_STATE", err)
 	}
-	if err := other.verifyTxnPartition(ctx, true, id, pid, epoch, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.TransactionAbortable {
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: true}, id, pid, epoch, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.TransactionAbortable {
 		t.Fatalf("remote, not added, for a version that handles it: %v, want TRANSACTION_ABORTABLE", err)
 	}
 	if got := addPartitionsV3(t, txnClient(t, brokers[0], 3, 4), id, pid, epoch, "tx-remote", 0); got[0] != 0 {
 		t.Fatalf("add: %v", got)
 	}
-	if err := other.verifyTxnPartition(ctx, false, id, pid, epoch, "tx-remote", 0); err != nil {
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, pid, epoch, "tx-remote", 0); err != nil {
 		t.Fatalf("remote, added: %v", err)
 	}
-	if err := other.verifyTxnPartition(ctx, false, id, pid, epoch+1, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.InvalidProducerEpoch {
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: false}, id, pid, epoch+1, "tx-remote", 0); !errors.As(err, &ke) || ke != kerr.InvalidProducerEpoch {
 		t.Fatalf("remote, fenced: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+	// Transaction version 2: the leader adds the partition
+	// (AddPartitionsToTxn v5 without VerifyOnly); it verifies after.
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: true, add: true}, id, pid, epoch, "tx-remote", 1); err != nil {
+		t.Fatalf("remote add: %v", err)
+	}
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: true}, id, pid, epoch, "tx-remote", 1); err != nil {
+		t.Fatalf("remote, added by the leader: %v", err)
+	}
+	if err := other.verifyTxnPartition(ctx, txnCheck{abortable: true, add: true}, id, pid, epoch+1, "tx-remote", 1); !errors.As(err, &ke) || ke != kerr.InvalidProducerEpoch {
+		t.Fatalf("remote add, fenced: %v, want INVALID_PRODUCER_EPOCH", err)
 	}
 
 	// A caller claiming an unregistered broker id is refused.

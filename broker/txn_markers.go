@@ -26,17 +26,31 @@ import (
 //     left out of the result, so the coordinator retries it.
 //   - txnService serves the Transactions service on the replication
 //     listener: WriteTxnMarkers for coordinators on other brokers, and
-//     VerifyTxnPartitions (AddPartitionsToTxn VerifyOnly, KIP-890) for
+//     VerifyTxnPartitions (AddPartitionsToTxn v4 VerifyOnly, KIP-890; v5
+//     without VerifyOnly adds the partition, transaction version 2) for
 //     partition leaders on other brokers. Only registered brokers may
 //     call (replica.Manager.CheckBroker).
 //   - txnPeers keeps one client connection per other broker.
 
 // writeTxnMarkersVersion is the WriteTxnMarkers version the coordinator
-// sends (v1, flexible; v2 carries transaction.version 2, not served).
-const writeTxnMarkersVersion = 1
+// sends for transactions of version 0 and 1 (v1, flexible);
+// writeTxnMarkersV2Version carries the transaction version, sent for
+// transactions of version 2 only (so a broker of an older build, which
+// does not serve it, takes markers until transaction.version 2 is
+// finalized).
+const (
+	writeTxnMarkersVersion   = 1
+	writeTxnMarkersV2Version = 2
+)
 
-// verifyTxnVersion is the AddPartitionsToTxn version of verification.
-const verifyTxnVersion = 4
+// verifyTxnVersion is the AddPartitionsToTxn version of verification;
+// addTxnPartitionVersion the version a partition leader adds a partition
+// with under transaction version 2 (VerifyOnly false, as Kafka 4.x's
+// AddPartitionsToTxnManager).
+const (
+	verifyTxnVersion       = 4
+	addTxnPartitionVersion = 5
+)
 
 // txnCallTimeout bounds one inter-broker transaction call.
 const txnCallTimeout = 10 * time.Second
@@ -106,6 +120,9 @@ func txnMarkersRequest(b txn.MarkerBatch, tps []txn.TopicPartition) *kmsg.WriteT
 	req.Version = writeTxnMarkersVersion
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
 	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = b.ProducerID, b.ProducerEpoch, b.Commit, b.CoordinatorEpoch
+	if b.TransactionVersion >= 2 {
+		req.Version, m.TransactionVersion = writeTxnMarkersV2Version, b.TransactionVersion
+	}
 	idx := map[string]int{}
 	for _, tp := range tps {
 		i, ok := idx[tp.Topic]
@@ -237,7 +254,7 @@ func (t txnService) decode(ctx context.Context, msg *replpb.KafkaMessage, req km
 // WriteTxnMarkers writes markers from a coordinator on another broker.
 func (t txnService) WriteTxnMarkers(ctx context.Context, msg *replpb.KafkaMessage) (*replpb.KafkaMessage, error) {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	if err := t.decode(ctx, msg, req, 0, 1); err != nil {
+	if err := t.decode(ctx, msg, req, 0, writeTxnMarkersV2Version); err != nil {
 		return nil, err
 	}
 	resp := t.s.writeTxnMarkers(ctx, req)
@@ -252,8 +269,8 @@ func (t txnService) VerifyTxnPartitions(ctx context.Context, msg *replpb.KafkaMe
 		return nil, err
 	}
 	for _, tr := range req.Transactions {
-		if !tr.VerifyOnly {
-			return nil, status.Error(codes.InvalidArgument, "only VerifyOnly transactions are served between brokers")
+		if !tr.VerifyOnly && req.Version < addTxnPartitionVersion {
+			return nil, status.Errorf(codes.InvalidArgument, "partitions are added between brokers from version %d only", addTxnPartitionVersion)
 		}
 	}
 	resp := t.s.addPartitionsBatched(req)

@@ -214,7 +214,7 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 	if e, _, ok := lp.producers.Producer(p.pid); !ok || e != p.epoch {
 		t.Errorf("producer state of %s/%d: got epoch %d, known %v; want epoch %d", group.Topic, part, e, ok, p.epoch)
 	}
-	if open, _ := lp.producers.InTransaction(p.pid); !open {
+	if open, _, _ := lp.producers.InTransaction(p.pid); !open {
 		t.Errorf("producer state of %s/%d: producer %d has no open transaction", group.Topic, part, p.pid)
 	}
 	if off, code := txnOffsetFetch(t, cl, "g", "in", 1, false); off != -1 || code != 0 {
@@ -235,7 +235,7 @@ func TestTxnOffsetCommitThroughServer(t *testing.T) {
 	p.end(true)
 	waitStableOffset(t, cl, "g", "in", 0, 10)
 	waitStableOffset(t, cl, "g", "in", 1, 11)
-	if open, _ := lp.producers.InTransaction(p.pid); open {
+	if open, _, _ := lp.producers.InTransaction(p.pid); open {
 		t.Errorf("producer %d's transaction still open in %s/%d after its marker", p.pid, group.Topic, part)
 	}
 }

@@ -86,13 +86,22 @@ func (p *partition) applyMarkerLocked(h segment.Header, m segment.ControlRecord,
 	return p.txns.Append(p.segmentBaseOf(offset), c.AbortedTxn())
 }
 
+// txnMarker is one WriteTxnMarkers marker for a partition.
+type txnMarker struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	version          int8 // the transaction's version (WriteTxnMarkers v2)
+}
+
 // appendMarker appends a transaction marker for the producer as the
 // leader of epoch leaderEpoch, after the producer state's fencing checks
 // (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED).
-func (p *partition) appendMarker(self int32, producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (segment.AppendResult, int32, error) {
-	batch := segment.ControlBatch(producerID, epoch, commit, coordinatorEpoch, nowMs)
-	m := segment.ControlRecord{Type: segment.ControlAbort, CoordinatorEpoch: coordinatorEpoch}
-	if commit {
+func (p *partition) appendMarker(self int32, tm txnMarker, nowMs int64) (segment.AppendResult, int32, error) {
+	batch := segment.ControlBatch(tm.pid, tm.epoch, tm.commit, tm.coordinatorEpoch, nowMs)
+	m := segment.ControlRecord{Type: segment.ControlAbort, CoordinatorEpoch: tm.coordinatorEpoch}
+	if tm.commit {
 		m.Type = segment.ControlCommit
 	}
 	p.appendMu.Lock()
@@ -101,7 +110,7 @@ func (p *partition) appendMarker(self int32, producerID int64, epoch int16, comm
 	if err != nil {
 		return segment.AppendResult{}, 0, err
 	}
-	if err := p.producers.CheckMarker(producerID, epoch, coordinatorEpoch); err != nil {
+	if err := p.producers.CheckMarker(tm.pid, tm.epoch, tm.coordinatorEpoch, tm.version >= 2); err != nil {
 		return segment.AppendResult{}, 0, err
 	}
 	active := p.log.ActiveBaseOffset()
@@ -190,17 +199,24 @@ func (s *Server) abortedTxns(p *partition, from, upTo int64) ([]segment.AbortedT
 // transactional batch in the partition: asked of the transaction
 // coordinator before the append lock is taken. It returns the marker count
 // to compare under the lock (see appendProduced), and whether a
-// verification happened. abortable says the request's version may be
-// answered TRANSACTION_ABORTABLE (Produce v11+).
-func (s *Server) verifyFirstTxnBatch(ctx context.Context, abortable bool, p *partition, transactionalID *string, h segment.Header) (markers uint64, verified bool, err error) {
-	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil || !s.cfg.Transactions.PartitionVerification {
+// verification happened. chk says how the coordinator is asked: under
+// transaction version 2 the partition is added to the transaction
+// (always: the client sent no AddPartitionsToTxn), else verified when
+// transaction.partition.verification.enable is on.
+func (s *Server) verifyFirstTxnBatch(ctx context.Context, chk txnCheck, p *partition, transactionalID *string, h segment.Header) (markers uint64, verified bool, err error) {
+	if !h.Transactional() || h.ProducerID < 0 || transactionalID == nil || !(chk.add || s.cfg.Transactions.PartitionVerification) {
 		return 0, false, nil
 	}
-	open, markers := p.producers.InTransaction(h.ProducerID)
-	if open {
+	// A batch of a later epoch than the open transaction's is verified
+	// too (Kafka 4.x's hasOngoingTransaction at the epoch): under
+	// transaction version 2 it is the producer's next transaction, begun
+	// while the previous one's marker is still on its way, and must wait
+	// until the coordinator has completed that one.
+	open, epoch, markers := p.producers.InTransaction(h.ProducerID)
+	if open && epoch == h.ProducerEpoch {
 		return 0, false, nil
 	}
-	if err := s.verifyTxnPartition(ctx, abortable, *transactionalID, h.ProducerID, h.ProducerEpoch, p.topic, p.index); err != nil {
+	if err := s.verifyTxnPartition(ctx, chk, *transactionalID, h.ProducerID, h.ProducerEpoch, p.topic, p.index); err != nil {
 		return 0, false, verifyError(err)
 	}
 	return markers, true, nil

@@ -14,26 +14,66 @@ import (
 	"github.com/stratastream/strata/coord/zktest"
 )
 
-// TestUpdateFeatures: a broker that, as a Kafka 3.9 ZooKeeper broker,
-// supports no features advertises none in ApiVersions and refuses every
-// UpdateFeatures update per feature with INVALID_REQUEST and Kafka's
-// message (unknown feature, deletion of a feature not finalized, a level
-// below 1 without a downgrade type, an empty name, an unknown upgrade
-// type), on v0 and v1, validate only or not; nothing is finalized after.
+// TestUpdateFeatures: a new cluster finalizes transaction.version 1;
+// ApiVersions advertises it (v3: the finalized level only, v4 also the
+// supported range 0-2); UpdateFeatures checks the level (above 2, or a
+// downgrade without a downgrade type: INVALID_UPDATE_VERSION), validates
+// only when asked, upgrades, downgrades and removes it, each change seen
+// with a larger epoch. Every other feature is refused per feature with
+// INVALID_REQUEST and Kafka 3.9's message (unsupported feature,
+// deletion of a feature not finalized, a level below 1 without a
+// downgrade type, an empty name, an unknown upgrade type), on v0 and
+// v1, validate only or not.
 func TestUpdateFeatures(t *testing.T) {
 	s := startServer(t, nil)
 	cl := newClient(t, s)
 	ctx := testCtx(t)
 	adm := kadm.NewClient(cl)
 
-	res, err := adm.UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 2, UpgradeType: 1})
-	if err != nil {
+	level, epoch := finalizedTxnVersion(t, cl, 4)
+	if level != 1 || epoch < 1 || s.transactionsV2() {
+		t.Fatalf("new cluster: transaction.version %d epoch %d, want 1", level, epoch)
+	}
+	update := func(validate bool, level int16, upgrade int8) error {
+		t.Helper()
+		res, err := adm.UpdateFeatures(ctx, validate, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: upgrade})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res["transaction.version"].Err
+	}
+	if err := update(false, 3, 1); !errors.Is(err, kerr.InvalidUpdateVersion) {
+		t.Errorf("level 3: %v, want INVALID_UPDATE_VERSION", err)
+	}
+	if err := update(true, 2, 1); err != nil {
+		t.Errorf("validate only: %v", err)
+	}
+	if l, e := finalizedTxnVersion(t, cl, 4); l != 1 || e != epoch {
+		t.Fatalf("after validate only: %d epoch %d", l, e)
+	}
+	if err := update(false, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if r := res["transaction.version"]; !errors.Is(r.Err, kerr.InvalidRequest) {
-		t.Fatalf("transaction.version 2: %+v", res)
+	l, e := finalizedTxnVersion(t, cl, 3)
+	if l != 2 || e <= epoch || !s.transactionsV2() {
+		t.Fatalf("after the upgrade: %d epoch %d (was %d)", l, e, epoch)
 	}
-	res, err = adm.UpdateFeatures(ctx, true, kadm.FeatureUpdate{Feature: "metadata.version", MaxVersionLevel: 21, UpgradeType: 1})
+	if err := update(false, 1, 1); !errors.Is(err, kerr.InvalidUpdateVersion) {
+		t.Errorf("downgrade typed as upgrade: %v, want INVALID_UPDATE_VERSION", err)
+	}
+	if err := update(false, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if l, e2 := finalizedTxnVersion(t, cl, 4); l != 1 || e2 <= e || s.transactionsV2() {
+		t.Fatalf("after the downgrade: %d epoch %d", l, e2)
+	}
+	if err := update(false, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := finalizedTxnVersion(t, cl, 4); l != 0 {
+		t.Fatalf("after the removal: %d", l)
+	}
+	res, err := adm.UpdateFeatures(ctx, true, kadm.FeatureUpdate{Feature: "metadata.version", MaxVersionLevel: 21, UpgradeType: 1})
 	if err != nil || !errors.Is(res["metadata.version"].Err, kerr.InvalidRequest) {
 		t.Fatalf("validate only metadata.version: %+v %v", res, err)
 	}
@@ -58,7 +98,7 @@ func TestUpdateFeatures(t *testing.T) {
 		{0, kmsg.UpdateFeaturesRequestFeatureUpdate{Feature: "x", MaxVersionLevel: -1}, false, "Can not provide versionLevel: -1 less than 1 without setting the SAFE downgradeType in the request."},
 		{1, kmsg.UpdateFeaturesRequestFeatureUpdate{Feature: "", MaxVersionLevel: 1, UpgradeType: 1}, false, "Feature name can not be empty."},
 		{1, kmsg.UpdateFeaturesRequestFeatureUpdate{Feature: "x", MaxVersionLevel: 1, UpgradeType: 9}, false, "Received unknown upgrade type."},
-		{1, kmsg.UpdateFeaturesRequestFeatureUpdate{Feature: "x", MaxVersionLevel: 1, UpgradeType: 0}, false, "Received unknown upgrade type."},
+		{1, kmsg.UpdateFeaturesRequestFeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 1, UpgradeType: 0}, false, "Received unknown upgrade type."},
 	} {
 		req := kmsg.NewPtrUpdateFeaturesRequest()
 		req.Version, req.TimeoutMillis, req.ValidateOnly = tc.version, 5000, tc.validate
@@ -72,17 +112,37 @@ func TestUpdateFeatures(t *testing.T) {
 			t.Fatalf("v%d %+v: %+v", tc.version, tc.update, resp)
 		}
 	}
+}
 
-	// Nothing is advertised or finalized, before or after.
+// finalizedTxnVersion asks ApiVersions at version for the finalized
+// transaction.version and the features' epoch, and checks the supported
+// range (listed from v4 only: its minimum is 0). The client may answer
+// from a version of its own choice: the response's version is checked.
+func finalizedTxnVersion(t *testing.T, cl *kgo.Client, version int16) (int16, int64) {
+	t.Helper()
 	av := kmsg.NewPtrApiVersionsRequest()
-	av.Version, av.ClientSoftwareName, av.ClientSoftwareVersion = 4, "test", "1"
-	avr, err := av.RequestWith(ctx, cl)
+	av.Version, av.ClientSoftwareName, av.ClientSoftwareVersion = version, "test", "1"
+	avr, err := av.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(avr.SupportedFeatures) != 0 || len(avr.FinalizedFeatures) != 0 {
-		t.Fatalf("ApiVersions features: supported %+v finalized %+v", avr.SupportedFeatures, avr.FinalizedFeatures)
+	wantSupported := 0
+	if avr.Version >= 4 {
+		wantSupported = 1
 	}
+	if len(avr.SupportedFeatures) != wantSupported ||
+		wantSupported == 1 && (avr.SupportedFeatures[0].Name != "transaction.version" || avr.SupportedFeatures[0].MinVersion != 0 || avr.SupportedFeatures[0].MaxVersion != 2) {
+		t.Fatalf("v%d supported features: %+v", avr.Version, avr.SupportedFeatures)
+	}
+	for _, f := range avr.FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			if f.MinVersionLevel != f.MaxVersionLevel {
+				t.Fatalf("finalized %+v", f)
+			}
+			return f.MaxVersionLevel, avr.FinalizedFeaturesEpoch
+		}
+	}
+	return 0, avr.FinalizedFeaturesEpoch
 }
 
 // TestUpdateFeaturesAuthorization: without CLUSTER ALTER the answer is

@@ -55,6 +55,7 @@ var contractTests = []struct {
 	{"ScramCredentials", testScramCredentials},
 	{"DelegationTokens", testDelegationTokens},
 	{"EntityConfigs", testEntityConfigs},
+	{"FinalizedFeatures", testFinalizedFeatures},
 	{"QuotaEntities", testQuotaEntities},
 	{"ACLs", testACLs},
 	{"ACLsSeenByOther", testACLsSeenByOther},

@@ -83,6 +83,9 @@ type Coordinator interface {
 	// configs: the dynamic broker configs (entity_config.go).
 	EntityConfigStore
 
+	// FeatureStore holds the finalized features (features.go).
+	FeatureStore
+
 	// ClusterID is the cluster's ID, created by the first broker that
 	// ever opened the cluster and never changed after. It is read when
 	// the coordinator is opened.

@@ -40,6 +40,11 @@ type localFile struct {
 	// Configs are the entity configs of the other entity types (entity
 	// type to entity name to config), see local_config.go.
 	Configs map[string]map[string]map[string]string `json:"configs,omitempty"`
+	// Features are the finalized features and FeaturesEpoch their
+	// epoch (from 1; 0 with no features: a file written before them),
+	// see local_features.go.
+	Features      map[string]int16 `json:"features,omitempty"`
+	FeaturesEpoch int64            `json:"features_epoch,omitempty"`
 }
 
 type localTopic struct {
@@ -87,6 +92,9 @@ type LocalStore struct {
 
 	// configWatchers hear of every entity config change (local_config.go).
 	configWatchers entityWatchers
+	// featureWatchers hear of every finalized feature change
+	// (local_features.go).
+	featureWatchers entityWatchers
 
 	mu struct {
 		sync.Mutex
@@ -131,7 +139,8 @@ func OpenLocal(dir string, log *slog.Logger) (*LocalStore, error) {
 	b, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		f := localFile{Version: localFileVersion, ClusterID: NewClusterID(), Topics: map[string]*localTopic{}}
+		f := localFile{Version: localFileVersion, ClusterID: NewClusterID(), Topics: map[string]*localTopic{},
+			Features: maps.Clone(NewClusterFeatures), FeaturesEpoch: 1}
 		if err := s.persist(&f); err != nil {
 			return nil, err
 		}

@@ -32,9 +32,10 @@ type ZK struct {
 	clusterID string
 	hub       *hub
 	cache     *zkCache
-	configs   *zkConfigs // entity configs, SCRAM credentials among them (zk_config.go)
-	tokens    *zkTokens  // delegation tokens (zk_tokens.go)
-	acls      *zkACLs    // zk_acls.go
+	configs   *zkConfigs  // entity configs, SCRAM credentials among them (zk_config.go)
+	features  *zkFeatures // finalized features (zk_features.go)
+	tokens    *zkTokens   // delegation tokens (zk_tokens.go)
+	acls      *zkACLs     // zk_acls.go
 
 	// hookAfterMarker, if set, runs in DeleteTopic after the marker is
 	// created; an error stops the deletion there (crash tests).
@@ -142,6 +143,10 @@ func DialZK(ctx context.Context, cfg Config) (*ZK, error) {
 		_ = z.Close()
 		return nil, err
 	}
+	if err := z.startFeatures(ctx); err != nil {
+		_ = z.Close()
+		return nil, err
+	}
 	if err := z.startTokens(ctx); err != nil {
 		_ = z.Close()
 		return nil, err
@@ -234,10 +239,19 @@ func (z *ZK) loadClusterID(ctx context.Context) (string, error) {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return "", err
 		}
-		err = z.call(ctx, "create", p, func() error {
-			_, err := z.conn.Create(p, encodeZ(zClusterIDData{Version: znodeVersion, ID: NewClusterID()}), zk.FlagPersistent, zk.WorldACL(zk.PermAll))
-			return err
-		})
+		// A new cluster: its finalized features are created with its
+		// id, in one transaction, so that a cluster that has an id and
+		// no /feature is one created before features were kept.
+		id := encodeZ(zClusterIDData{Version: znodeVersion, ID: NewClusterID()})
+		_, failed, err := z.multi(ctx, p,
+			&zk.CreateRequest{Path: p, Data: id, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagPersistent},
+			&zk.CreateRequest{Path: z.path(zFeature), Data: encodeFeatures(NewClusterFeatures), Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagPersistent})
+		if failed == 1 && errors.Is(err, zk.ErrNodeExists) {
+			err = z.call(ctx, "create", p, func() error {
+				_, err := z.conn.Create(p, id, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+				return err
+			})
+		}
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return "", err
 		}
@@ -382,6 +396,9 @@ func (z *ZK) Close() error {
 	}
 	if z.tokens != nil {
 		<-z.tokens.done
+	}
+	if z.features != nil {
+		<-z.features.done
 	}
 	if z.acls != nil {
 		<-z.acls.done

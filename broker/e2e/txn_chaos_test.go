@@ -58,7 +58,19 @@ import (
 // coordinator, SIGSTOP of the other worker's coordinator, kill -9 and
 // SIGSTOP of partition leaders); STRATA_CHAOS_TXN
 // set to a duration (make chaos) runs random faults that long.
-func TestTxnChaos(t *testing.T) {
+func TestTxnChaos(t *testing.T) { runTxnChaos(t, 1) }
+
+// TestTxnChaosVersion2 is TestTxnChaos with transaction.version 2
+// finalized (UpdateFeatures) before the pipeline starts: franz-go's
+// workers bump their producer epoch at every transaction (EndTxn v5),
+// add partitions through their leaders (Produce v12) and commit offsets
+// with TxnOffsetCommit v5, while coordinators are killed mid-transaction.
+// Besides the checker, each worker's producer epoch must show the bump
+// per transaction.
+func TestTxnChaosVersion2(t *testing.T) { runTxnChaos(t, 2) }
+
+// runTxnChaos is TestTxnChaos at transaction.version txnVersion.
+func runTxnChaos(t *testing.T, txnVersion int16) {
 	faults, seed := txnChaosShortFaults, int64(txnChaosShortSeed)
 	var dur time.Duration
 	inputs := 3000
@@ -91,6 +103,9 @@ func TestTxnChaos(t *testing.T) {
 		"transaction.state.log.min.isr=2",
 		"offsets.topic.replication.factor=3")
 	requireTransactions(t, c.Broker(1))
+	if txnVersion != 1 {
+		finalizeTxnVersion(t, txnVersion, c.brokers...)
+	}
 	const in, out, group = "txc-in", "txc-out", "txc"
 	opts := map[string]string{"min.insync.replicas": "2"}
 	c.createTopicWith(t, in, chaosPartitions, 3, opts)
@@ -231,11 +246,75 @@ func TestTxnChaos(t *testing.T) {
 	if !rep.OK() || rep.Inputs != inputs {
 		t.Errorf("the transactions checker found %v (want %d inputs); first problems:\n%s", rep, inputs, strings.Join(rep.Problems, "\n"))
 	}
+	if txnVersion >= 2 {
+		checkEpochBumps(t, adm, workers)
+	}
 	if st := c.chaosBrokerStats(out); len(st.panics) > 0 {
 		t.Errorf("brokers logged panics or data races: %v", st.panics)
 	}
 	if t.Failed() {
 		c.saveLogs(t, fmt.Sprintf("strata-txn-chaos-%d", seed))
+	}
+}
+
+// finalizeTxnVersion sets transaction.version through UpdateFeatures
+// and waits until each of brokers finalizes it in ApiVersions.
+func finalizeTxnVersion(t *testing.T, level int16, brokers ...*Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := kadm.NewClient(brokers[0].Client(t)).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: 1})
+	if err == nil {
+		err = res["transaction.version"].Err
+	}
+	if err != nil {
+		t.Fatalf("transaction.version %d: %v", level, err)
+	}
+	for _, b := range brokers {
+		if !poll.For(30*time.Second, func() bool {
+			resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, b.Client(t))
+			if err != nil {
+				return false
+			}
+			for _, f := range resp.FinalizedFeatures {
+				if f.Name == "transaction.version" && f.MaxVersionLevel == level {
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Fatalf("broker at %s does not finalize transaction.version %d", b.Addr, level)
+		}
+	}
+	t.Logf("transaction.version %d finalized on every broker", level)
+}
+
+// checkEpochBumps checks that each worker's producer epoch grew with
+// its transactions, as transaction version 2 bumps it at every EndTxn
+// (version 1 only at InitProducerId and fences, a handful of times
+// here).
+func checkEpochBumps(t *testing.T, adm *kadm.Client, workers []*txnWorker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	for _, w := range workers {
+		ids = append(ids, w.id)
+	}
+	descs, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		t.Fatalf("DescribeTransactions: %v", err)
+	}
+	for _, id := range ids {
+		d, ok := descs[id]
+		if !ok || d.Err != nil {
+			t.Errorf("%s: not described: %v", id, d.Err)
+			continue
+		}
+		if d.ProducerEpoch < 20 {
+			t.Errorf("%s: producer epoch %d after the run, want one bump per transaction (at least 20)", id, d.ProducerEpoch)
+		}
+		t.Logf("TXN_CHAOS %s: producer %d epoch %d", id, d.ProducerID, d.ProducerEpoch)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -596,4 +599,36 @@ func TestTxnKcatReadCommitted(t *testing.T) {
 
 	all := kcatRead(t, b.Addr, topic, "read_uncommitted")
 	checkExactlyOnce(t, "kcat read_uncommitted", all, append(append([]string{}, want...), aborted...))
+}
+
+// TestTxnFranzGoSuiteVersion2 runs franz-go's own TestTxnEtl (from
+// github.com/twmb/franz-go/pkg/kgo at the version in go.mod: a
+// transactional producer, a GroupTransactSession consume-transform-produce
+// chain with group members joining and leaving, read_committed checkers)
+// as a subprocess against one broker with transaction.version 2
+// finalized, so franz-go runs it under KIP-890 part 2. KGO_TEST_RECORDS
+// makes it 50,000 records instead of 500,000. It must run and pass (its
+// KIP-848 subtests skip: the consumer group protocol is not served).
+func TestTxnFranzGoSuiteVersion2(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("no go command to build franz-go's tests: %v", err)
+	}
+	b := StartBroker(t, "transaction.state.log.num.partitions=3", "group.initial.rebalance.delay.ms=0")
+	requireTransactions(t, b)
+	finalizeTxnVersion(t, 2, b)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo", "-run", "^TestTxnEtl$", "-count=1", "-v", "-timeout", "7m")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=50000")
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test franz-go/pkg/kgo -run TestTxnEtl (build and run) took %v", time.Since(start).Round(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("franz-go's TestTxnEtl: %v\n%s", err, tailString(string(out), 8192))
+	}
+	if !regexp.MustCompile(`(?m)^--- PASS: TestTxnEtl `).Match(out) {
+		t.Fatalf("TestTxnEtl did not pass (skipped or not run):\n%s", tailString(string(out), 4096))
+	}
+	t.Logf("franz-go:\n%s", tailString(string(out), 1024))
 }

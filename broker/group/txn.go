@@ -1,6 +1,6 @@
 package group
 
-// TxnOffsetCommit: versions 0-4.
+// TxnOffsetCommit: versions 0-5.
 //
 // Behavior:
 //   - The offsets of a transactional producer (KIP-98): written to the

@@ -22,7 +22,7 @@ func APIs() []API {
 		{Key: 14, Name: "SyncGroup", Min: 0, Max: 5},
 		{Key: 15, Name: "DescribeGroups", Min: 0, Max: 5},
 		{Key: 16, Name: "ListGroups", Min: 0, Max: 5},
-		{Key: 28, Name: "TxnOffsetCommit", Min: 0, Max: 4},
+		{Key: 28, Name: "TxnOffsetCommit", Min: 0, Max: 5},
 		{Key: 42, Name: "DeleteGroups", Min: 0, Max: 2},
 		{Key: 47, Name: "OffsetDelete", Min: 0, Max: 0},
 		{Key: 68, Name: "ConsumerGroupHeartbeat", Min: 0, Max: 1},

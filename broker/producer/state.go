@@ -289,8 +289,11 @@ func (s *StateManager) entryLocked(pid int64, epoch int16) *entry {
 // INVALID_PRODUCER_EPOCH when epoch is below the producer's,
 // TRANSACTION_COORDINATOR_FENCED when coordinatorEpoch is below that of
 // the producer's last marker (Kafka's ProducerAppendInfo rules). A
-// producer the partition does not know passes.
-func (s *StateManager) CheckMarker(producerID int64, epoch int16, coordinatorEpoch int32) error {
+// marker of transaction version 2 (bumped: its EndTxn bumped the epoch)
+// must also have an epoch above that of a transaction open in the
+// partition, else it is stale and INVALID_PRODUCER_EPOCH. A producer the
+// partition does not know passes.
+func (s *StateManager) CheckMarker(producerID int64, epoch int16, coordinatorEpoch int32, bumped bool) error {
 	if producerID < 0 || epoch < 0 {
 		return kafkaErr(kerr.InvalidRecord, "marker for producer %d epoch %d", producerID, epoch)
 	}
@@ -302,6 +305,9 @@ func (s *StateManager) CheckMarker(producerID int64, epoch int16, coordinatorEpo
 	}
 	if epoch < e.epoch {
 		return kafkaErr(kerr.InvalidProducerEpoch, "marker for producer %d: epoch %d, current epoch %d", producerID, epoch, e.epoch)
+	}
+	if bumped && e.txnFirst >= 0 && epoch <= e.epoch {
+		return kafkaErr(kerr.InvalidProducerEpoch, "marker of transaction version 2 for producer %d: epoch %d is not above the open transaction's %d", producerID, epoch, e.epoch)
 	}
 	if coordinatorEpoch < e.coordEpoch {
 		return kafkaErr(kerr.TransactionCoordinatorFenced, "marker for producer %d: coordinator epoch %d, last marker's %d", producerID, coordinatorEpoch, e.coordEpoch)
@@ -399,16 +405,19 @@ func (s *StateManager) LastStableOffset(hw int64) int64 {
 }
 
 // InTransaction reports whether the producer has an open transaction in
-// the partition, and how many markers the partition has applied for it.
-// A first transactional batch (not in a transaction) is verified with the
-// coordinator (KIP-890) outside the append lock; the caller compares the
-// marker count under the lock afterwards to see that no marker came
-// between.
-func (s *StateManager) InTransaction(pid int64) (open bool, markers uint64) {
+// the partition, at which epoch, and how many markers the partition has
+// applied for it. A first transactional batch (not in a transaction at
+// its epoch) is verified with the coordinator (KIP-890) outside the
+// append lock; the caller compares the marker count under the lock
+// afterwards to see that no marker came between.
+func (s *StateManager) InTransaction(pid int64) (open bool, epoch int16, markers uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.mu.producers[pid]
-	return e != nil && e.txnFirst >= 0, s.mu.markers[pid]
+	if e == nil || e.txnFirst < 0 {
+		return false, -1, s.mu.markers[pid]
+	}
+	return true, e.epoch, s.mu.markers[pid]
 }
 
 // TruncateHead forgets the producers whose last batch lies below

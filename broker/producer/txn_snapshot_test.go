@@ -82,14 +82,26 @@ func TestTxnSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	// The marker fencing rules.
-	if code := ErrorCode(got.CheckMarker(3, 0, 6)); code != kerr.TransactionCoordinatorFenced.Code {
+	if code := ErrorCode(got.CheckMarker(3, 0, 6, false)); code != kerr.TransactionCoordinatorFenced.Code {
 		t.Errorf("older coordinator epoch: code %d", code)
 	}
-	if code := ErrorCode(got.CheckMarker(3, 0, 7)); code != 0 {
+	if code := ErrorCode(got.CheckMarker(3, 0, 7, false)); code != 0 {
 		t.Errorf("same coordinator epoch: code %d", code)
 	}
+	// Transaction version 2: the marker's epoch must be above that of
+	// an open transaction (producer 4's, at epoch 0); with none open the
+	// producer's epoch is enough.
+	if code := ErrorCode(got.CheckMarker(4, 0, 0, true)); code != kerr.InvalidProducerEpoch.Code {
+		t.Errorf("version 2 marker at the open transaction's epoch: code %d", code)
+	}
+	if code := ErrorCode(got.CheckMarker(4, 1, 0, true)); code != 0 {
+		t.Errorf("version 2 marker at the bumped epoch: code %d", code)
+	}
+	if code := ErrorCode(got.CheckMarker(3, 0, 7, true)); code != 0 {
+		t.Errorf("version 2 marker with no transaction open: code %d", code)
+	}
 	got.Update(hdr(5, 3, 0, 1), 8)
-	if code := ErrorCode(got.CheckMarker(5, 2, 0)); code != kerr.InvalidProducerEpoch.Code {
+	if code := ErrorCode(got.CheckMarker(5, 2, 0, false)); code != kerr.InvalidProducerEpoch.Code {
 		t.Errorf("older producer epoch: code %d", code)
 	}
 }

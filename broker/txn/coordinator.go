@@ -49,6 +49,10 @@ type MarkerBatch struct {
 	Commit           bool
 	CoordinatorEpoch int32
 	Partitions       []TopicPartition
+	// TransactionVersion is the transaction's version
+	// (WriteTxnMarkers v2): with 2 the marker's epoch is the bumped one,
+	// above the epoch of the transaction's records.
+	TransactionVersion int8
 }
 
 // MarkerResult is the outcome of one partition's marker: a Kafka error
@@ -144,6 +148,9 @@ type Coordinator struct {
 		closed     bool
 		partitions map[int]*partition // loading or loaded
 		txns       map[string]*entry  // of loaded partitions
+		// added is broadcast when the write of an added partition
+		// (pending Ongoing) ends: AddPartitionsV2 waits for it.
+		added *sync.Cond
 	}
 
 	stop    chan struct{}
@@ -178,6 +185,7 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, stop: make(chan struct{})}
+	c.mu.added = sync.NewCond(&c.mu.Mutex)
 	c.mu.partitions = map[int]*partition{}
 	c.mu.txns = map[string]*entry{}
 	c.wg.Add(1)
@@ -291,12 +299,16 @@ func (c *Coordinator) commit(e *entry, next Metadata) *kerr.Error {
 		c.cfg.Logger.Error("txn: illegal transition refused", "transactional_id", next.TransactionalID, "from", e.md.State, "to", next.State)
 		c.mu.Lock()
 		e.pending = noPending
+		c.mu.added.Broadcast()
 		c.mu.Unlock()
 		return kerr.UnknownServerError
 	}
 	ke := c.write(e.p, next.TransactionalID, &next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.pending == Ongoing {
+		defer c.mu.added.Broadcast()
+	}
 	e.pending = noPending
 	if ke != nil {
 		return ke
@@ -356,6 +368,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 				TransactionalID: id, ProducerID: newID, ProducerEpoch: -1,
 				LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: timeoutMs,
 				State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: c.nowMs(),
+				NextProducerID: -1,
 			}}
 			c.mu.txns[id] = e
 		}
@@ -415,6 +428,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 		}
 	}
 	next.State, next.TimeoutMs, next.Partitions, next.StartMs, next.LastUpdateMs = Empty, timeoutMs, map[TopicPartition]struct{}{}, -1, c.nowMs()
+	next.NextProducerID, next.ClientVersion = -1, TransactionVersion0
 	e.pending = Empty
 	c.mu.Unlock()
 	if ke := c.commit(e, next); ke != nil {
@@ -433,6 +447,11 @@ func (c *Coordinator) fenceLocked(e *entry) Metadata {
 	}
 	next.LastProducerEpoch = -1
 	next.State, next.LastUpdateMs = PrepareAbort, c.nowMs()
+	// A fence is no EndTxn of version 2: the fenced producer's EndTxn
+	// retry with the epoch before the bump must be PRODUCER_FENCED, not
+	// taken for a retry. (Its markers' epoch is above the records'
+	// anyway.)
+	next.ClientVersion = min(next.ClientVersion, TransactionVersion1)
 	e.pending = PrepareAbort
 	return next
 }
@@ -443,13 +462,40 @@ func (c *Coordinator) fenceLocked(e *entry) Metadata {
 // INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
 // CONCURRENT_TRANSACTIONS while a transaction ends, and lookupLocked's.
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []TopicPartition) *kerr.Error {
+	return c.addPartitions(id, pid, epoch, tps, false)
+}
+
+// AddPartitionsV2 is AddPartitions for a transaction of transaction
+// version 2 (KIP-890 part 2): a partition leader adds the partition of a
+// Produce v12+, a group coordinator the offsets partition of a
+// TxnOffsetCommit v5+, where a client of transaction version 1 sends
+// AddPartitionsToTxn or AddOffsetsToTxn. A transaction it begins is of
+// version 2. While a transaction whose epoch overflowed completes, its
+// next producer id gets CONCURRENT_TRANSACTIONS rather than
+// INVALID_PRODUCER_ID_MAPPING.
+func (c *Coordinator) AddPartitionsV2(id string, pid int64, epoch int16, tps []TopicPartition) *kerr.Error {
+	return c.addPartitions(id, pid, epoch, tps, true)
+}
+
+func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []TopicPartition, tv2 bool) *kerr.Error {
 	if id == "" {
 		return kerr.InvalidRequest
 	}
 	c.mu.Lock()
 	_, e, ke := c.lookupLocked(id)
+	for tv2 && ke == nil && e != nil && e.pending == Ongoing {
+		// Another partition leader's add of this transaction is being
+		// written (under version 2 each leader adds its own partition,
+		// at once): wait for it rather than answer
+		// CONCURRENT_TRANSACTIONS. The write is bounded by the log's
+		// append.
+		c.mu.added.Wait()
+		_, e, ke = c.lookupLocked(id)
+	}
 	switch {
 	case ke != nil:
+	case e != nil && e.md.hasNextProducerID() && e.md.NextProducerID == pid:
+		ke = kerr.ConcurrentTransactions // the overflowed transaction is completing
 	case e == nil || e.md.ProducerID != pid:
 		ke = kerr.InvalidProducerIDMapping
 	case e.md.ProducerEpoch != epoch:
@@ -477,6 +523,10 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []Top
 	}
 	if e.md.State.ended() {
 		next.StartMs = c.nowMs()
+		next.ClientVersion = TransactionVersion1
+		if tv2 {
+			next.ClientVersion = TransactionVersion2
+		}
 	}
 	next.State, next.LastUpdateMs = Ongoing, c.nowMs()
 	e.pending = Ongoing
@@ -500,6 +550,8 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []
 	switch {
 	case ke != nil:
 		return nil, ke
+	case e != nil && e.md.hasNextProducerID() && e.md.NextProducerID == pid:
+		return nil, kerr.ConcurrentTransactions
 	case e == nil || e.md.ProducerID != pid:
 		return nil, kerr.InvalidProducerIDMapping
 	case e.md.ProducerEpoch != epoch:
@@ -520,54 +572,120 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, tps []
 }
 
 // EndTxn commits or aborts the producer's transaction (Kafka's
-// handleEndTransaction from a client): PrepareCommit or PrepareAbort is
-// written, EndTxn returns, and the markers go out in the background, after
-// which CompleteCommit or CompleteAbort is written. A retry of the decision
-// already taken answers nil (completed) or CONCURRENT_TRANSACTIONS (markers
-// still going out); the other decision, or no transaction, is
-// INVALID_TXN_STATE. Also INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING,
-// PRODUCER_FENCED and lookupLocked's.
+// handleEndTransaction from a client of transaction version 1):
+// PrepareCommit or PrepareAbort is written, EndTxn returns, and the
+// markers go out in the background, after which CompleteCommit or
+// CompleteAbort is written. A retry of the decision already taken answers
+// nil (completed) or CONCURRENT_TRANSACTIONS (markers still going out);
+// the other decision, or no transaction, is INVALID_TXN_STATE. Also
+// INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED and
+// lookupLocked's.
 func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *kerr.Error {
+	_, _, ke := c.endTxn(id, pid, epoch, commit, false)
+	return ke
+}
+
+// EndTxnV2 is EndTxn for a client of transaction version 2 (EndTxn v5+
+// while transaction.version 2 is finalized; KIP-890 part 2): every commit
+// and abort bumps the producer epoch, and EndTxnV2 returns the producer
+// id and epoch of the producer's next transaction. When the epoch would
+// reach its limit the transaction ends at the last epoch and a new
+// producer id with epoch 0 takes over. The markers carry the bumped
+// epoch, so a late write of the ended transaction's epoch is refused by
+// the partition. A retry with the epoch before the bump answers as
+// EndTxn's retry does (nil with the current id and epoch, or
+// CONCURRENT_TRANSACTIONS); an abort with no transaction ongoing is
+// legal and bumps the epoch too.
+func (c *Coordinator) EndTxnV2(id string, pid int64, epoch int16, commit bool) (int64, int16, *kerr.Error) {
+	return c.endTxn(id, pid, epoch, commit, true)
+}
+
+func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, *kerr.Error) {
 	if id == "" {
-		return kerr.InvalidRequest
+		return -1, -1, kerr.InvalidRequest
 	}
 	c.mu.Lock()
 	_, e, ke := c.lookupLocked(id)
-	switch {
-	case ke != nil:
-	case e == nil || e.md.ProducerID != pid:
+	if ke == nil && e == nil {
 		ke = kerr.InvalidProducerIDMapping
-	case e.md.ProducerEpoch != epoch:
+	}
+	if ke != nil {
+		c.mu.Unlock()
+		return -1, -1, ke
+	}
+	md := e.md
+	bumped := md.ClientVersion >= TransactionVersion2 // md's epoch was bumped by its EndTxn
+	// A retry of a version 2 EndTxn whose answer was lost: the epoch is
+	// one behind, or the epoch overflowed into a new producer id.
+	retryBump := bumped && md.ProducerID == pid && md.ProducerEpoch == epoch+1
+	retryOverflow := bumped && md.LastProducerID == pid && epoch == epochExhausted && md.ProducerEpoch == 0 &&
+		(md.State == CompleteCommit || md.State == CompleteAbort)
+	emptyAbort := tv2 && !commit && md.State.ended() && md.ProducerID == pid && md.ProducerEpoch == epoch
+	var validEpoch bool
+	switch md.State {
+	case PrepareCommit, PrepareAbort:
+		validEpoch = retryBump || (!bumped && epoch == md.ProducerEpoch)
+	case CompleteCommit, CompleteAbort:
+		validEpoch = retryBump || retryOverflow || (!bumped && epoch == md.ProducerEpoch) || emptyAbort
+	default:
+		validEpoch = epoch == md.ProducerEpoch
+	}
+	switch {
+	case md.ProducerID != pid && !retryOverflow:
+		ke = kerr.InvalidProducerIDMapping
+	case !validEpoch:
 		ke = kerr.ProducerFenced
 	case e.pending != noPending:
 		ke = kerr.ConcurrentTransactions
 	}
 	if ke != nil {
 		c.mu.Unlock()
-		return ke
+		return -1, -1, ke
 	}
-	switch st := e.md.State; {
-	case st == Ongoing:
+	switch st := md.State; {
+	case st == Ongoing, emptyAbort:
 	case st == CompleteCommit && commit, st == CompleteAbort && !commit:
 		c.mu.Unlock()
-		return nil
+		return md.ProducerID, md.ProducerEpoch, nil
 	case st == PrepareCommit && commit, st == PrepareAbort && !commit:
 		c.mu.Unlock()
-		return kerr.ConcurrentTransactions
+		return -1, -1, kerr.ConcurrentTransactions
 	default:
 		c.mu.Unlock()
 		c.cfg.Logger.Debug("txn: EndTxn in an invalid state", "transactional_id", id, "state", st, "commit", commit)
-		return kerr.InvalidTxnState
+		return -1, -1, kerr.InvalidTxnState
 	}
-	next := e.md.clone()
+	next := md.clone()
 	next.State, next.LastUpdateMs = PrepareAbort, c.nowMs()
 	if commit {
 		next.State = PrepareCommit
 	}
+	if emptyAbort {
+		// Nothing to mark: PrepareAbort then CompleteAbort, with the
+		// epoch bumped.
+		next.Partitions, next.StartMs = map[TopicPartition]struct{}{}, c.nowMs()
+	}
 	e.pending = next.State
+	if tv2 {
+		next.ClientVersion = TransactionVersion2
+		next.ProducerEpoch, next.LastProducerEpoch = md.ProducerEpoch+1, md.ProducerEpoch
+		if isEpochExhausted(md.ProducerEpoch) {
+			c.mu.Unlock()
+			newID, err := c.cfg.NewProducerID()
+			if err != nil {
+				c.mu.Lock()
+				e.pending = noPending
+				c.mu.Unlock()
+				c.cfg.Logger.Error("txn: no producer id available", "err", err)
+				return -1, -1, kerr.CoordinatorLoadInProgress
+			}
+			c.mu.Lock()
+			next.NextProducerID = newID
+		}
+	}
 	c.mu.Unlock()
 	if ke := c.commit(e, next); ke != nil {
-		return ke
+		return -1, -1, ke
 	}
 	done := c.completeAsync(e, next)
 	if c.cfg.EndWait > 0 {
@@ -578,7 +696,10 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *ke
 		case <-t.C:
 		}
 	}
-	return nil
+	if next.hasNextProducerID() {
+		return next.NextProducerID, 0, nil
+	}
+	return next.ProducerID, next.ProducerEpoch, nil
 }
 
 // Describe returns the state of a transactional id (DescribeTransactions):

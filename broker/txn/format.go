@@ -12,13 +12,25 @@ import (
 )
 
 // Record versions of __transaction_state: Kafka's TransactionLogKey v0 and
-// TransactionLogValue v0 (written, as Kafka 3.9 writes them while
-// transaction.version is below 2) and v1 (flexible, read). Stored data
+// TransactionLogValue v0 (written for transactions of transaction version
+// 0 and 1, as Kafka 3.9 writes them) and v1 (flexible: written for a
+// transaction of version 2, whose tagged fields hold the previous and next
+// producer ids and the client's transaction version). Stored data
 // depends on them: never change them.
 const (
 	keyVersion     int16 = 0
 	valueVersion   int16 = 0
 	maxValueVerson int16 = 1
+)
+
+// Transaction versions (Kafka's TransactionVersion, the levels of the
+// transaction.version feature) as Metadata.ClientVersion records them:
+// version 2 bumps the producer epoch at every EndTxn (KIP-890 part 2).
+// Stored in TransactionLogValue v1: never change them.
+const (
+	TransactionVersion0 int16 = 0
+	TransactionVersion1 int16 = 1
+	TransactionVersion2 int16 = 2
 )
 
 // Errors of DecodeRecord.
@@ -54,6 +66,20 @@ type Metadata struct {
 	Partitions        map[TopicPartition]struct{}
 	StartMs           int64 // when the transaction began, -1 when none
 	LastUpdateMs      int64
+	// NextProducerID is the producer id that takes over once a
+	// transaction of version 2 whose epoch overflowed completes; -1
+	// when none.
+	NextProducerID int64
+	// ClientVersion is the transaction version of the client's
+	// transaction (Kafka's clientTransactionVersion): with
+	// TransactionVersion2 its EndTxn bumped the epoch.
+	ClientVersion int16
+}
+
+// hasNextProducerID reports whether m is a transaction of version 2
+// whose epoch overflowed: NextProducerID takes over once it completes.
+func (m Metadata) hasNextProducerID() bool {
+	return m.ClientVersion >= TransactionVersion2 && m.NextProducerID >= 0
 }
 
 // clone returns a copy that shares nothing with m.
@@ -80,11 +106,17 @@ func EncodeKey(id string) []byte {
 	return k.AppendTo(nil)
 }
 
-// EncodeValue returns the record value of m (TransactionLogValue v0). An
-// Empty transaction has a null partition list, as Kafka writes it.
+// EncodeValue returns the record value of m: TransactionLogValue v0, or
+// v1 for a transaction of version 2 (with its tagged previous and next
+// producer ids and client transaction version). An Empty transaction has
+// a null partition list, as Kafka writes it.
 func EncodeValue(m Metadata) []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = valueVersion
+	if m.ClientVersion >= TransactionVersion2 {
+		v.Version = 1
+		v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion = m.LastProducerID, m.NextProducerID, m.ClientVersion
+	}
 	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = m.ProducerID, m.ProducerEpoch, m.TimeoutMs
 	v.State = kmsg.TransactionState(m.State)
 	v.LastUpdateTimestamp, v.StartTimestamp = m.LastUpdateMs, m.StartMs
@@ -139,6 +171,10 @@ func DecodeRecord(key, value []byte) (string, *Metadata, error) {
 		TimeoutMs: v.TimeoutMillis, State: st,
 		Partitions: map[TopicPartition]struct{}{},
 		StartMs:    v.StartTimestamp, LastUpdateMs: v.LastUpdateTimestamp,
+		NextProducerID: -1,
+	}
+	if v.Version >= 1 {
+		m.LastProducerID, m.NextProducerID, m.ClientVersion = v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion
 	}
 	if st != Empty {
 		for _, t := range v.Topics {

@@ -15,15 +15,18 @@ func sampleMetadata() Metadata {
 		TransactionalID: "tx-1", ProducerID: 4294967296 + 7, ProducerEpoch: 3,
 		LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 60000, State: Ongoing,
 		Partitions: map[TopicPartition]struct{}{{"a", 1}: {}, {"a", 0}: {}, {"b", 2}: {}},
-		StartMs:    1700000000000, LastUpdateMs: 1700000000500,
+		StartMs:    1700000000000, LastUpdateMs: 1700000000500, NextProducerID: -1,
 	}
 }
 
 func TestRecordRoundTrip(t *testing.T) {
 	for i, md := range []Metadata{
 		sampleMetadata(),
-		{TransactionalID: "empty", ProducerID: 1, ProducerEpoch: 0, LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 1, State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: 5},
-		{TransactionalID: "ü-ñ", ProducerID: 9, ProducerEpoch: 32766, LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 900000, State: PrepareCommit, Partitions: map[TopicPartition]struct{}{{"__consumer_offsets", 49}: {}}, StartMs: 1, LastUpdateMs: 2},
+		{TransactionalID: "empty", ProducerID: 1, ProducerEpoch: 0, LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 1, State: Empty, Partitions: map[TopicPartition]struct{}{}, StartMs: -1, LastUpdateMs: 5, NextProducerID: -1},
+		{TransactionalID: "ü-ñ", ProducerID: 9, ProducerEpoch: 32766, LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 900000, State: PrepareCommit, Partitions: map[TopicPartition]struct{}{{"__consumer_offsets", 49}: {}}, StartMs: 1, LastUpdateMs: 2, NextProducerID: -1},
+		// Transaction version 2, its epoch overflowed: value v1 with
+		// the tagged fields.
+		{TransactionalID: "tv2", ProducerID: 9, ProducerEpoch: 32767, LastProducerID: 8, LastProducerEpoch: -1, TimeoutMs: 900000, State: PrepareAbort, Partitions: map[TopicPartition]struct{}{{"t", 0}: {}}, StartMs: 1, LastUpdateMs: 2, NextProducerID: 10, ClientVersion: TransactionVersion2},
 	} {
 		id, got, err := DecodeRecord(EncodeKey(md.TransactionalID), EncodeValue(md))
 		if err != nil {

@@ -59,7 +59,7 @@ func (c *Coordinator) complete(e *entry, md Metadata) {
 	for attempt := 0; len(left) > 0; attempt++ {
 		res := c.cfg.Markers.WriteMarkers(ctx, MarkerBatch{
 			ProducerID: md.ProducerID, ProducerEpoch: md.ProducerEpoch, Commit: commit,
-			CoordinatorEpoch: e.p.epoch, Partitions: left,
+			CoordinatorEpoch: e.p.epoch, Partitions: left, TransactionVersion: int8(min(md.ClientVersion, TransactionVersion2)),
 		})
 		var retry, done []TopicPartition
 		var codes []string
@@ -113,6 +113,15 @@ func (c *Coordinator) complete(e *entry, md Metadata) {
 		next.State = CompleteCommit
 	}
 	next.Partitions = map[TopicPartition]struct{}{}
+	if md.ClientVersion >= TransactionVersion2 {
+		// Kafka's prepareComplete: the epoch the EndTxn bumped becomes
+		// the last one, and an overflowed epoch hands over to the next
+		// producer id.
+		next.LastProducerEpoch = md.ProducerEpoch
+		if md.hasNextProducerID() {
+			next.ProducerID, next.ProducerEpoch, next.LastProducerID, next.NextProducerID = md.NextProducerID, 0, md.ProducerID, -1
+		}
+	}
 	for {
 		c.mu.Lock()
 		if !c.currentLocked(e) {

@@ -2,15 +2,17 @@ package txn
 
 import "testing"
 
-// TestTransitions checks every (from, to) pair against Kafka 3.9's
+// TestTransitions checks every (from, to) pair against Kafka's
 // TransactionState.validPreviousStates, written out here as the legal
-// pairs: every other pair is refused.
+// pairs (with Kafka 4.x's empty abort of transaction version 2: ended to
+// PrepareAbort): every other pair is refused.
 func TestTransitions(t *testing.T) {
 	legal := map[[2]State]bool{
 		{Empty, Empty}: true, {CompleteCommit, Empty}: true, {CompleteAbort, Empty}: true,
 		{Ongoing, Ongoing}: true, {Empty, Ongoing}: true, {CompleteCommit, Ongoing}: true, {CompleteAbort, Ongoing}: true,
 		{Ongoing, PrepareCommit}: true,
 		{Ongoing, PrepareAbort}:  true, {PrepareEpochFence, PrepareAbort}: true,
+		{Empty, PrepareAbort}: true, {CompleteCommit, PrepareAbort}: true, {CompleteAbort, PrepareAbort}: true,
 		{PrepareCommit, CompleteCommit}: true,
 		{PrepareAbort, CompleteAbort}:   true,
 		{Empty, Dead}:                   true, {CompleteCommit, Dead}: true, {CompleteAbort, Dead}: true,
