@@ -42,13 +42,21 @@ func init() { registerGroupAPI(11, handleJoinGroup) }
 func handleJoinGroup(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.JoinGroupRequest)
 	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
-		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		resp.Generation = -1
-		if req.Version < 7 {
-			resp.Protocol = kmsg.StringPtr("")
-		}
-		return reply{msg: resp}, nil
+		return joinGroupError(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
+	if s.shares != nil && s.shares.Groups.Exists(req.Group) {
+		return joinGroupError(req, kerr.InconsistentGroupProtocol.Code), nil // as Kafka: a share group's id is not a classic group's
 	}
 	return blockingGroupReply(r, s.groups.JoinGroup(groupCtx(r), req)), nil
+}
+
+// joinGroupError is a JoinGroup answer of only an error.
+func joinGroupError(req *kmsg.JoinGroupRequest, code int16) reply {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.ErrorCode = code
+	resp.Generation = -1
+	if req.Version < 7 {
+		resp.Protocol = kmsg.StringPtr("")
+	}
+	return reply{msg: resp}
 }

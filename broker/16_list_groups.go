@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"strings"
+
 	"github.com/stratastream/strata/broker/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,13 +21,14 @@ import (
 // * v1: ThrottleMillis
 // * v3: flexible versions
 // * v4: StatesFilter, GroupState
-// * v5: TypesFilter, GroupType (classic, consumer)
+// * v5: TypesFilter, GroupType (classic, consumer, share)
 
 func init() { registerGroupAPI(16, handleListGroups) }
 
 func handleListGroups(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ListGroupsRequest)
 	resp := s.groups.ListGroups(groupCtx(r), req)
+	resp.Groups = append(resp.Groups, s.listShareGroups(req)...)
 	if s.authorize(r, acl.OpDescribe, acl.Cluster) {
 		return reply{msg: resp}, nil // Kafka: DESCRIBE on the cluster lists them all
 	}
@@ -37,4 +40,35 @@ func handleListGroups(s *Server, r *request) (reply, error) {
 	}
 	resp.Groups = kept
 	return reply{msg: resp}, nil
+}
+
+// listShareGroups lists the share groups this broker coordinates, as
+// Kafka does: protocol type and group type "share", state Stable (an
+// empty share group is forgotten here: package share's doc), after the
+// states and types filters.
+func (s *Server) listShareGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsResponseGroup {
+	if s.shares == nil || !filterAdmits(req.StatesFilter, "Stable") || !filterAdmits(req.TypesFilter, "share") {
+		return nil
+	}
+	var out []kmsg.ListGroupsResponseGroup
+	for _, id := range s.shares.Groups.IDs() {
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "share", "Stable", "share"
+		out = append(out, lg)
+	}
+	return out
+}
+
+// filterAdmits reports whether a ListGroups filter (empty: all) holds v,
+// case-insensitively.
+func filterAdmits(filter []string, v string) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	for _, f := range filter {
+		if strings.EqualFold(f, v) {
+			return true
+		}
+	}
+	return false
 }

@@ -40,6 +40,9 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) (reply, error) {
 	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
 		return fail(kerr.GroupAuthorizationFailed.Code, "")
 	}
+	if s.shares != nil && s.shares.Groups.Exists(req.Group) {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+req.Group+" is not a consumer group.") // as Kafka: one id namespace for every group type
+	}
 	if len(req.SubscribedTopicNames) > 0 {
 		allowed := s.topicAuthorizer(r, acl.OpDescribe)
 		var denied []string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratastream/strata/broker/share"
 	"github.com/stratastream/strata/segment/poll"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -198,6 +199,36 @@ func TestShareGroupDescribeMembers(t *testing.T) {
 	})
 	if got.Assignor != share.AssignorName || got.GroupEpoch < 2 {
 		t.Fatalf("group %+v", got)
+	}
+
+	// One id namespace for every group type, as Kafka: ListGroups shows
+	// the share group (and filters it by type); a classic JoinGroup or a
+	// KIP-848 heartbeat for its id is refused.
+	listed := func(types ...string) []kmsg.ListGroupsResponseGroup {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.TypesFilter = types
+		resp, err := req.RequestWith(testCtx(t), admin)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("ListGroups: %v %v", resp, err)
+		}
+		return resp.Groups
+	}
+	if gs := listed(); len(gs) != 1 || gs[0].Group != "dg" || gs[0].GroupType != "share" || gs[0].ProtocolType != "share" || gs[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups: %+v", gs)
+	}
+	if gs := listed("consumer", "classic"); len(gs) != 0 {
+		t.Fatalf("ListGroups of consumer and classic groups: %+v", gs)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "dg", "consumer", 10000, 10000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	if resp, err := join.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("JoinGroup of a share group's id: %+v %v", resp, err)
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = "dg", "m-1", 10000, []string{"queue"}
+	if resp, err := hb.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ConsumerGroupHeartbeat of a share group's id: %+v %v", resp, err)
 	}
 }
 

@@ -20,9 +20,8 @@ var franzShareTests = []string{"TestShareGroup", "TestShareGroupETL", "TestShare
 
 // TestShareGroupFranzGoSuite runs franz-go's share group tests against a
 // broker process. franz-go enables share groups only when ShareFetch and
-// ShareAcknowledge v2 are advertised; a broker without a share-state
-// persister (share coordinator) does not advertise them, and the test
-// skips. The tests set share.auto.offset.reset through
+// ShareAcknowledge v2 are advertised: the test fails if they are not. The
+// tests set share.auto.offset.reset through
 // IncrementalAlterConfigs on a GROUP resource.
 func TestShareGroupFranzGoSuite(t *testing.T) {
 	if testing.Short() {
@@ -33,14 +32,14 @@ func TestShareGroupFranzGoSuite(t *testing.T) {
 	}
 	b := StartBroker(t)
 	if !servesShareGroups(t, b.Addr) {
-		t.Skip("the broker does not advertise ShareFetch v2 and ShareAcknowledge v2 (no share-state persister)")
+		t.Fatal("the broker does not advertise ShareFetch v2 and ShareAcknowledge v2")
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo",
 		"-run", "^("+strings.Join(franzShareTests, "|")+")$", "-count=1", "-v")
-	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr)
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr, "KGO_TEST_RF=1")
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("go test franz-go/pkg/kgo (build and run) took %v", time.Since(start).Round(100*time.Millisecond))

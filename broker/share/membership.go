@@ -1,6 +1,7 @@
 package share
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -56,6 +57,14 @@ func (gs *Groups) Exists(id string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.mu.groups[id] != nil
+}
+
+// IDs returns the ids of the share groups this broker coordinates, sorted
+// (each has members: an empty share group is forgotten).
+func (gs *Groups) IDs() []string {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return slices.Sorted(maps.Keys(gs.mu.groups))
 }
 
 // Heartbeat serves ShareGroupHeartbeat for the group coordinator: join
