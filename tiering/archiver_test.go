@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratastream/strata/broker/producer"
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/poll"
 	"github.com/stratastream/strata/tiering/miniotest"
 )
 
@@ -165,10 +167,17 @@ func waitSteps(t *testing.T, a *Archiver, n int) {
 // waitUploaded waits until the archiver's manifest reaches offset.
 func waitUploaded(t *testing.T, a *Archiver, offset int64) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("remote end %d", offset), func() bool {
+	if poll.For(60*time.Second, func() bool {
 		m := a.Manifest()
 		return m != nil && m.EndOffset() >= offset
-	})
+	}) {
+		return
+	}
+	// Once seen in CI (TestArchiverMinIOOutage after MinIO's restart, no
+	// step logged for a minute): say where the archiver is.
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	t.Fatalf("timed out after 60s waiting for remote end %d; steps %d, lag %+v\ngoroutines:\n%s", offset, a.steps.Load(), a.Lag(), buf)
 }
 
 // objectReader reads a whole object, possibly with another client than
