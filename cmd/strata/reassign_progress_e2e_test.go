@@ -113,7 +113,13 @@ func TestReassignProgressBytes(t *testing.T) {
 	if !poll.For(60*time.Second, func() bool { return run("topic", "reassign", "--list").stdout == "No partition reassignments found.\n" }) {
 		t.Fatal("the cancelled reassignment is still listed")
 	}
-	if v := run("topic", "reassign", "--verify", "--file", plan); v.code != 1 || !strings.Contains(v.stdout, "There is no active reassignment of partition big-1, but replica set is 1 rather than 2.") {
+	// --verify reads the replica set from a broker's metadata, which
+	// follows the controller's write asynchronously (Kafka's tool reads
+	// it the same way): poll until that broker has seen the cancel.
+	if !poll.For(60*time.Second, func() bool {
+		v = run("topic", "reassign", "--verify", "--file", plan)
+		return v.code == 1 && strings.Contains(v.stdout, "There is no active reassignment of partition big-1, but replica set is 1 rather than 2.")
+	}) {
 		t.Errorf("--verify after the cancel: exit %d %q", v.code, v.stdout)
 	}
 	throttleAll(t, adm, "")
