@@ -24,6 +24,10 @@ import (
 // * When the client disconnects, or the server shuts down, while the join
 //   waits, the member is withdrawn from the rebalance and no answer is
 //   sent; the connection is closed.
+// * A consumer group (KIP-848) with members takes a classic member in
+//   (online migration, group/consumer_classic.go): the server assigns,
+//   the join is answered at once with the member epoch as generation and
+//   no leader, and the member's SyncGroup gets its assignment.
 // * Member ids are "<client.id>-<uuid>"; the client id and the peer's
 //   address show in DescribeGroups.
 // * Authorization (with an authorizer): READ on the group, else

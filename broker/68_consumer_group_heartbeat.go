@@ -2,6 +2,7 @@ package broker
 
 import (
 	"github.com/stratastream/strata/broker/acl"
+	"github.com/stratastream/strata/broker/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,7 +20,12 @@ import (
 //   protocol.
 // * Authorization (with an authorizer, as Kafka): READ on the group,
 //   else GROUP_AUTHORIZATION_FAILED; DESCRIBE on every subscribed topic
-//   name, else TOPIC_AUTHORIZATION_FAILED naming them.
+//   name, else TOPIC_AUTHORIZATION_FAILED naming them. The topics a
+//   SubscribedTopicRegex matches are filtered by the member's DESCRIBE
+//   authorization: one it may not describe is not assigned to it.
+// * A classic group with members of the consumer protocol type becomes a
+//   consumer group when a member joins with this API, under
+//   group.consumer.migration.policy (group/consumer_migration.go).
 //
 // Version notes:
 // * v1: SubscribedTopicRegex; the client generates the member id
@@ -55,7 +61,20 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) (reply, error) {
 			return fail(kerr.TopicAuthorizationFailed.Code, "Unauthorized topics: "+joinTopicNames(denied))
 		}
 	}
-	return reply{msg: s.groups.ConsumerGroupHeartbeat(groupCtx(r), req)}, nil
+	return reply{msg: s.groups.ConsumerGroupHeartbeat(group.WithTopicAuthorizer(groupCtx(r), s.regexTopicAuthorizer(r)), req)}, nil
+}
+
+// regexTopicAuthorizer is the DESCRIBE check of r's sender on topics, by
+// which the coordinator filters what the member's regex resolves to (now
+// and when topics change later): a topic the principal may not describe
+// is never assigned to it, as Kafka filters resolved regexes.
+func (s *Server) regexTopicAuthorizer(r *request) group.TopicAuthorizer {
+	principal, host := r.peer()
+	a := group.TopicAuthorizer{Principal: principal + "@" + host}
+	if authz := s.authz; authz != nil {
+		a.MayDescribe = func(topic string) bool { return authz.Authorize(principal, host, acl.OpDescribe, acl.Topic(topic)) }
+	}
+	return a
 }
 
 // joinTopicNames lists topic names as Kafka's error messages do.

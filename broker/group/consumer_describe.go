@@ -92,6 +92,9 @@ func (c *Coordinator) consumerDescribe(rg *kmsg.ConsumerGroupDescribeResponseGro
 		rm.TargetAssignment = cg.target[m.id].describeAssignment()
 		if version >= 1 {
 			rm.MemberType = 1 // the consumer protocol
+			if m.classic != nil {
+				rm.MemberType = 0 // the classic protocol
+			}
 		}
 		rg.Members = append(rg.Members, rm)
 	}
@@ -117,11 +120,9 @@ func (g *group) describeConsumerLocked(rg *kmsg.DescribeGroupsResponseGroup) {
 		meta := kmsg.NewConsumerMemberMetadata()
 		meta.Version = 3
 		meta.Topics = slices.Clone(m.topics)
-		if m.regexRE != nil {
-			for _, name := range snap.names {
-				if m.regexRE.MatchString(name) {
-					meta.Topics = append(meta.Topics, name)
-				}
+		if len(m.regexTopics) > 0 {
+			for name := range m.regexTopics {
+				meta.Topics = append(meta.Topics, name)
 			}
 			slices.Sort(meta.Topics)
 			meta.Topics = slices.Compact(meta.Topics)

@@ -174,6 +174,19 @@ type consumerMember struct {
 	topics  []string
 	regex   string
 	regexRE *regexp.Regexp
+	// regexTopics is what the regex resolved to at the last refresh of
+	// the subscriptions: the existing topics it matches that the
+	// member's principal may describe (auth).
+	regexTopics map[string]struct{}
+	// auth is the topic authorization of the member's last heartbeat;
+	// nil for a member restored by Load that has not heartbeated since
+	// (its regexTopics then stay as the log had them).
+	auth *TopicAuthorizer
+
+	// classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) in a consumer group
+	// (consumer_classic.go); nil for a member of KIP-848's protocol.
+	classic *classicMember
 
 	// assigned is what the member was given and may consume; revoking
 	// what it was asked to give up and still owns until it confirms.
@@ -191,7 +204,8 @@ func (m *consumerMember) subscribes(topic string) bool {
 	if _, ok := slices.BinarySearch(m.topics, topic); ok {
 		return true
 	}
-	return m.regexRE != nil && m.regexRE.MatchString(topic)
+	_, ok := m.regexTopics[topic]
+	return ok
 }
 
 // owner is who holds a partition, and at which epoch they took it.
@@ -303,12 +317,15 @@ func (cg *consumerGroup) ownerEpoch(p topicPartition) (string, int32) {
 // checkMemberEpoch checks a member id and epoch sent with an offset
 // request (Kafka's validateMemberEpoch): UNKNOWN_MEMBER_ID,
 // FENCED_MEMBER_EPOCH for an epoch newer than the member's,
-// STALE_MEMBER_EPOCH for an older one.
+// STALE_MEMBER_EPOCH for an older one; for a classic member, whose
+// generation is its epoch, ILLEGAL_GENERATION for any other.
 func (cg *consumerGroup) checkMemberEpoch(memberID string, epoch int32) int16 {
 	m := cg.members[memberID]
 	switch {
 	case m == nil:
 		return kerr.UnknownMemberID.Code
+	case m.classic != nil && epoch != m.epoch:
+		return kerr.IllegalGeneration.Code
 	case epoch > m.epoch:
 		return kerr.FencedMemberEpoch.Code
 	case epoch < m.epoch:
@@ -320,15 +337,17 @@ func (cg *consumerGroup) checkMemberEpoch(memberID string, epoch int32) int16 {
 // validateCommit checks an OffsetCommit or TxnOffsetCommit to the group
 // as Kafka's ConsumerGroup.validateOffsetCommit: a commit with a negative
 // epoch only while the group has no members, a member's (not
-// transactional) with OffsetCommit v9 or later (oldVersion: before v9).
+// transactional) with OffsetCommit v9 or later (oldVersion: before v9)
+// unless it is a classic member, whose generation is its epoch.
 func (cg *consumerGroup) validateCommit(memberID string, epoch int32, oldVersion bool) int16 {
 	if epoch < 0 && len(cg.members) == 0 {
 		return 0
 	}
-	if cg.members[memberID] == nil {
+	m := cg.members[memberID]
+	if m == nil {
 		return kerr.UnknownMemberID.Code
 	}
-	if oldVersion {
+	if oldVersion && m.classic == nil {
 		return kerr.UnsupportedVersion.Code
 	}
 	return cg.checkMemberEpoch(memberID, epoch)

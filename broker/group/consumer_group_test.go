@@ -642,8 +642,10 @@ func TestConsumerGroupConversion(t *testing.T) {
 	a := newSim(e, "g", "a", "t")
 	a.mustBeat(t)
 	join := memberSpec{version: 9, group: "g", client: "c", protocols: []string{"range"}}
-	if r := e.c.JoinGroup(e.ctx("c"), join.request("")); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
-		t.Fatalf("classic join to a consumer group with members: %v, want INCONSISTENT_GROUP_PROTOCOL", kerr.ErrorForCode(r.ErrorCode))
+	other := join
+	other.ptype = "connect"
+	if r := e.c.JoinGroup(e.ctx("c"), other.request("")); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("join of another protocol type to a consumer group with members: %v, want INCONSISTENT_GROUP_PROTOCOL", kerr.ErrorForCode(r.ErrorCode))
 	}
 	list := e.c.ListGroups(e.ctx("x"), &kmsg.ListGroupsRequest{Version: 5, TypesFilter: []string{"consumer"}})
 	if len(list.Groups) != 1 || list.Groups[0].GroupType != "consumer" {

@@ -93,22 +93,30 @@ func (g *group) consumerHeartbeatLocked(ctx context.Context, req *kmsg.ConsumerG
 	}
 	var extra []kv
 	if g.consumer == nil {
-		if !g.convertibleToConsumerLocked() || req.MemberEpoch != joinEpoch {
+		switch {
+		case req.MemberEpoch != joinEpoch:
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return 0, nil
+		case g.convertibleToConsumerLocked():
+			g.toConsumerLocked()
+		case !g.upgradeLocked(): // online migration (consumer_migration.go)
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			resp.ErrorMessage = kmsg.StringPtr("Group " + g.id + " is not a consumer group.")
+			return 0, nil
 		}
-		g.toConsumerLocked()
 		extra = append(extra, kv{key: groupKey(g.id)}) // the classic group's record goes
 	}
 	switch req.MemberEpoch {
 	case joinEpoch:
 		g.consumerJoinLocked(ctx, req, resp)
 	case leaveEpoch:
-		g.consumerLeaveLocked(req, resp)
+		if recs := g.consumerLeaveLocked(req, resp); recs != nil {
+			return g.appendLocked(recs, nil) // the group became a classic group
+		}
 	case staticLeaveEpoch:
 		g.consumerStaticLeaveLocked(req, resp)
 	default:
-		g.consumerBeatLocked(req, resp)
+		g.consumerBeatLocked(ctx, req, resp)
 	}
 	return g.storeConsumerLocked(extra...)
 }
@@ -233,7 +241,7 @@ func (g *group) consumerJoinLocked(ctx context.Context, req *kmsg.ConsumerGroupH
 			// gone.
 			m.epoch, m.previousEpoch, m.state = inherit.epoch, inherit.previousEpoch, inherit.state
 			m.assigned, m.revoking = inherit.assigned, inherit.revoking
-			m.topics, m.regex, m.regexRE, m.assignor = inherit.topics, inherit.regex, inherit.regexRE, inherit.assignor
+			m.topics, m.regex, m.regexRE, m.regexTopics, m.assignor = inherit.topics, inherit.regex, inherit.regexRE, inherit.regexTopics, inherit.assignor
 			cg.release(inherit)
 			g.removeConsumerMemberLocked(inherit, false)
 			if t, ok := cg.target[inherit.id]; ok {
@@ -260,6 +268,9 @@ func (g *group) consumerJoinLocked(ctx context.Context, req *kmsg.ConsumerGroupH
 	}
 	if changed {
 		cg.epoch++
+		cg.subsChanged = true
+	}
+	if m.setAuth(topicAuthorizerFrom(ctx)) {
 		cg.subsChanged = true
 	}
 	g.consumerReconcileLocked(m, partitionSet{}, true, resp)
@@ -303,7 +314,7 @@ func (g *group) updateSubscriptionLocked(m *consumerMember, req *kmsg.ConsumerGr
 	return changed
 }
 
-func (g *group) consumerBeatLocked(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+func (g *group) consumerBeatLocked(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	cg := g.consumer
 	m := cg.members[req.MemberID]
 	if m == nil {
@@ -335,6 +346,9 @@ func (g *group) consumerBeatLocked(req *kmsg.ConsumerGroupHeartbeatRequest, resp
 		cg.epoch++
 		cg.subsChanged = true
 	}
+	if m.setAuth(topicAuthorizerFrom(ctx)) {
+		cg.subsChanged = true
+	}
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
 	g.consumerReconcileLocked(m, owned, full, resp)
 }
@@ -351,6 +365,21 @@ func subsetOf(s, of partitionSet) bool {
 // consumerReconcileLocked brings the target assignment up to date,
 // reconciles the member, restarts its session and fills the response.
 func (g *group) consumerReconcileLocked(m *consumerMember, owned partitionSet, sendAssignment bool, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	if g.reconcileMemberLocked(m, owned) {
+		sendAssignment = true
+	}
+	resp.MemberID = kmsg.StringPtr(m.id)
+	resp.MemberEpoch = m.epoch
+	if sendAssignment {
+		resp.Assignment = m.assigned.responseAssignment()
+	}
+}
+
+// reconcileMemberLocked brings the target assignment up to date,
+// reconciles the member (of either protocol) with the partitions it says
+// it owns, and restarts its session. It reports whether the member's
+// assignment changed.
+func (g *group) reconcileMemberLocked(m *consumerMember, owned partitionSet) bool {
 	cg := g.consumer
 	cg.refreshSubscriptions(g.c.topics())
 	g.syncConsumerStateLocked()
@@ -358,9 +387,7 @@ func (g *group) consumerReconcileLocked(m *consumerMember, owned partitionSet, s
 		g.computeTargetLocked()
 	}
 	next := cg.reconcile(m, cg.assignmentEpoch, cg.target[m.id], owned)
-	if !next.assigned.equal(m.assigned) {
-		sendAssignment = true
-	}
+	changed := !next.assigned.equal(m.assigned)
 	if next.epoch != m.epoch {
 		m.previousEpoch = m.epoch
 	}
@@ -372,11 +399,7 @@ func (g *group) consumerReconcileLocked(m *consumerMember, owned partitionSet, s
 	cg.written.touch(m.id)
 	g.consumerRebalanceTimerLocked(m)
 	g.consumerSessionLocked(m)
-	resp.MemberID = kmsg.StringPtr(m.id)
-	resp.MemberEpoch = m.epoch
-	if sendAssignment {
-		resp.Assignment = m.assigned.responseAssignment()
-	}
+	return changed
 }
 
 // computeTargetLocked computes the target assignment at the group epoch.
@@ -419,14 +442,17 @@ func (g *group) consumerRebalanceTimerLocked(m *consumerMember) {
 			return
 		}
 		g.c.cfg.Logger.Info("group: consumer group member did not revoke within its rebalance timeout; removed", "group", g.id, "member", m.id, "epoch", m.epoch)
-		g.fenceConsumerMemberLocked(m)
-		g.storeConsumerAsyncLocked()
+		g.expireConsumerMemberLocked(m)
 	})
 }
 
-// consumerSessionLocked restarts the member's session timeout.
+// consumerSessionLocked restarts the member's session timeout: the
+// group's, or a classic member's own.
 func (g *group) consumerSessionLocked(m *consumerMember) {
 	d := g.consumerTimeoutsLocked().session
+	if m.classic != nil && m.classic.sessionTimeout > 0 {
+		d = m.classic.sessionTimeout
+	}
 	if m.sessionTimer != nil {
 		m.sessionTimer.Stop()
 	}
@@ -444,8 +470,7 @@ func (g *group) onConsumerSessionTimer(m *consumerMember, seq uint64) {
 		return
 	}
 	g.c.cfg.Logger.Info("group: consumer group member session expired", "group", g.id, "member", m.id, "epoch", m.epoch)
-	g.fenceConsumerMemberLocked(m)
-	g.storeConsumerAsyncLocked()
+	g.expireConsumerMemberLocked(m)
 }
 
 // fenceConsumerMemberLocked removes the member (it left, or timed out):
@@ -498,20 +523,26 @@ func (g *group) removeConsumerMemberLocked(m *consumerMember, dropStatic bool) {
 	if m.rebalanceTimer != nil {
 		m.rebalanceTimer.Stop()
 	}
+	if m.classic != nil {
+		m.classic.stopTimers()
+	}
 	if dropStatic && m.instanceID != nil && g.consumer.static[*m.instanceID] == m.id {
 		delete(g.consumer.static, *m.instanceID)
 	}
 }
 
-func (g *group) consumerLeaveLocked(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+// consumerLeaveLocked is epoch -1: the member leaves. When that
+// downgrades the group to a classic group it returns the records to
+// append (consumer_migration.go).
+func (g *group) consumerLeaveLocked(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) []kv {
 	m := g.consumer.members[req.MemberID]
 	if m == nil {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return
+		return nil
 	}
-	g.fenceConsumerMemberLocked(m)
 	resp.MemberID = kmsg.StringPtr(m.id)
 	resp.MemberEpoch = leaveEpoch
+	return g.leaveConsumerLocked(m)
 }
 
 // consumerStaticLeaveLocked is epoch -2: the static member keeps its

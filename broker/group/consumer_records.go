@@ -1,12 +1,15 @@
 package group
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The records of consumer groups (KIP-848) in __consumer_offsets, as
@@ -86,6 +89,7 @@ func (w *flexWriter) nullableStr(s *string) {
 	w.str(*s)
 }
 func (w *flexWriter) arrayLen(n int) { w.uvarint(n + 1) }
+func (w *flexWriter) bytes(b []byte) { w.uvarint(len(b) + 1); w.b = append(w.b, b...) }
 func (w *flexWriter) noTags()        { w.uvarint(0) }
 
 // flexReader reads the flexible encoding; the first error sticks and
@@ -185,11 +189,27 @@ func (r *flexReader) arrayLen(minSize int) int {
 }
 
 // skipTags skips a tagged-field section.
-func (r *flexReader) skipTags() {
+func (r *flexReader) skipTags() { r.readTags(nil) }
+
+// readTags reads a tagged-field section, handing each field to fn (nil:
+// skip them all).
+func (r *flexReader) readTags(fn func(tag int, data []byte)) {
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		r.uvarint() // tag
-		r.take(r.uvarint())
+		tag := r.uvarint()
+		data := r.take(r.uvarint())
+		if fn != nil && r.err == nil {
+			fn(tag, data)
+		}
 	}
+}
+
+// compactBytes reads compact bytes (null reads as nil), copied.
+func (r *flexReader) compactBytes() []byte {
+	n := r.uvarint()
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	return bytes.Clone(r.take(n - 1))
 }
 
 // appendPartitions encodes a set as Kafka's []TopicPartitions.
@@ -275,8 +295,53 @@ func consumerMemberValue(m *consumerMember) []byte {
 	} else {
 		w.nullableStr(nil)
 	}
-	w.noTags()
+	if m.classic == nil {
+		w.noTags()
+		return w.b
+	}
+	// Tag 0, ClassicMemberMetadata (a nullable struct: its size counts
+	// the presence marker 1 before it): session timeout, and the
+	// supported protocols with their metadata.
+	cw := &flexWriter{}
+	cw.int32(int32(m.classic.sessionTimeout.Milliseconds()))
+	cw.arrayLen(len(m.classic.protocols))
+	for _, p := range m.classic.protocols {
+		cw.str(p.Name)
+		cw.bytes(p.Metadata)
+		cw.noTags()
+	}
+	cw.noTags()
+	w.uvarint(1) // one tagged field
+	w.uvarint(classicMemberMetadataTag)
+	w.uvarint(len(cw.b) + 1)
+	w.uvarint(1)
+	w.b = append(w.b, cw.b...)
 	return w.b
+}
+
+// classicMemberMetadataTag is the tag of ClassicMemberMetadata in
+// ConsumerGroupMemberMetadataValue.
+const classicMemberMetadataTag = 0
+
+// readClassicMember decodes a ClassicMemberMetadata tagged field; nil
+// for a null one.
+func readClassicMember(data []byte) (*classicMember, error) {
+	r := &flexReader{b: data}
+	if r.uvarint() == 0 {
+		return nil, r.err
+	}
+	cm := &classicMember{sessionTimeout: msDuration(r.int32())}
+	for n := r.arrayLen(3); n > 0; n-- {
+		name := r.str()
+		meta := r.compactBytes()
+		r.skipTags()
+		cm.protocols = append(cm.protocols, kmsg.JoinGroupRequestProtocol{Name: name, Metadata: meta})
+	}
+	r.skipTags()
+	if r.err == nil && len(cm.protocols) == 0 {
+		r.fail(errors.New("classic member without protocols"))
+	}
+	return cm, r.err
 }
 
 // consumerTargetValue encodes ConsumerGroupTargetAssignmentMemberValue.
@@ -355,7 +420,22 @@ func decodeConsumerRecord(kind int16, key, value []byte) (string, consumerRecord
 		if a := r.nullableStr(); a != nil {
 			m.assignor = *a
 		}
+		r.readTags(func(tag int, data []byte) {
+			if tag != classicMemberMetadataTag {
+				return
+			}
+			cm, err := readClassicMember(data)
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			m.classic = cm
+		})
 		rec.memberMeta = m
+		if r.err != nil {
+			return "", rec, fmt.Errorf("%w: consumer group value of type %d of %s: %v", ErrBadRecord, kind, group, r.err)
+		}
+		return group, rec, nil
 	case keyConsumerTargetMemberV7:
 		rec.target = r.partitions()
 	case keyConsumerCurrentMemberV8:

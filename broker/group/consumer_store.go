@@ -209,6 +209,16 @@ func (g *group) restoreConsumerLocked(cr *consumerReplay) {
 		if m.regex != "" {
 			m.regexRE, _ = compileSubscriptionRegex(m.regex) // a regex that no longer compiles subscribes to nothing
 		}
+		if m.regexRE != nil {
+			// What the regex resolved to when the records were written,
+			// until the member's next heartbeat brings its authorization.
+			m.regexTopics = make(map[string]struct{})
+			for name := range cr.topics {
+				if m.regexRE.MatchString(name) {
+					m.regexTopics[name] = struct{}{}
+				}
+			}
+		}
 		if c := mr.current; c != nil {
 			m.epoch, m.previousEpoch, m.state = c.epoch, c.previousEpoch, c.state
 			m.assigned, m.revoking = c.assigned, c.revoking

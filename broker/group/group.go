@@ -417,6 +417,16 @@ func (g *group) killLocked(code int16) {
 // storeLocked queues the group's metadata record (with the given
 // assignments) for the log; done runs after the append, with no lock held.
 func (g *group) storeLocked(assignments map[string][]byte, done func(error)) error {
+	batch, err := buildBatch(g.c.cfg.Now().UnixMilli(), []kv{{key: groupKey(g.id), value: g.groupValueLocked(assignments)}})
+	if err != nil {
+		return err
+	}
+	return g.part.w.enqueue(batch, func(_ int64, err error) { done(err) })
+}
+
+// groupValueLocked encodes the group's metadata record with the given
+// assignments (the members only when the group is not Empty).
+func (g *group) groupValueLocked(assignments map[string][]byte) []byte {
 	v := kmsg.NewGroupMetadataValue()
 	v.Version = valueGroupV3
 	v.ProtocolType = g.protocolType
@@ -442,11 +452,7 @@ func (g *group) storeLocked(assignments map[string][]byte, done func(error)) err
 			})
 		}
 	}
-	batch, err := buildBatch(g.c.cfg.Now().UnixMilli(), []kv{{key: groupKey(g.id), value: v.AppendTo(nil)}})
-	if err != nil {
-		return err
-	}
-	return g.part.w.enqueue(batch, func(_ int64, err error) { done(err) })
+	return v.AppendTo(nil)
 }
 
 // assignmentOrEmpty returns a, or for a "consumer" group an encoded empty

@@ -11,6 +11,9 @@ package group
 //   - Stable and CompletingRebalance: the session deadline moves on.
 //     PreparingRebalance: it moves on too, and the answer is
 //     REBALANCE_IN_PROGRESS so the member rejoins. Empty: UNKNOWN_MEMBER_ID.
+//   - A classic member of a consumer group: its generation is its member
+//     epoch; REBALANCE_IN_PROGRESS when it must rejoin to reconcile
+//     (consumer_classic.go).
 
 import (
 	"context"
@@ -41,6 +44,9 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	defer g.mu.Unlock()
 	if g.state == StateDead {
 		return kerr.CoordinatorNotAvailable.Code
+	}
+	if g.consumer != nil {
+		return g.classicHeartbeatConsumerLocked(req) // consumer_classic.go
 	}
 	if code := g.validateMemberLocked(req.MemberID, req.InstanceID); code != 0 {
 		return code

@@ -34,8 +34,10 @@ package group
 //   - If ctx is done first, the join is abandoned: a member that joined in
 //     this rebalance is dropped, an existing one counts as not rejoined.
 //   - A consumer group (KIP-848) without members becomes a classic group,
-//     keeping its offsets; one with members answers
-//     INCONSISTENT_GROUP_PROTOCOL.
+//     keeping its offsets; one with members takes the member in as a
+//     classic member of the consumer group (consumer_classic.go): the
+//     server assigns, the join is answered at once with the member epoch
+//     as generation and no leader.
 //   - v8+: the client's Reason is logged with the join (KIP-800).
 
 import (
@@ -86,6 +88,15 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 	}
 
 	g.mu.Lock()
+	if g.state != StateDead && g.consumer != nil && len(g.consumer.members) > 0 {
+		// A classic member joins a consumer group (consumer_classic.go).
+		r, wait := g.classicJoinConsumerLocked(clientFrom(ctx), req, session, rebalance)
+		g.mu.Unlock()
+		if code := awaitConsumerStore(ctx.Done(), wait); code != 0 {
+			return joinError(code, r.memberID)
+		}
+		return r
+	}
 	m, wait, r := g.joinLocked(clientFrom(ctx), req, session, rebalance)
 	g.mu.Unlock()
 	return awaitPhase(ctx, wait, r, func() joinResult { return g.abandonJoin(m, wait) })
@@ -97,12 +108,7 @@ func (g *group) joinLocked(cl Client, req *kmsg.JoinGroupRequest, session, rebal
 	if g.state == StateDead {
 		return nil, nil, joinError(kerr.CoordinatorNotAvailable.Code, req.MemberID)
 	}
-	if g.consumer != nil {
-		if len(g.consumer.members) > 0 {
-			// No online migration: classic members do not join a
-			// consumer group that has members.
-			return nil, nil, joinError(kerr.InconsistentGroupProtocol.Code, req.MemberID)
-		}
+	if g.consumer != nil { // without members: join routes the others to classicJoinConsumerLocked
 		g.toClassicLocked()
 	}
 	if !g.supportsProtocolsLocked(req.ProtocolType, req.Protocols) {

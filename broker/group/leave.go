@@ -17,6 +17,9 @@ package group
 //   - A static member whose instance id maps to another member id:
 //     FENCED_INSTANCE_ID.
 //   - v5+: each member's Reason is logged with its departure (KIP-800).
+//   - A consumer group: its classic members leave as above (the group
+//     epoch goes up); a member of the consumer protocol is
+//     UNKNOWN_MEMBER_ID (consumer_classic.go).
 
 import (
 	"context"
@@ -72,10 +75,27 @@ func (c *Coordinator) leave(groupID string, leaving []kmsg.LeaveGroupRequestMemb
 		return 0, codes
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.state == StateDead {
+		g.mu.Unlock()
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
+	if g.consumer != nil {
+		// Classic members of a consumer group (consumer_classic.go):
+		// the answer waits for the group's records.
+		for i, l := range leaving {
+			codes[i] = g.classicLeaveConsumerLocked(l.MemberID, l.InstanceID, l.Reason)
+		}
+		code, wait := g.storeConsumerLocked()
+		g.mu.Unlock()
+		if code == 0 {
+			code = awaitConsumerStore(nil, wait)
+		}
+		if code != 0 {
+			return code, nil
+		}
+		return 0, codes
+	}
+	defer g.mu.Unlock()
 	for i, l := range leaving {
 		codes[i] = g.leaveLocked(l.MemberID, l.InstanceID, l.Reason)
 	}

@@ -18,6 +18,10 @@ package group
 //   - Stable: the member's assignment at once.
 //   - If ctx is done first, the member counts as not synced again: if it
 //     does not sync before the rebalance timeout, it is dropped.
+//   - A classic member of a consumer group gets its current assignment at
+//     once, encoded with the consumer protocol; REBALANCE_IN_PROGRESS when
+//     the group epoch moved past its epoch since it joined
+//     (consumer_classic.go).
 
 import (
 	"bytes"
@@ -51,6 +55,11 @@ func (c *Coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) sync
 	}
 
 	g.mu.Lock()
+	if g.state != StateDead && g.consumer != nil {
+		r := g.classicSyncConsumerLocked(req) // consumer_classic.go
+		g.mu.Unlock()
+		return r
+	}
 	m, wait, r := g.syncLocked(req)
 	g.mu.Unlock()
 	return awaitPhase(ctx, wait, r, func() syncResult { return g.abandonSync(m, wait) })
