@@ -39,10 +39,10 @@ type sharePart struct {
 // shareSummary is a share partition's state as the share coordinator
 // summarizes it: start offset -1 when it has none.
 type shareSummary struct {
-	code                   int16
+	code                    int16
 	stateEpoch, leaderEpoch int32
-	start                  int64
-	complete               int32 // delivery-complete count, -1 unknown
+	start                   int64
+	complete                int32 // delivery-complete count, -1 unknown
 }
 
 // readShareSummaries reads the share coordinator's summary of group's
