@@ -41,9 +41,6 @@ func handleApiVersions(s *Server, r *request) (reply, error) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}
 	for _, a := range servedAPIs() {
-		if a.served != nil && !a.served(s) {
-			continue
-		}
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)

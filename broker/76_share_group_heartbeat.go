@@ -34,7 +34,7 @@ import (
 // Version notes:
 // * v1: no change to the schema (Kafka 4.1: KIP-1222's share groups GA)
 
-func init() { registerServedWhen(76, 0, 1, sharesServed, handleShareGroupHeartbeat) }
+func init() { register(76, 0, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ShareGroupHeartbeatRequest)

@@ -21,7 +21,7 @@ import (
 // Version notes:
 // * v1: no change to the schema
 
-func init() { registerServedWhen(77, 0, 1, sharesServed, handleShareGroupDescribe) }
+func init() { register(77, 0, 1, handleShareGroupDescribe) }
 
 func handleShareGroupDescribe(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ShareGroupDescribeRequest)

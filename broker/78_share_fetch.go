@@ -51,7 +51,7 @@ import (
 // * v1: MaxRecords, BatchSize, AcquisitionLockTimeoutMillis (KIP-1206)
 // * v2: ShareAcquireMode, IsRenewAck (KIP-1222)
 
-func init() { registerServedWhen(78, 0, 2, sharesServed, handleShareFetch) }
+func init() { register(78, 0, 2, handleShareFetch) }
 
 // shareDefaultMaxRecords is what a ShareFetch without MaxRecords
 // acquires at most (v0 has no MaxRecords), as Kafka's default

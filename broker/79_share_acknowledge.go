@@ -30,7 +30,7 @@ import (
 // * v1: no change to the schema
 // * v2: IsRenewAck, AcquisitionLockTimeoutMillis (KIP-1222)
 
-func init() { registerServedWhen(79, 0, 2, sharesServed, handleShareAcknowledge) }
+func init() { register(79, 0, 2, handleShareAcknowledge) }
 
 func handleShareAcknowledge(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.ShareAcknowledgeRequest)

@@ -126,9 +126,9 @@ var Kafka39APIs = []Kafka39API{
 	{85, "WriteShareGroupState", 0, 1, 0, 1, 0, "share coordinator (KIP-932), between brokers; CLUSTER_ACTION; v1 DeliveryCompleteCount", "4.2"},
 	{86, "DeleteShareGroupState", 0, 0, 0, 0, 0, "share coordinator (KIP-932), between brokers; CLUSTER_ACTION", "4.2"},
 	{87, "ReadShareGroupStateSummary", 0, 1, 0, 1, 0, "share coordinator (KIP-932), between brokers; CLUSTER_ACTION; v1 DeliveryCompleteCount", "4.2"},
-	{90, "DescribeShareGroupOffsets", 0, 1, -1, -1, 20, "share groups' offsets admin (issue 20)", "4.2"},
-	{91, "AlterShareGroupOffsets", 0, 0, -1, -1, 20, "share groups' offsets admin (issue 20)", "4.2"},
-	{92, "DeleteShareGroupOffsets", 0, 0, -1, -1, 20, "share groups' offsets admin (issue 20)", "4.2"},
+	{90, "DescribeShareGroupOffsets", 0, 1, 0, 1, 0, "share groups' offsets admin (KIP-932); GROUP and TOPIC DESCRIBE; v1 Lag (KIP-1226)", "4.2"},
+	{91, "AlterShareGroupOffsets", 0, 0, 0, 0, 0, "share groups' offsets admin (KIP-932): an empty group only; GROUP and TOPIC READ", "4.2"},
+	{92, "DeleteShareGroupOffsets", 0, 0, 0, 0, 0, "share groups' offsets admin (KIP-932): an empty group only; GROUP DELETE, TOPIC READ", "4.2"},
 }
 
 // APITableCommand regenerates docs/compatibility.md's API table.

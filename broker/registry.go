@@ -17,22 +17,6 @@ type api struct {
 	key      int16
 	min, max int16
 	handle   handlerFunc
-	// served, when set, says whether this server serves the key; when
-	// it does not, ApiVersions leaves the key out and a request for it
-	// closes the connection.
-	served func(s *Server) bool
-}
-
-// registerServedWhen registers an API that a server serves only when
-// served says so (a feature that needs a component the server may lack).
-func registerServedWhen(key, min, max int16, served func(s *Server) bool, handle handlerFunc) {
-	register(key, min, max, func(s *Server, r *request) (reply, error) {
-		if !served(s) {
-			return reply{}, fmt.Errorf("broker: api key %d is not served by this broker", key)
-		}
-		return handle(s, r)
-	})
-	apis[key].served = served
 }
 
 // apis is the registry, indexed by API key, filled by the init functions of

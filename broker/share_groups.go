@@ -20,9 +20,6 @@ import (
 // acknowledgement. A test may give its own persister
 // (Config.SharePersister).
 
-// sharesServed reports whether this server serves share groups.
-func sharesServed(s *Server) bool { return s.shares != nil }
-
 // startShareGroups starts the share group manager over the share-state
 // persister: Config.SharePersister when a test gives one, else the share
 // coordinator's (share_persister.go).
@@ -40,6 +37,7 @@ func (s *Server) startShareGroups() error {
 	cfg.MemberGone = func(group, member string) {
 		s.shares.Sessions.CloseMember(group, member)
 		s.shares.ReleaseMember(group, member, nil)
+		s.dropIdleShareGroup(group)
 	}
 	m, err := share.New(cfg)
 	if err != nil {
@@ -98,6 +96,18 @@ func (s *Server) releaseSessionRecords(k share.SessionKey, parts []share.TopicPa
 	s.shares.ReleaseMember(k.Group, k.Member, func(key share.Key) bool {
 		return in[share.TopicPartition{TopicID: key.TopicID, Partition: key.Partition}]
 	})
+	s.dropIdleShareGroup(k.Group)
+}
+
+// dropIdleShareGroup marks this broker's share partitions of group stale
+// once no member of it has a share session here (their records were
+// released and persisted as the sessions closed), so the next member
+// reads the share coordinator's state again and sees what the offsets
+// admin APIs changed meanwhile (Kafka's ShareGroupListener.onGroupEmpty).
+func (s *Server) dropIdleShareGroup(group string) {
+	if !s.shares.Sessions.HasGroup(group) {
+		s.shares.MarkStale(group)
+	}
 }
 
 // shareTopics resolves topic names for the share group membership from

@@ -145,16 +145,22 @@ func (tp *txnPeers) shareState(ctx context.Context, s *Server, id int32, req kms
 }
 
 // ShareGroupState answers another broker's persister from this broker's
-// share coordinator.
+// share coordinator, and a group coordinator's ListOffsets (latest) for
+// the lag of DescribeShareGroupOffsets from this broker's leaders
+// (leaderEndOffsets).
 func (t txnService) ShareGroupState(ctx context.Context, msg *replpb.KafkaMessage) (*replpb.KafkaMessage, error) {
 	key := int16(msg.GetApiKey())
 	a := apis[key]
-	if key < 83 || key > 87 || a == nil {
+	if (key < 83 || key > 87) && key != listOffsetsKey || a == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "api key %d is not a share coordinator request", key)
 	}
 	req := kmsg.RequestForKey(key)
 	if err := t.decode(ctx, msg, req, a.min, a.max); err != nil {
 		return nil, err
+	}
+	if lo, ok := req.(*kmsg.ListOffsetsRequest); ok {
+		resp := t.s.leaderEndOffsets(lo)
+		return &replpb.KafkaMessage{Version: int32(req.GetVersion()), Body: resp.AppendTo(nil)}, nil
 	}
 	if t.s.shareCoord == nil {
 		return nil, status.Error(codes.Unavailable, "broker starting")

@@ -85,9 +85,10 @@ func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt fun
 	m.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.loaded {
+	if p.mu.loaded && (!p.mu.stale || p.countsLocked().Acquired > 0) {
 		return p, nil
 	}
+	p.mu.stale = false
 	cfg := m.cfg.GroupConfig(k.Group)
 	return p, m.loadLocked(ctx, k, p, func() (int64, error) { return startAt(cfg) })
 }
@@ -107,6 +108,7 @@ func (m *Manager) Acknowledge(ctx context.Context, k Key, p *Partition, member s
 	if err != nil {
 		m.cfg.Logger.Warn("share: acknowledgement not persisted; undone", "group", k.Group, "partition", k.Partition, "err", err)
 		undo()
+		m.dropFenced(k, p, err)
 		return ErrorCode(err)
 	}
 	return 0
@@ -132,6 +134,20 @@ func (m *Manager) Drop(drop func(Key) bool) {
 		if drop(k) {
 			delete(m.mu.parts, k)
 		}
+	}
+}
+
+// MarkStale marks the loaded share partitions of group to be read from
+// the Persister again on their next use (keeping their totals): no member
+// of the group has a share session on this broker any more, and while the
+// group has no members its state may be changed by the offsets admin
+// APIs (Kafka's ShareGroupListener.onGroupEmpty). A share partition with
+// records acquired by then is not read again.
+func (m *Manager) MarkStale(group string) {
+	for _, p := range m.partitions(func(k Key) bool { return k.Group == group }) {
+		p.mu.Lock()
+		p.mu.stale = true
+		p.mu.Unlock()
 	}
 }
 
@@ -170,12 +186,31 @@ func (m *Manager) partitions(keep func(Key) bool) map[Key]*Partition {
 // here is a delivery count, so a record may be delivered once more.
 func (m *Manager) persist(k Key, p *Partition) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.mu.loaded {
+		p.mu.Unlock()
 		return
 	}
-	if err := m.writeLocked(context.Background(), k, p); err != nil {
+	err := m.writeLocked(context.Background(), k, p)
+	p.mu.Unlock()
+	if err != nil {
 		m.cfg.Logger.Warn("share: state not persisted", "group", k.Group, "partition", k.Partition, "err", err)
+		m.dropFenced(k, p, err)
+	}
+}
+
+// dropFenced forgets share partition p of k when the share coordinator
+// fenced its write (FENCED_STATE_EPOCH: an admin call initialized the
+// state again; FENCED_LEADER_EPOCH: a newer leader read it), so that its
+// next use reads the state again, as Kafka's SharePartitionManager
+// removes a fenced share partition from its cache.
+func (m *Manager) dropFenced(k Key, p *Partition, err error) {
+	if c := ErrorCode(err); c != kerr.FencedStateEpoch.Code && c != kerr.FencedLeaderEpoch.Code {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.parts[k] == p {
+		delete(m.mu.parts, k)
 	}
 }
 

@@ -89,6 +89,10 @@ type Partition struct {
 		// totals counts what happened to records since the share
 		// partition was loaded here.
 		totals Totals
+		// stale says the share coordinator's state may have changed
+		// behind this copy (MarkStale): the next use reads it again,
+		// unless records are acquired by then.
+		stale bool
 	}
 	leaderEpoch int32
 }
@@ -154,6 +158,10 @@ type Counts struct {
 func (p *Partition) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.countsLocked()
+}
+
+func (p *Partition) countsLocked() Counts {
 	var c Counts
 	for _, r := range p.mu.inflight {
 		switch r.state {

@@ -136,6 +136,18 @@ func (s *Sessions) CloseMember(group, member string) {
 	delete(s.mu.m, SessionKey{Group: group, Member: member})
 }
 
+// HasGroup reports whether a member of group has a session open here.
+func (s *Sessions) HasGroup(group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.mu.m {
+		if k.Group == group {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns the number of open sessions.
 func (s *Sessions) Len() int {
 	s.mu.Lock()

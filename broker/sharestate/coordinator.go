@@ -336,14 +336,14 @@ func (c *Coordinator) Write(k Key, w WriteState) *kerr.Error {
 }
 
 // Initialize starts k's state at a new state epoch and start offset (a
-// snapshot without batches). FENCED_STATE_EPOCH for a state epoch older
-// than the stored one.
+// snapshot without batches, so a delivery-complete count of 0).
+// FENCED_STATE_EPOCH for a state epoch older than the stored one.
 func (c *Coordinator) Initialize(k Key, stateEpoch int32, startOffset int64) *kerr.Error {
 	if e := c.checkKey(k, false); e != nil {
 		return e
 	}
 	return c.mutate(k, func(p *partition, cur *shareState) ([]record, *shareState, *kerr.Error) {
-		next := &shareState{stateEpoch: stateEpoch, leaderEpoch: -1, startOffset: startOffset, deliveryComplete: -1}
+		next := &shareState{stateEpoch: stateEpoch, leaderEpoch: -1, startOffset: startOffset, deliveryComplete: 0}
 		if cur != nil {
 			if stateEpoch < cur.stateEpoch {
 				return nil, nil, kerr.FencedStateEpoch
