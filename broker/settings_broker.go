@@ -233,7 +233,7 @@ var groupSettings = []setting{
 		doc: "The server-side assignors of consumer groups (uniform, range; Kafka's class names are accepted too); a member names one with ServerAssignor, and the first listed serves the groups whose members name none."},
 	{name: "group.consumer.migration.policy", typ: typeString, def: groupDefaults.Consumer.MigrationPolicy, enum: []string{"bidirectional", "upgrade", "downgrade", "disabled"},
 		field: func(c *Config) any { return &c.Groups.Consumer.MigrationPolicy },
-		doc:   "Conversion between classic and consumer groups. An empty group converts under every policy, keeping its offsets; a group with members does not (online migration is not served)."},
+		doc:   "Online migration between classic and consumer groups with members, as Kafka 4.0: bidirectional, upgrade (classic to consumer only), downgrade (consumer to classic only) or disabled. An empty group converts under every policy, keeping its offsets."},
 }
 
 // setRebalanceProtocols reads group.coordinator.rebalance.protocols:

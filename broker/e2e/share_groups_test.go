@@ -13,10 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// franzShareTests are franz-go's share group tests run against a broker
-// (TestShareGroupOffsetsAdmin needs the share-group offsets APIs 90-92,
-// which are not served).
-var franzShareTests = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestConsumeRegexShareSkipsInternal"}
+// franzShareTests are franz-go's share group tests run against a broker.
+var franzShareTests = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestConsumeRegexShareSkipsInternal", "TestShareGroupOffsetsAdmin"}
 
 // TestShareGroupFranzGoSuite runs franz-go's share group tests against a
 // broker process. franz-go enables share groups only when ShareFetch and

@@ -114,10 +114,9 @@ type ConsumerConfig struct {
 	Assignors []string
 
 	// MigrationPolicy is group.consumer.migration.policy (bidirectional,
-	// upgrade, downgrade, disabled). Empty groups convert between the
-	// protocols under every policy; online migration of groups with
-	// members is not implemented, so the policy does not change
-	// anything else yet.
+	// upgrade, downgrade, disabled): which directions of online
+	// migration a group with members may take (consumer_migration.go).
+	// Empty groups convert between the protocols under every policy.
 	MigrationPolicy string
 
 	// GroupTimeouts, when set, returns a group's session timeout and

@@ -17,8 +17,9 @@ package group
 //     instance is held by an active member: UNRELEASED_INSTANCE_ID; one
 //     that left with epoch -2 is replaced and its assignment inherited.
 //     An Empty classic group becomes a consumer group, keeping its
-//     offsets; a classic group with members: GROUP_ID_NOT_FOUND (no
-//     online migration).
+//     offsets; a classic group with members is upgraded when the
+//     migration policy allows it (consumer_migration.go), and
+//     GROUP_ID_NOT_FOUND otherwise.
 //   - Epoch -1 leaves; -2 leaves a static member for now: it keeps its
 //     assignment (no one else gets its partitions) until it rejoins or
 //     its session times out.

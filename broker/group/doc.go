@@ -99,7 +99,8 @@
 // id (it inherits the assignment) or its session times out. An Empty
 // classic group becomes a consumer group on a first heartbeat and an
 // empty consumer group a classic one on a JoinGroup, keeping its offsets;
-// groups with members do not convert (no online migration).
+// groups with members convert under group.consumer.migration.policy
+// (online migration: consumer_migration.go, consumer_classic.go).
 //
 // # Records in __consumer_offsets
 //
