@@ -29,6 +29,7 @@ type Manager struct {
 	dlqKick chan struct{}
 	dlqStop context.CancelFunc
 	dlqDone chan struct{}
+	closing sync.Once
 }
 
 // sweepInterval is how often expired acquisition locks and member
@@ -52,12 +53,15 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Close stops the sweeper and the dead-letter loop.
+// Close stops the sweeper and the dead-letter loop; later calls do
+// nothing.
 func (m *Manager) Close() {
-	close(m.stop)
-	m.dlqStop()
-	<-m.done
-	<-m.dlqDone
+	m.closing.Do(func() {
+		close(m.stop)
+		m.dlqStop()
+		<-m.done
+		<-m.dlqDone
+	})
 }
 
 // GroupConfig returns a group's configs.
