@@ -48,6 +48,12 @@ type GroupConfig struct {
 	// ShareReadCommitted is share.isolation.level=read_committed: only
 	// committed transactional records are delivered.
 	ShareReadCommitted bool
+	// ShareDeadLetterTopic, ShareDeadLetterCopyRecord:
+	// errors.deadletterqueue.topic.name and
+	// errors.deadletterqueue.copy.record.enable (KIP-1191,
+	// share_dead_letter.go).
+	ShareDeadLetterTopic      string
+	ShareDeadLetterCopyRecord bool
 	// StreamsSessionTimeout, StreamsHeartbeatInterval,
 	// StreamsNumStandbyReplicas, StreamsInitialRebalanceDelay:
 	// streams.session.timeout.ms, streams.heartbeat.interval.ms,
@@ -91,6 +97,12 @@ var groupConfigKeys = []groupConfigKey{
 		"The heartbeat interval given to the members of a consumer group."),
 	groupMs("consumer.session.timeout.ms", 1, "group.consumer.", "session.timeout.ms", func(g *GroupConfig) *time.Duration { return &g.ConsumerSessionTimeout },
 		"The timeout to detect client failures when using the consumer group protocol."),
+	{v: setting{name: "errors.deadletterqueue.copy.record.enable", typ: typeBoolean, def: "false",
+		doc: "Whether a share group's dead-letter record carries the original record's key, value and headers beside the dead-letter headers; false writes the headers alone."},
+		set: func(g *GroupConfig, v string) { g.ShareDeadLetterCopyRecord = v == "true" }},
+	{v: setting{name: "errors.deadletterqueue.topic.name", typ: typeString, def: "", check: checkDeadLetterTopicName,
+		doc: "The dead-letter topic of a share group: its rejected records and those reaching the delivery count limit are written there (with __dlq.errors.* headers naming the source) before they are archived. Empty: none."},
+		set: func(g *GroupConfig, v string) { g.ShareDeadLetterTopic = v }},
 	{v: setting{name: "share.auto.offset.reset", typ: typeString, def: ShareResetLatest, check: checkShareAutoOffsetReset,
 		doc: "Where a share partition without state starts: earliest, latest, or by_duration:<ISO-8601 duration> (PnDTnHnMn.nS, not negative): the first record no older than that."},
 		set: func(g *GroupConfig, v string) { g.ShareAutoOffsetReset, _ = parseShareAutoOffsetReset(v) }},

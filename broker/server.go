@@ -78,6 +78,7 @@ type Server struct {
 	// configs come from shareGroupConfig (nil: the GROUP configs, group_config.go).
 	sharePersister   sharestate.Persister
 	shares           *share.Manager
+	shareDLQ         *deadLetterWriter // share_dead_letter.go
 	shareGroupConfig func(group string) share.GroupConfig
 	// shareCoord is the share coordinator over __share_group_state
 	// (share_coordinator.go), set by NewServer and not changed after;

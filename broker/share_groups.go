@@ -34,6 +34,8 @@ func (s *Server) startShareGroups() error {
 	if cfg.GroupConfig == nil {
 		cfg.GroupConfig = s.shareGroupConfigOf
 	}
+	s.shareDLQ = newDeadLetterWriter()
+	cfg.DeadLetter = s.writeShareDeadLetters
 	cfg.MemberGone = func(group, member string) {
 		s.shares.Sessions.CloseMember(group, member)
 		s.shares.ReleaseMember(group, member, nil)
@@ -60,6 +62,7 @@ func (s *Server) shareGroupConfigOf(group string) share.GroupConfig {
 		SessionTimeout:          g.ShareSessionTimeout,
 		HeartbeatInterval:       g.ShareHeartbeatInterval,
 		ReadCommitted:           g.ShareReadCommitted,
+		DeadLetterTopic:         g.ShareDeadLetterTopic,
 	}
 	if _, set := s.storedGroupConfig(group)["share.auto.offset.reset"]; !set && s.cfg.Share.Defaults.AutoOffsetReset != "" {
 		out.AutoOffsetReset, out.AutoOffsetResetDuration = s.cfg.Share.Defaults.AutoOffsetReset, s.cfg.Share.Defaults.AutoOffsetResetDuration

@@ -33,6 +33,10 @@ type GroupConfig struct {
 	HeartbeatInterval time.Duration
 	// ReadCommitted is share.isolation.level=read_committed.
 	ReadCommitted bool
+	// DeadLetterTopic is errors.deadletterqueue.topic.name (KIP-1191):
+	// the topic rejected records and those at the delivery limit are
+	// copied to; "" for none.
+	DeadLetterTopic string
 }
 
 // Config configures the share group membership and share partitions of
@@ -69,6 +73,16 @@ type Config struct {
 	MinRecordLockDuration, MaxRecordLockDuration time.Duration
 	MinSessionTimeout, MaxSessionTimeout         time.Duration
 	MinHeartbeatInterval, MaxHeartbeatInterval   time.Duration
+	// DeadLetterAutoCreate is
+	// errors.deadletterqueue.auto.create.topics.enable and
+	// DeadLetterTopicPrefix errors.deadletterqueue.topic.name.prefix
+	// (KIP-1191): a group's dead-letter topic that does not exist is
+	// created when the first is set and its name has the prefix.
+	DeadLetterAutoCreate  bool
+	DeadLetterTopicPrefix string
+	// DeadLetter writes the dead-letter copies of Archiving records
+	// (dead_letter.go); nil archives them uncopied.
+	DeadLetter DeadLetterFunc
 	// MemberGone, when set, is called (without locks held) after a member
 	// left or was fenced, so the broker can release its records.
 	MemberGone func(group, member string)

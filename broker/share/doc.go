@@ -46,6 +46,12 @@
 //	         AVAILABLE, or ARCHIVED at group.share.delivery.count.limit
 //	ACQUIRED --RENEW--> ACQUIRED (lock restarted)
 //
+// With a dead-letter topic (errors.deadletterqueue.topic.name, KIP-1191)
+// a REJECT and the delivery limit go to ARCHIVING instead, which holds
+// the start offset; once the broker wrote the record's copy to the
+// topic it becomes ARCHIVED (dead_letter.go says in which order the
+// states are persisted).
+//
 // The start offset moves over acknowledged and archived records at the
 // front. At most group.share.partition.max.record.locks records are in
 // flight (end - start); past that only released records inside the

@@ -24,6 +24,12 @@ type Manager struct {
 	}
 	stop chan struct{}
 	done chan struct{}
+	// The dead-letter loop (dead_letter.go): kicked when records become
+	// Archiving, stopped by dlqStop.
+	dlqKick chan struct{}
+	dlqStop context.CancelFunc
+	dlqDone chan struct{}
+	closing sync.Once
 }
 
 // sweepInterval is how often expired acquisition locks and member
@@ -36,18 +42,26 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Manager{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), dlqKick: make(chan struct{}, 1), dlqDone: make(chan struct{})}
 	m.mu.parts = map[Key]*Partition{}
 	m.Groups = newGroups(cfg)
 	m.Sessions = newSessions(cfg.MaxSessions)
+	var dlqCtx context.Context
+	dlqCtx, m.dlqStop = context.WithCancel(context.Background())
 	go m.sweepLoop()
+	go m.deadLetterLoop(dlqCtx)
 	return m, nil
 }
 
-// Close stops the sweeper.
+// Close stops the sweeper and the dead-letter loop; later calls do
+// nothing.
 func (m *Manager) Close() {
-	close(m.stop)
-	<-m.done
+	m.closing.Do(func() {
+		close(m.stop)
+		m.dlqStop()
+		<-m.done
+		<-m.dlqDone
+	})
 }
 
 // GroupConfig returns a group's configs.
@@ -59,6 +73,7 @@ func (m *Manager) Limits(group string) Limits {
 		Lock:               m.cfg.GroupConfig(group).RecordLockDuration,
 		DeliveryCountLimit: int16(m.cfg.DeliveryCountLimit),
 		MaxRecordLocks:     m.cfg.PartitionMaxRecordLocks,
+		DeadLetter:         m.cfg.GroupConfig(group).DeadLetterTopic != "",
 	}
 }
 
@@ -96,21 +111,23 @@ func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt fun
 // Acknowledge applies member's acknowledgements to share partition k
 // and persists the result before returning; if the state cannot be
 // persisted, the acknowledgements are undone and the error's code is
-// returned.
+// returned. The partition's lock is held from the change to its undo, so
+// no one sees (or copies to a dead-letter topic) a state that may be
+// undone.
 func (m *Manager) Acknowledge(ctx context.Context, k Key, p *Partition, member string, batches []AckBatch) int16 {
-	undo, code := p.Acknowledge(member, batches, m.cfg.Now(), m.Limits(k.Group))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	saved, code := p.acknowledgeLocked(member, batches, m.cfg.Now(), m.Limits(k.Group))
 	if code != 0 {
 		return code
 	}
-	p.mu.Lock()
-	err := m.writeLocked(ctx, k, p)
-	p.mu.Unlock()
-	if err != nil {
+	if err := m.writeLocked(ctx, k, p); err != nil {
 		m.cfg.Logger.Warn("share: acknowledgement not persisted; undone", "group", k.Group, "partition", k.Partition, "err", err)
-		undo()
-		m.dropFenced(k, p, err)
+		p.restoreLocked(saved)
+		m.dropFenced(k, p, err) // takes m.mu: no path takes p.mu under m.mu
 		return ErrorCode(err)
 	}
+	m.kickDeadLetters()
 	return 0
 }
 

@@ -16,7 +16,13 @@ const (
 	Available    RecordState = 0
 	Acquired     RecordState = 1
 	Acknowledged RecordState = 2
-	Archived     RecordState = 4
+	// Archiving is KIP-1191's state of a record on its way to the
+	// group's dead-letter topic: rejected or at the delivery limit, not
+	// delivered again, and not finished until its dead-letter copy is
+	// written (then Archived). It is persisted as such, so a new leader
+	// writes the copy again.
+	Archiving RecordState = 3
+	Archived  RecordState = 4
 )
 
 // Acknowledgement types of ShareFetch and ShareAcknowledge (KIP-932,
@@ -35,6 +41,7 @@ type record struct {
 	deliveries int16
 	owner      string    // the member holding it, while Acquired
 	lockUntil  time.Time // when its acquisition lock expires, while Acquired
+	rejected   bool      // Archiving because a member rejected it
 }
 
 // Batch is one record batch the broker read from the log, as Acquire needs
@@ -68,6 +75,10 @@ type Limits struct {
 	DeliveryCountLimit int16
 	// MaxRecordLocks bounds the in-flight window (end - start).
 	MaxRecordLocks int
+	// DeadLetter says the group has a dead-letter topic: a rejected
+	// record, or one at the delivery limit, becomes Archiving instead of
+	// Archived, until its copy is written.
+	DeadLetter bool
 }
 
 // Partition is one share partition: the state of one share group on one
@@ -151,7 +162,7 @@ func (p *Partition) wakeLocked() {
 
 // Counts are the numbers of in-flight records by state.
 type Counts struct {
-	Available, Acquired, Acknowledged, Archived int
+	Available, Acquired, Acknowledged, Archiving, Archived int
 }
 
 // Counts returns the in-flight records by state.
@@ -171,6 +182,8 @@ func (p *Partition) countsLocked() Counts {
 			c.Acquired++
 		case Acknowledged:
 			c.Acknowledged++
+		case Archiving:
+			c.Archiving++
 		case Archived:
 			c.Archived++
 		}
@@ -232,8 +245,7 @@ batches:
 					continue
 				}
 				if r.deliveries >= l.DeliveryCountLimit {
-					r.state = Archived
-					p.mu.totals.Archived++
+					p.archiveLocked(r, false, l)
 					continue
 				}
 				take(o, r)
@@ -297,12 +309,23 @@ func (p *Partition) advanceLocked() {
 func (p *Partition) releaseLocked(r *record, l Limits) bool {
 	r.owner, r.lockUntil = "", time.Time{}
 	if r.deliveries >= l.DeliveryCountLimit {
-		r.state = Archived
-		p.mu.totals.Archived++
+		p.archiveLocked(r, false, l)
 		return false
 	}
 	r.state = Available
 	return true
+}
+
+// archiveLocked archives a record that was rejected or reached the
+// delivery limit: Archiving when the group has a dead-letter topic,
+// else Archived.
+func (p *Partition) archiveLocked(r *record, rejected bool, l Limits) {
+	r.owner, r.lockUntil = "", time.Time{}
+	r.state, r.rejected = Archived, false
+	if l.DeadLetter {
+		r.state, r.rejected = Archiving, rejected
+	}
+	p.mu.totals.Archived++
 }
 
 // releaseWhereLocked releases the acquired records which selects and
@@ -376,18 +399,33 @@ func (b AckBatch) ackType(o int64) int8 {
 // ValidateAckBatches checks): every offset must be in flight and
 // acquired by member, else nothing changes and the answer is
 // INVALID_RECORD_STATE. ACCEPT acknowledges, RELEASE makes available (or
-// archives at the delivery limit), REJECT and GAP archive, RENEW extends
-// the lock by l.Lock from now. undo restores the state before, for an
-// acknowledgement that could not be persisted; it must be called, if at
-// all, before any other change.
+// archives at the delivery limit), REJECT archives (Archiving with a
+// dead-letter topic), GAP archives, RENEW extends the lock by l.Lock
+// from now. undo restores the state before, for an acknowledgement that
+// could not be persisted; it must be called, if at all, before any other
+// change.
 func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time, l Limits) (undo func(), code int16) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	saved, code := p.acknowledgeLocked(member, batches, now, l)
+	if code != 0 {
+		return func() {}, code
+	}
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.restoreLocked(saved)
+	}, 0
+}
+
+// acknowledgeLocked is Acknowledge with the lock held; it returns the
+// state before, for restoreLocked.
+func (p *Partition) acknowledgeLocked(member string, batches []AckBatch, now time.Time, l Limits) (snapshot, int16) {
 	for _, b := range batches {
 		for o := b.First; o <= b.Last; o++ {
 			r := p.mu.inflight[o]
 			if o < p.mu.start || o >= p.mu.end || r.state != Acquired || r.owner != member {
-				return func() {}, kerr.InvalidRecordState.Code
+				return snapshot{}, kerr.InvalidRecordState.Code
 			}
 		}
 	}
@@ -402,8 +440,7 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 			case AckRelease:
 				released = p.releaseLocked(r, l) || released
 			case AckReject:
-				r.state, r.owner = Archived, ""
-				p.mu.totals.Archived++
+				p.archiveLocked(r, true, l)
 			case AckGap:
 				r.state, r.owner = Archived, ""
 			case AckRenew:
@@ -415,11 +452,7 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 	if released {
 		p.wakeLocked()
 	}
-	return func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.restoreLocked(saved)
-	}, 0
+	return saved, 0
 }
 
 // snapshot is a copy of a partition's window.

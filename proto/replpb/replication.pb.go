@@ -808,11 +808,12 @@ const file_replication_proto_rawDesc = "" +
 	"\aapi_key\x18\x04 \x01(\x05R\x06apiKey2\xcc\x01\n" +
 	"\vReplication\x12]\n" +
 	"\tReplicate\x12&.strata.replication.v1.FollowerMessage\x1a$.strata.replication.v1.LeaderMessage(\x010\x01\x12^\n" +
-	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponse2\xa9\x02\n" +
+	"\tEpochEnds\x12'.strata.replication.v1.EpochEndsRequest\x1a(.strata.replication.v1.EpochEndsResponse2\x88\x03\n" +
 	"\fTransactions\x12[\n" +
 	"\x0fWriteTxnMarkers\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12_\n" +
 	"\x13VerifyTxnPartitions\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12[\n" +
-	"\x0fShareGroupState\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessageB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
+	"\x0fShareGroupState\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessage\x12]\n" +
+	"\x11ProduceDeadLetter\x12#.strata.replication.v1.KafkaMessage\x1a#.strata.replication.v1.KafkaMessageB-Z+github.com/stratastream/strata/proto/replpbb\x06proto3"
 
 var (
 	file_replication_proto_rawDescOnce sync.Once
@@ -851,13 +852,15 @@ var file_replication_proto_depIdxs = []int32{
 	9,  // 7: strata.replication.v1.Transactions.WriteTxnMarkers:input_type -> strata.replication.v1.KafkaMessage
 	9,  // 8: strata.replication.v1.Transactions.VerifyTxnPartitions:input_type -> strata.replication.v1.KafkaMessage
 	9,  // 9: strata.replication.v1.Transactions.ShareGroupState:input_type -> strata.replication.v1.KafkaMessage
-	3,  // 10: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
-	7,  // 11: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
-	9,  // 12: strata.replication.v1.Transactions.WriteTxnMarkers:output_type -> strata.replication.v1.KafkaMessage
-	9,  // 13: strata.replication.v1.Transactions.VerifyTxnPartitions:output_type -> strata.replication.v1.KafkaMessage
-	9,  // 14: strata.replication.v1.Transactions.ShareGroupState:output_type -> strata.replication.v1.KafkaMessage
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
+	9,  // 10: strata.replication.v1.Transactions.ProduceDeadLetter:input_type -> strata.replication.v1.KafkaMessage
+	3,  // 11: strata.replication.v1.Replication.Replicate:output_type -> strata.replication.v1.LeaderMessage
+	7,  // 12: strata.replication.v1.Replication.EpochEnds:output_type -> strata.replication.v1.EpochEndsResponse
+	9,  // 13: strata.replication.v1.Transactions.WriteTxnMarkers:output_type -> strata.replication.v1.KafkaMessage
+	9,  // 14: strata.replication.v1.Transactions.VerifyTxnPartitions:output_type -> strata.replication.v1.KafkaMessage
+	9,  // 15: strata.replication.v1.Transactions.ShareGroupState:output_type -> strata.replication.v1.KafkaMessage
+	9,  // 16: strata.replication.v1.Transactions.ProduceDeadLetter:output_type -> strata.replication.v1.KafkaMessage
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name

@@ -183,6 +183,7 @@ const (
 	Transactions_WriteTxnMarkers_FullMethodName     = "/strata.replication.v1.Transactions/WriteTxnMarkers"
 	Transactions_VerifyTxnPartitions_FullMethodName = "/strata.replication.v1.Transactions/VerifyTxnPartitions"
 	Transactions_ShareGroupState_FullMethodName     = "/strata.replication.v1.Transactions/ShareGroupState"
+	Transactions_ProduceDeadLetter_FullMethodName   = "/strata.replication.v1.Transactions/ProduceDeadLetter"
 )
 
 // TransactionsClient is the client API for Transactions service.
@@ -207,6 +208,12 @@ type TransactionsClient interface {
 	// named by api_key) from a broker's persister to the share coordinator
 	// and answers its response.
 	ShareGroupState(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
+	// ProduceDeadLetter carries a Produce request (API 0, acks=all,
+	// idempotent) of a share partition leader's dead-letter copies
+	// (KIP-1191) to the leader of the dead-letter topic's partition and
+	// answers its response; it takes the produce path a client's request
+	// does, without the client's quotas.
+	ProduceDeadLetter(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error)
 }
 
 type transactionsClient struct {
@@ -247,6 +254,16 @@ func (c *transactionsClient) ShareGroupState(ctx context.Context, in *KafkaMessa
 	return out, nil
 }
 
+func (c *transactionsClient) ProduceDeadLetter(ctx context.Context, in *KafkaMessage, opts ...grpc.CallOption) (*KafkaMessage, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KafkaMessage)
+	err := c.cc.Invoke(ctx, Transactions_ProduceDeadLetter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionsServer is the server API for Transactions service.
 // All implementations must embed UnimplementedTransactionsServer
 // for forward compatibility.
@@ -269,6 +286,12 @@ type TransactionsServer interface {
 	// named by api_key) from a broker's persister to the share coordinator
 	// and answers its response.
 	ShareGroupState(context.Context, *KafkaMessage) (*KafkaMessage, error)
+	// ProduceDeadLetter carries a Produce request (API 0, acks=all,
+	// idempotent) of a share partition leader's dead-letter copies
+	// (KIP-1191) to the leader of the dead-letter topic's partition and
+	// answers its response; it takes the produce path a client's request
+	// does, without the client's quotas.
+	ProduceDeadLetter(context.Context, *KafkaMessage) (*KafkaMessage, error)
 	mustEmbedUnimplementedTransactionsServer()
 }
 
@@ -287,6 +310,9 @@ func (UnimplementedTransactionsServer) VerifyTxnPartitions(context.Context, *Kaf
 }
 func (UnimplementedTransactionsServer) ShareGroupState(context.Context, *KafkaMessage) (*KafkaMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShareGroupState not implemented")
+}
+func (UnimplementedTransactionsServer) ProduceDeadLetter(context.Context, *KafkaMessage) (*KafkaMessage, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProduceDeadLetter not implemented")
 }
 func (UnimplementedTransactionsServer) mustEmbedUnimplementedTransactionsServer() {}
 func (UnimplementedTransactionsServer) testEmbeddedByValue()                      {}
@@ -363,6 +389,24 @@ func _Transactions_ShareGroupState_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transactions_ProduceDeadLetter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KafkaMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).ProduceDeadLetter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_ProduceDeadLetter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).ProduceDeadLetter(ctx, req.(*KafkaMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transactions_ServiceDesc is the grpc.ServiceDesc for Transactions service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -381,6 +425,10 @@ var Transactions_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ShareGroupState",
 			Handler:    _Transactions_ShareGroupState_Handler,
+		},
+		{
+			MethodName: "ProduceDeadLetter",
+			Handler:    _Transactions_ProduceDeadLetter_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
