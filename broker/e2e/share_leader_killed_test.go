@@ -462,7 +462,7 @@ func (s *stdoutSink) delivered(ds []*shareDelivery) {
 		s.line("delivery %s %d %d %d %d", d.value, d.partition, d.count, d.notBefore.UnixNano(), d.at.UnixNano())
 	}
 }
-func (s *stdoutSink) acking([]*shareDelivery, kgo.AckStatus, time.Time)      {}
+func (s *stdoutSink) acking([]*shareDelivery, kgo.AckStatus, time.Time)       {}
 func (s *stdoutSink) answered([]*shareDelivery, []shareAckOutcome, time.Time) {}
 func (s *stdoutSink) event(_ string, at time.Time)                            { s.line("event %d", at.UnixNano()) }
 
