@@ -95,18 +95,21 @@ func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt fun
 // Acknowledge applies member's acknowledgements to share partition k
 // and persists the result before returning; if the state cannot be
 // persisted, the acknowledgements are undone and the error's code is
-// returned.
+// returned. The partition's lock is held from the change through the
+// write to the undo, so no acquisition or other acknowledgement comes
+// between them (an undo after one would take back what it did: a record
+// released here, acquired by another member meanwhile, would go back to
+// this member while the other one holds it too).
 func (m *Manager) Acknowledge(ctx context.Context, k Key, p *Partition, member string, batches []AckBatch) int16 {
-	undo, code := p.Acknowledge(member, batches, m.cfg.Now(), m.Limits(k.Group))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	saved, code := p.acknowledgeLocked(member, batches, m.cfg.Now(), m.Limits(k.Group))
 	if code != 0 {
 		return code
 	}
-	p.mu.Lock()
-	err := m.writeLocked(ctx, k, p)
-	p.mu.Unlock()
-	if err != nil {
+	if err := m.writeLocked(ctx, k, p); err != nil {
 		m.cfg.Logger.Warn("share: acknowledgement not persisted; undone", "group", k.Group, "partition", k.Partition, "err", err)
-		undo()
+		p.restoreLocked(saved)
 		return ErrorCode(err)
 	}
 	return 0

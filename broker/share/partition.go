@@ -375,11 +375,25 @@ func (b AckBatch) ackType(o int64) int8 {
 func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time, l Limits) (undo func(), code int16) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	saved, code := p.acknowledgeLocked(member, batches, now, l)
+	if code != 0 {
+		return func() {}, code
+	}
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.restoreLocked(saved)
+	}, 0
+}
+
+// acknowledgeLocked is Acknowledge with the lock held: it returns the
+// window as it was before, for restoreLocked.
+func (p *Partition) acknowledgeLocked(member string, batches []AckBatch, now time.Time, l Limits) (snapshot, int16) {
 	for _, b := range batches {
 		for o := b.First; o <= b.Last; o++ {
 			r := p.mu.inflight[o]
 			if o < p.mu.start || o >= p.mu.end || r.state != Acquired || r.owner != member {
-				return func() {}, kerr.InvalidRecordState.Code
+				return snapshot{}, kerr.InvalidRecordState.Code
 			}
 		}
 	}
@@ -407,11 +421,7 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 	if released {
 		p.wakeLocked()
 	}
-	return func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.restoreLocked(saved)
-	}, 0
+	return saved, 0
 }
 
 // snapshot is a copy of a partition's window.
