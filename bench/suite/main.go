@@ -30,7 +30,10 @@
 //     retention, the rest in MinIO);
 //  7. adding a replica to a partition mostly in the bucket: bytes copied
 //     against the leader's local tail, time to join the ISR against the
-//     same with tiering off (a full copy) (catchup.go).
+//     same with tiering off (a full copy) (catchup.go);
+//  8. share groups of 1, 4 and 16 consumers on one partition: records/s
+//     accepted against a classic group's one consumer, and redelivery
+//     latency after a lock timeout against the lock (sharequeue.go).
 //
 // A run of some scenarios (-only) keeps the other scenarios of the
 // results directory's earlier run of the same mode in its summary, and
@@ -97,6 +100,11 @@ type options struct {
 	catchupLocal   int64
 	catchupSegment int64
 	catchupRepeat  int
+	// scenario 8 (sharequeue.go)
+	shareRecords int64
+	shareWork    time.Duration
+	shareLock    time.Duration
+	shareRounds  int
 
 	replayPerf      string
 	replayTrace     string
@@ -125,6 +133,7 @@ var quickDefaults = map[string]string{
 	"replay-quotas": "unlimited",
 	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
+	"share-records": "20000", "share-rounds": "5",
 	"budget": "4m30s",
 }
 
@@ -192,6 +201,10 @@ func main() {
 	flag.Int64Var(&o.catchupLocal, "catchup-local-bytes", 256<<20, "scenario 7: local.retention.bytes of the tiered topic: the leader's local tail")
 	flag.Int64Var(&o.catchupSegment, "catchup-segment-bytes", 64<<20, "scenario 7: segment.bytes of the topic")
 	flag.IntVar(&o.catchupRepeat, "catchup-repeat", 3, "scenario 7: joins per run (the replica is removed again between them; the median is the figure)")
+	flag.Int64Var(&o.shareRecords, "share-records", 100_000, "scenario 8: records of 100 B each throughput run consumes")
+	flag.DurationVar(&o.shareWork, "share-work", 100*time.Microsecond, "scenario 8: every consumer's wait per record it got (its stand-in for work)")
+	flag.DurationVar(&o.shareLock, "share-lock", 2*time.Second, "scenario 8: group.share.record.lock.duration.ms of the redelivery rounds")
+	flag.IntVar(&o.shareRounds, "share-rounds", 10, "scenario 8: redelivery rounds of 10 records")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
 	flag.Parse()
 	if o.quick {
@@ -320,6 +333,7 @@ func run(ctx context.Context, o options) error {
 		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
 		{6, "Produce and tail latency at growing retained size (tiny local retention, the rest in MinIO)", 0.40, r.s6},
 		{7, "Adding a replica to a partition mostly in the bucket, against a full copy with tiering off", 0.35, r.s7},
+		{8, "Share groups on one partition: 1, 4 and 16 consumers against a classic group's one; redelivery after a lock timeout", 0.10, r.s8},
 	}
 	for _, sc := range all {
 		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), strconv.Itoa(sc.id)) {

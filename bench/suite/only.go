@@ -34,7 +34,7 @@ func onlyIDs(only string) []int {
 // loadgenPrefixes are the label prefixes of each scenario's loadgen runs
 // (scenarios 4 and 5 share the replay measurement's).
 var loadgenPrefixes = map[int][]string{
-	1: {"s1-"}, 2: {"s2-"}, 3: {"s3-"}, 4: {"replay-"}, 5: {"replay-"}, 6: {"s6-"}, 7: {"s7-"},
+	1: {"s1-"}, 2: {"s2-"}, 3: {"s3-"}, 4: {"replay-"}, 5: {"replay-"}, 6: {"s6-"}, 7: {"s7-"}, 8: {"s8-"},
 }
 
 // dropLoadgenRows removes from the loadgen.csv at path the rows of the

@@ -111,9 +111,11 @@ func (m *Manager) Partition(ctx context.Context, k Key, epoch int32, startAt fun
 // Acknowledge applies member's acknowledgements to share partition k
 // and persists the result before returning; if the state cannot be
 // persisted, the acknowledgements are undone and the error's code is
-// returned. The partition's lock is held from the change to its undo, so
-// no one sees (or copies to a dead-letter topic) a state that may be
-// undone.
+// returned. The partition's lock is held from the change through the
+// write to the undo, so no acquisition or other acknowledgement comes
+// between them (an undo after one would take back what it did: a record
+// released here, acquired by another member meanwhile, would go back to
+// this member while the other one holds it too).
 func (m *Manager) Acknowledge(ctx context.Context, k Key, p *Partition, member string, batches []AckBatch) int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,0 +1,104 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/segment/poll"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// failingWrites is a MemPersister whose writes fail while fail is set.
+type failingWrites struct {
+	*MemPersister
+	fail atomic.Bool
+}
+
+func (f *failingWrites) WriteShareGroupState(ctx context.Context, req *kmsg.WriteShareGroupStateRequest) (*kmsg.WriteShareGroupStateResponse, error) {
+	if f.fail.Load() {
+		return nil, errors.New("share coordinator gone")
+	}
+	return f.MemPersister.WriteShareGroupState(ctx, req)
+}
+
+// onWarn is a slog handler that runs fn on every warning.
+type onWarn struct{ fn func() }
+
+func (h onWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (h onWarn) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.fn()
+	}
+	return nil
+}
+func (h onWarn) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onWarn) WithGroup(string) slog.Handler      { return h }
+
+// TestManagerAcknowledgeUndoKeepsOthers: an acknowledgement whose write
+// fails is undone before anything else touches the partition. Member a
+// releases its records 0-4 and the write fails; member b's fetch, run
+// the moment the manager logs the failure, must not get them (they go
+// back to a) and must keep what it gets: b accepts all of it, a accepts
+// 0-4. An undo after b's acquisition would hand 0-4 back to a while b
+// holds them and forget b's 5-9.
+func TestManagerAcknowledgeUndoKeepsOthers(t *testing.T) {
+	fp := &failingWrites{MemPersister: NewMemPersister()}
+	k := Key{Group: "g", TopicID: [16]byte{1}, Partition: 0}
+	var m *Manager
+	var p *Partition
+	var bGot atomic.Pointer[[]AcquiredRange]
+	cfg := DefaultConfig()
+	cfg.Persister = fp
+	cfg.Logger = slog.New(onWarn{func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got := p.Acquire("b", batches(0, 10, 10), 100, true, m.Now(), m.Limits(k.Group))
+			bGot.Store(&got)
+		}()
+		// b's fetch finishes here only if the partition is free while
+		// the failed acknowledgement is not yet undone.
+		poll.For(500*time.Millisecond, func() bool {
+			select {
+			case <-done:
+				return true
+			default:
+				return false
+			}
+		})
+	}})
+	var err error
+	if m, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if p, err = m.Partition(ctx, k, 0, func(GroupConfig) (int64, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Acquire("a", batches(0, 5, 5), 100, true, m.Now(), m.Limits(k.Group)); len(got) != 1 || got[0].First != 0 || got[0].Last != 4 {
+		t.Fatalf("a acquired %v, want 0-4", got)
+	}
+	fp.fail.Store(true)
+	if code := m.Acknowledge(ctx, k, p, "a", []AckBatch{{0, 4, []int8{AckRelease}}}); code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("a's release with the write failing: code %d, want COORDINATOR_NOT_AVAILABLE", code)
+	}
+	fp.fail.Store(false)
+	poll.Until(t, 10*time.Second, "b's fetch done", func() bool { return bGot.Load() != nil })
+	for _, r := range *bGot.Load() {
+		if r.First < 5 {
+			t.Errorf("b acquired %d-%d, which a still holds", r.First, r.Last)
+		}
+		if code := m.Acknowledge(ctx, k, p, "b", []AckBatch{{r.First, r.Last, []int8{AckAccept}}}); code != 0 {
+			t.Errorf("b's accept of %d-%d: code %d", r.First, r.Last, code)
+		}
+	}
+	if code := m.Acknowledge(ctx, k, p, "a", []AckBatch{{0, 4, []int8{AckAccept}}}); code != 0 {
+		t.Errorf("a's accept of 0-4 after its release was undone: code %d", code)
+	}
+}
