@@ -98,6 +98,9 @@ type options struct {
 	catchupSegment int64
 	catchupRepeat  int
 
+	floorBytes  int64
+	floorRepeat int
+
 	replayPerf      string
 	replayTrace     string
 	replayOverrides overrideFlags
@@ -125,7 +128,7 @@ var quickDefaults = map[string]string{
 	"replay-quotas": "unlimited",
 	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
-	"budget": "4m30s",
+	"floor-bytes": "1073741824", "budget": "4m30s",
 }
 
 // expectedGoals are the goals by scenario, listed as failed when a
@@ -192,6 +195,8 @@ func main() {
 	flag.Int64Var(&o.catchupLocal, "catchup-local-bytes", 256<<20, "scenario 7: local.retention.bytes of the tiered topic: the leader's local tail")
 	flag.Int64Var(&o.catchupSegment, "catchup-segment-bytes", 64<<20, "scenario 7: segment.bytes of the topic")
 	flag.IntVar(&o.catchupRepeat, "catchup-repeat", 3, "scenario 7: joins per run (the replica is removed again between them; the median is the figure)")
+	flag.Int64Var(&o.floorBytes, "floor-bytes", 2<<30, "bytes of each run of the CPU floor (bench/floor: socket read + pwrite + CRC-32C), the reference of the CPU s/GB figures")
+	flag.IntVar(&o.floorRepeat, "floor-repeat", 3, "runs of the CPU floor (the least CPU per GB is the floor)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
 	flag.Parse()
 	if o.quick {
@@ -253,6 +258,8 @@ type runner struct {
 	linkRep   *replayReport
 	replayErr error
 	ranRep    bool
+	// floor is the CPU floor, measured once (cpuFloor).
+	floor *floorResult
 }
 
 func run(ctx context.Context, o options) error {
@@ -290,6 +297,7 @@ func run(ctx context.Context, o options) error {
 	pkgs := []struct{ name, dir, pkg string }{
 		{"loadgen", "bench", "./loadgen"},
 		{"loopback", "bench", "./loopback"},
+		{"floor", "bench", "./floor"},
 	}
 	if o.strataBin == "" {
 		pkgs = append(pkgs, struct{ name, dir, pkg string }{"strata", ".", "./cmd/strata"})
