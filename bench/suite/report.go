@@ -97,9 +97,9 @@ type figure struct {
 	// Unmeasurable, when set, says why this machine cannot measure the
 	// goal whatever the code does: the figure is kept and judged, but
 	// counted apart from the goals met and missed.
-	Unmeasurable string `json:"unmeasurable,omitempty"`
-	Verdict      string `json:"verdict"`
-	Ratio    float64 `json:"ratio,omitempty"`
+	Unmeasurable string  `json:"unmeasurable,omitempty"`
+	Verdict      string  `json:"verdict"`
+	Ratio        float64 `json:"ratio,omitempty"`
 }
 
 func (f *figure) set(v float64) { f.Value, f.HasValue = v, true }
