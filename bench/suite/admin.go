@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newAdmin returns an admin client for the comma-separated seed brokers;
@@ -125,6 +127,86 @@ func setBrokerConfig(ctx context.Context, adm *kadm.Client, key string, v *strin
 	for _, r := range resps {
 		if r.Err != nil {
 			return fmt.Errorf("%s: %w (%s)", key, r.Err, r.ErrMessage)
+		}
+	}
+	return nil
+}
+
+// createOnReplicas creates topic with every partition on replicas, in
+// that order (the first is each partition's preferred leader), and waits
+// (bounded) until the metadata shows each partition led by replicas[0]
+// with all of them in its ISR.
+func createOnReplicas(ctx context.Context, seeds, topic string, partitions int, replicas []int32, configs map[string]string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(seeds, ",")...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, -1, -1
+	for p := range int32(partitions) {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, replicas
+		t.ReplicaAssignment = append(t.ReplicaAssignment, a)
+	}
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		t.Configs = append(t.Configs, c)
+	}
+	req.Topics = append(req.Topics, t)
+	rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	resp, err := req.RequestWith(rctx, cl)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("create %s: %w", topic, err)
+	}
+	for _, rt := range resp.Topics {
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			msg := ""
+			if rt.ErrorMessage != nil {
+				msg = *rt.ErrorMessage
+			}
+			return fmt.Errorf("create %s: %w (%s)", topic, err, msg)
+		}
+	}
+	return waitLedBy(ctx, adm, topic, partitions, replicas, 30*time.Second)
+}
+
+// waitLedBy waits, at most timeout, until topicLedBy holds.
+func waitLedBy(ctx context.Context, adm *kadm.Client, topic string, partitions int, replicas []int32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := topicLedBy(ctx, adm, topic, partitions, replicas)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// topicLedBy checks that the metadata shows topic's partitions led by
+// replicas[0], each with all of replicas in its ISR.
+func topicLedBy(ctx context.Context, adm *kadm.Client, topic string, partitions int, replicas []int32) error {
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(mctx, topic)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	td := md.Topics[topic]
+	if td.Err != nil {
+		return fmt.Errorf("metadata of %s: %w", topic, td.Err)
+	}
+	if len(td.Partitions) != partitions {
+		return fmt.Errorf("%s: %d partitions in the metadata, want %d", topic, len(td.Partitions), partitions)
+	}
+	for _, p := range td.Partitions.Sorted() {
+		if p.Leader != replicas[0] || len(p.ISR) != len(replicas) {
+			return fmt.Errorf("%s: partition %d leader %d ISR %v, want leader %d and ISR %v", topic, p.Partition, p.Leader, p.ISR, replicas[0], replicas)
 		}
 	}
 	return nil

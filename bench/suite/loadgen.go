@@ -46,6 +46,10 @@ type lgResult struct {
 	Consume *lgSide `json:"consume"`
 	Read    *lgRead `json:"read"`
 	Error   string  `json:"error"`
+
+	// clientCPU is loadgen's user+system CPU seconds over the run (the
+	// suite's measurement, not in loadgen's JSON).
+	clientCPU float64
 }
 
 // point is one point of a latency percentile curve.
@@ -71,8 +75,8 @@ func (r *runner) loadgen(ctx context.Context, s *scenario, label, brokers string
 	fixed := []string{"-brokers", brokers, "-label", label, "-json", jsonPath, "-csv", filepath.Join(r.out, "loadgen.csv"),
 		"-progress", progress, "-timeout", timeout.Round(time.Second).String()}
 	logf("  loadgen %s: %s", label, strings.Join(args, " "))
-	_, _, err := runTool(ctx, timeout+5*time.Second, r.bins["loadgen"], append(fixed, args...)...)
-	var res lgResult
+	_, cpu, err := runTool(ctx, timeout+5*time.Second, r.bins["loadgen"], append(fixed, args...)...)
+	res := lgResult{clientCPU: cpu.Seconds()}
 	if b, rerr := os.ReadFile(jsonPath); rerr == nil {
 		if jerr := json.Unmarshal(b, &res); jerr != nil && err == nil {
 			err = jerr

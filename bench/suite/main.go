@@ -10,18 +10,21 @@
 // its brokers' logs under catchup/.
 //
 // It is the only program under bench/ that starts servers (brokers,
-// ZooKeeper, MinIO, nats-server); the load itself comes from bench/loadgen
-// and the loopback limit from bench/loopback, which it builds and runs.
+// ZooKeeper, MinIO, nats-server); the load itself comes from bench/loadgen,
+// the loopback limit from bench/loopback and the CPU floor from
+// bench/floor, which it builds and runs.
 //
 // Scenarios:
 //
 //  1. produce 100 B and 1 KiB, acks=1, one broker: against a raw sequential
 //     disk write of the same bytes and NATS JetStream (nats bench); acks=all
-//     and lz4 beside them;
+//     and lz4 beside them, and 1 KiB with 2 and 4 producers (the best
+//     against the raw write, with the broker's share of the CPU);
 //  2. consume from the page cache: against loopback TCP and a raw sendfile
 //     of the segment files; the broker's CPU per GB fetched with zero copy
 //     against a broker that copies;
-//  3. three brokers with ZooKeeper, RF 3 acks=all: against RF 1;
+//  3. three brokers with ZooKeeper, RF 3 acks=all: against RF 1; each
+//     follower's CPU per GB on a topic one broker leads;
 //  4. replay from offset 0 out of MinIO, cold and warm cache: against raw
 //     parallel ranged GETs, on loopback and with MinIO behind a shaped link
 //     (replay.go);
@@ -34,6 +37,13 @@
 //  8. share groups of 1, 4 and 16 consumers on one partition: records/s
 //     accepted against a classic group's one consumer, and redelivery
 //     latency after a lock timeout against the lock (sharequeue.go).
+//
+// Broker CPU seconds per GB (user+system from /proc over the measured
+// run) of produce RF 1, each RF 3 follower, the page-cache consume and the
+// cold and warm replays are figures against the CPU floor of the same
+// run: bench/floor, one loopback socket read, one pwrite and CRC-32C of
+// the same bytes (floor.go), run once before the first scenario that
+// needs it.
 //
 // A run of some scenarios (-only) keeps the other scenarios of the
 // results directory's earlier run of the same mode in its summary, and
@@ -106,6 +116,9 @@ type options struct {
 	shareLock    time.Duration
 	shareRounds  int
 
+	floorBytes  int64
+	floorRepeat int
+
 	replayPerf      string
 	replayTrace     string
 	replayOverrides overrideFlags
@@ -134,7 +147,7 @@ var quickDefaults = map[string]string{
 	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
 	"share-records": "20000", "share-rounds": "5",
-	"budget": "4m30s",
+	"floor-bytes": "1073741824", "budget": "4m30s",
 }
 
 // expectedGoals are the goals by scenario, listed as failed when a
@@ -144,12 +157,17 @@ var expectedGoals = map[int][]struct {
 	goal       *goal
 }{
 	1: {{"produce 100 B acks=1, records/s ÷ JetStream", "records/s", &goal{">=", 3, onRatio}},
-		{"produce 1 KiB acks=1, MB/s ÷ raw sequential disk write", "MB/s", &goal{">=", 0.7, onRatio}}},
-	2: {{"consume from page cache (bare Fetch, 3 connections), MB/s ÷ loopback TCP", "MB/s", &goal{">=", 0.5, onRatio}}},
+		{"produce 1 KiB acks=1, MB/s ÷ raw sequential disk write", "MB/s", &goal{">=", 0.7, onRatio}},
+		{"produce 1 KiB acks=1, best of 1, 2 and 4 producers, MB/s ÷ raw sequential disk write", "MB/s", &goal{">=", 0.7, onRatio}},
+		{"produce 1 KiB acks=1 RF 1, 1 producer, the broker, CPU s/GB ÷ floor", "CPU s/GB", &goal{"<=", 1.0, onValue}}},
+	2: {{"consume from page cache (bare Fetch, 3 connections), MB/s ÷ loopback TCP", "MB/s", &goal{">=", 0.5, onRatio}},
+		{"consume from page cache (bare Fetch, 3 connections, zero copy), the broker, CPU s/GB ÷ floor", "CPU s/GB", &goal{"<=", 0.15, onValue}}},
 	3: {{"RF 3 acks=all, MB/s ÷ RF 1 acks=all (3 brokers, 1 KiB)", "MB/s", &goal{">=", 0.5, onRatio}},
-		{"RF 3 acks=all, p99 produce latency at half of its peak rate", "ms", &goal{"<=", 20, onValue}}},
+		{"RF 3 acks=all, p99 produce latency at half of its peak rate", "ms", &goal{"<=", 20, onValue}},
+		{"RF 3 acks=all, each follower (the higher of two), the broker, CPU s/GB ÷ floor", "CPU s/GB", &goal{"<=", 0.6, onValue}}},
 	4: {{"replay from offset 0, cold cache (bare Fetch), MB/s ÷ raw GETs", "MB/s", &goal{">=", 0.8, onRatio}},
-		{"replay from offset 0, MinIO behind a shaped link, cold cache (bare Fetch), MB/s ÷ raw GETs over the link", "MB/s", &goal{">=", 0.8, onRatio}}},
+		{"replay from offset 0, MinIO behind a shaped link, cold cache (bare Fetch), MB/s ÷ raw GETs over the link", "MB/s", &goal{">=", 0.8, onRatio}},
+		{"replay from offset 0, cold cache (bare Fetch), the broker alone, CPU s/GB ÷ floor", "CPU s/GB", &goal{"<=", 1.0, onValue}}},
 	5: {{"tail consumer p99 end-to-end latency during cold replays ÷ alone", "ms", &goal{"<=", 2, onRatio}}},
 	6: {{"produce MB/s at the largest retained size ÷ at the smallest", "MB/s", &goal{">=", 0.9, onRatio}}},
 	7: {{"add a replica, tiered: bytes copied ÷ the leader's local tail", "MB", &goal{"<=", 1.1, onRatio}},
@@ -205,6 +223,8 @@ func main() {
 	flag.DurationVar(&o.shareWork, "share-work", 100*time.Microsecond, "scenario 8: every consumer's wait per record it got (its stand-in for work)")
 	flag.DurationVar(&o.shareLock, "share-lock", 2*time.Second, "scenario 8: group.share.record.lock.duration.ms of the redelivery rounds")
 	flag.IntVar(&o.shareRounds, "share-rounds", 10, "scenario 8: redelivery rounds of 10 records")
+	flag.Int64Var(&o.floorBytes, "floor-bytes", 2<<30, "bytes of each run of the CPU floor (bench/floor: socket read + pwrite + CRC-32C), the reference of the CPU s/GB figures")
+	flag.IntVar(&o.floorRepeat, "floor-repeat", 3, "runs of the CPU floor (the least CPU per GB is the floor)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
 	flag.Parse()
 	if o.quick {
@@ -266,6 +286,8 @@ type runner struct {
 	linkRep   *replayReport
 	replayErr error
 	ranRep    bool
+	// floor is the CPU floor, measured once (cpuFloor).
+	floor *floorResult
 }
 
 func run(ctx context.Context, o options) error {
@@ -303,6 +325,7 @@ func run(ctx context.Context, o options) error {
 	pkgs := []struct{ name, dir, pkg string }{
 		{"loadgen", "bench", "./loadgen"},
 		{"loopback", "bench", "./loopback"},
+		{"floor", "bench", "./floor"},
 	}
 	if o.strataBin == "" {
 		pkgs = append(pkgs, struct{ name, dir, pkg string }{"strata", ".", "./cmd/strata"})

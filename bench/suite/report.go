@@ -24,8 +24,11 @@ type report struct {
 	Seconds float64 `json:"seconds"`
 	// Merged says which scenarios come from an earlier run (a run of
 	// some scenarios, -only, keeps the others': mergeEarlier).
-	Merged    string      `json:"merged,omitempty"`
-	Scenarios []*scenario `json:"scenarios"`
+	Merged string `json:"merged,omitempty"`
+	// Floor is the CPU floor of this run, the reference of its CPU s/GB
+	// figures (cpuFloor).
+	Floor     *floorResult `json:"floor,omitempty"`
+	Scenarios []*scenario  `json:"scenarios"`
 }
 
 // scenario is one scenario's figures, details and failures.
@@ -91,11 +94,26 @@ type figure struct {
 	RefValue float64 `json:"reference_value"`
 	HasRef   bool    `json:"has_reference"`
 	Goal     *goal   `json:"goal,omitempty"`
-	Verdict  string  `json:"verdict"`
-	Ratio    float64 `json:"ratio,omitempty"`
+	// Unmeasurable, when set, says why this machine cannot measure the
+	// goal whatever the code does: the figure is kept and judged, but
+	// counted apart from the goals met and missed.
+	Unmeasurable string  `json:"unmeasurable,omitempty"`
+	Verdict      string  `json:"verdict"`
+	Ratio        float64 `json:"ratio,omitempty"`
 }
 
 func (f *figure) set(v float64) { f.Value, f.HasValue = v, true }
+
+// goalText is the figure's goal as the tables print it.
+func (f *figure) goalText() string {
+	if f.Goal == nil {
+		return ""
+	}
+	if f.Unmeasurable != "" {
+		return f.Goal.String() + " (not measurable on this machine: " + f.Unmeasurable + ")"
+	}
+	return f.Goal.String()
+}
 
 // setIf sets a value that is zero when it was not measured.
 func (f *figure) setIf(v float64) {
@@ -236,6 +254,9 @@ func (s *scenario) judge() {
 		default:
 			f.Verdict = "FAIL"
 		}
+		if f.Goal != nil && f.Unmeasurable != "" && (f.Verdict == "PASS" || f.Verdict == "FAIL") {
+			f.Verdict = unmeasurablePrefix + f.Verdict
+		}
 	}
 }
 
@@ -275,7 +296,7 @@ func goalsTable(rep *report) string {
 			}
 			g, verdict := "—", "—"
 			if f.Goal != nil {
-				g = f.Goal.String()
+				g = f.goalText()
 				verdict = "**" + esc(f.Verdict) + "**"
 			}
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", s.ID, esc(f.Name), val, esc(f.Ref), ref, ratio, g, verdict)
@@ -298,9 +319,14 @@ func scenarioList(rep *report, ran bool) string {
 
 func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 
-// verdictLine counts the goals met and missed.
+// unmeasurablePrefix begins the verdict of a goal this machine cannot
+// measure (goal.Unmeasurable), before its PASS or FAIL.
+const unmeasurablePrefix = "NOT MEASURABLE HERE: "
+
+// verdictLine counts the goals met and missed, and those this machine
+// cannot measure apart.
 func verdictLine(rep *report) string {
-	var pass, fail, failed []string
+	var pass, fail, failed, unmeasurable []string
 	for _, s := range rep.Scenarios {
 		for _, f := range s.Figures {
 			if f.Goal == nil {
@@ -308,6 +334,8 @@ func verdictLine(rep *report) string {
 			}
 			name := fmt.Sprintf("%d: %s", s.ID, f.Name)
 			switch {
+			case strings.HasPrefix(f.Verdict, unmeasurablePrefix):
+				unmeasurable = append(unmeasurable, name+": "+strings.TrimPrefix(f.Verdict, unmeasurablePrefix))
 			case f.Verdict == "PASS":
 				pass = append(pass, name)
 			case f.Verdict == "FAIL":
@@ -324,6 +352,9 @@ func verdictLine(rep *report) string {
 	out += fmt.Sprintf(". Goals not measured because a step failed: %d", len(failed))
 	if len(failed) > 0 {
 		out += " (" + strings.Join(failed, "; ") + ")"
+	}
+	if len(unmeasurable) > 0 {
+		out += fmt.Sprintf(". Goals kept as figures but not measurable on this machine (not counted above): %d (%s)", len(unmeasurable), strings.Join(unmeasurable, "; "))
 	}
 	return out + "."
 }
@@ -342,6 +373,7 @@ func summary(rep *report) string {
 		fmt.Fprintf(&b, "This run measured %s only; %s.\n\n", what, rep.Merged)
 	}
 	b.WriteString(verdictLine(rep) + "\n\n")
+	b.WriteString(floorLine(rep.Floor))
 	b.WriteString(goalsTable(rep))
 	b.WriteString("\nPlots: [throughput.png](throughput.png) (figures in blue beside their references in grey), [latency.png](latency.png) (latency percentile curves), [replay.png](replay.png) (replay throughput over time), [quota.png](quota.png) (tail latency against replay rate per remote fetch quota). Raw data: summary.json, figures.csv, loadgen.csv, raw/, replay/.\n")
 	for _, s := range rep.Scenarios {
@@ -393,10 +425,7 @@ func (r *runner) write() error {
 	_ = w.Write([]string{"scenario", "figure", "unit", "value", "reference", "reference_value", "ratio", "goal", "result"})
 	for _, s := range rep.Scenarios {
 		for _, fg := range s.Figures {
-			g := ""
-			if fg.Goal != nil {
-				g = fg.Goal.String()
-			}
+			g := fg.goalText()
 			_ = w.Write([]string{strconv.Itoa(s.ID), fg.Name, fg.Unit, strconv.FormatFloat(fg.Value, 'f', 3, 64), fg.Ref,
 				strconv.FormatFloat(fg.RefValue, 'f', 3, 64), strconv.FormatFloat(fg.Ratio, 'f', 4, 64), g, fg.Verdict})
 		}
@@ -454,6 +483,7 @@ func updateResults(path, outDir string, rep *report) error {
 	fmt.Fprintf(&b, "Commands: `make bench` (at most 30 minutes here; `go -C bench run ./suite -nats $(bash deploy/scripts/install-bench-deps.sh)`) or `make bench-quick` (under 5 minutes, smaller sizes; `go -C bench run ./suite -quick ...`). Each writes `bench/results/<date>/` (`quick/` under it for the quick run): summary.md, summary.json, figures.csv, loadgen.csv, raw/, replay/ and the plots.\n\n")
 	fmt.Fprintf(&b, "This run: %s %s, `%s`, %.0f s, results in `%s/`. Machine: %s.\n\n", rep.Mode, rep.Date, rep.Command, rep.Seconds, rep.Out, rep.Machine)
 	b.WriteString(verdictLine(rep) + "\n\n")
+	b.WriteString(floorLine(rep.Floor))
 	b.WriteString(goalsTable(rep))
 	for _, sc := range rep.Scenarios {
 		for _, n := range sc.Notes {
