@@ -374,6 +374,8 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 		aborted:   newAbortedSet(cc.AbortedTxns),
 		txn:       newMarkerTracker(cc.TxnsComplete, cc.AbortedTxns),
 	}
+	f.takeBuffers(&cc.Map.bufs)
+	defer f.keepBuffers(&cc.Map.bufs)
 	var srcs []cleanSource
 	for _, src := range p.srcs {
 		if src.snap.base < end {
@@ -400,7 +402,8 @@ func (l *Log) Clean(ctx context.Context, cc CleanConfig) (CleanResult, error) {
 func (l *Log) buildOffsetMap(ctx context.Context, cc CleanConfig, p cleanPlan, res *CleanResult) (int64, error) {
 	m := cc.Map
 	aborted := newAbortedSet(cc.AbortedTxns)
-	var buf []byte // one read buffer for every source
+	buf := m.bufs.read // one read buffer for every source, and every cleaning
+	defer func() { m.bufs.read = buf }()
 	for _, src := range p.srcs {
 		if src.snap.next <= p.firstDirty || src.snap.base >= p.uncleanable {
 			continue

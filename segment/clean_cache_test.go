@@ -237,3 +237,50 @@ func TestOffsetMapSlotHints(t *testing.T) {
 	}
 	t.Logf("%d records, %d keys, %d slots; %d hints stale", len(recs), m.Size(), m.nslots, stale)
 }
+
+// TestCleanReusedMapSameOutput cleans two copies of the same random log,
+// one with a fresh offset map and one with a map (and so its buffers,
+// cleanBuffers) that first cleaned another log with larger I/O buffers:
+// the files and results are the same byte for byte, over several rounds.
+func TestCleanReusedMapSameOutput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(30, 1))
+	cfg := ctConfig(rng)
+	base := t.TempDir()
+	other := lgOpen(t, filepath.Join(base, "other"), cfg)
+	ctProduce(t, other, newCtModel(), rng, &ctClock{t: time.UnixMilli(1_700_000_000_000)}, 200, 10, true)
+	reused := ctMap(t, 24*4000)
+	if _, err := other.Clean(context.Background(), CleanConfig{Map: reused, DeleteRetentionMs: ctRetentionMs, IOBufferBytes: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{filepath.Join(base, "fresh"), filepath.Join(base, "reused")}
+	var logs []*Log
+	var clocks []*ctClock
+	for _, d := range dirs {
+		clocks = append(clocks, &ctClock{t: time.UnixMilli(1_700_000_000_000)})
+		logs = append(logs, lgOpen(t, d, cfg, WithClock(clocks[len(clocks)-1].now)))
+	}
+	for round := range 4 {
+		var results []CleanResult
+		for i := range logs {
+			ctProduce(t, logs[i], newCtModel(), rand.New(rand.NewPCG(uint64(round), 7)), clocks[i], 60, 25, true)
+			m := reused
+			if i == 0 {
+				m = ctMap(t, 24*4000)
+			}
+			res, err := logs[i].Clean(context.Background(), CleanConfig{Map: m, DeleteRetentionMs: ctRetentionMs, IOBufferBytes: 900})
+			if err != nil {
+				t.Fatalf("round %d, log %d: Clean: %v", round, i, err)
+			}
+			res.Duration, res.MapDuration = 0, 0
+			results = append(results, res)
+			clocks[i].advance(ctRetentionMs * time.Millisecond * 3 / 4)
+		}
+		if !ctSameResult(results[0], results[1]) {
+			t.Fatalf("round %d: the reused map gives\n%+v\na fresh one\n%+v", round, results[1], results[0])
+		}
+		ctSameFiles(t, dirs[0], dirs[1])
+		if results[0].RecordsKept == results[0].RecordsRead {
+			t.Fatalf("round %d: nothing removed (%d records): the test exercises no rewrite", round, results[0].RecordsRead)
+		}
+	}
+}

@@ -58,6 +58,27 @@ type batchFilter struct {
 	readBuf, outBuf []byte // Log.Clean's I/O buffers, reused from group to group
 }
 
+// cleanBuffers are Log.Clean's scratch memory, kept by the offset map (one
+// per cleaner thread) from cleaning to cleaning, so that a cleaning does
+// not allocate (and the runtime zero) its buffers afresh: the read buffer
+// of both passes (IOBufferBytes, or one batch if larger), the output
+// buffer (about as much), and the filter's scratch (a batch's records).
+type cleanBuffers struct {
+	read, out, records []byte
+	recs               []cleanRec
+	kept               []int32
+}
+
+// takeBuffers makes b's buffers f's; keepBuffers gives them back.
+func (f *batchFilter) takeBuffers(b *cleanBuffers) {
+	f.readBuf, f.outBuf, f.scratch, f.recs, f.kept = b.read, b.out, b.records, b.recs, b.kept
+	*b = cleanBuffers{}
+}
+
+func (f *batchFilter) keepBuffers(b *cleanBuffers) {
+	*b = cleanBuffers{read: f.readBuf, out: f.outBuf[:0], records: f.scratch[:0], recs: f.recs[:0], kept: f.kept[:0]}
+}
+
 // batchRecords does NewRecordIter's checks and decompression of batch b
 // (header h), without the batch's own checks (CRC included) when
 // validated. It returns the header the records are read with (the one

@@ -236,7 +236,9 @@ func releaseCleaned(segs []*cleanedSegment, err error) error {
 }
 
 // cleanGroups rewrites the groups into cleaned segments and swaps them in,
-// a batch at a time. end is the mapped end.
+// a batch at a time. end is the mapped end: the last batch's swap writes
+// it as the cleaner checkpoint, so that groups after the last rewritten
+// one (unchanged, or abandoned) need no checkpoint write of their own.
 func (l *Log) cleanGroups(ctx context.Context, cc CleanConfig, f *batchFilter, groups [][]cleanSource, p cleanPlan, end int64, res *CleanResult) (err error) {
 	var batch swapBatch
 	defer func() {
@@ -258,12 +260,12 @@ func (l *Log) cleanGroups(ctx context.Context, cc CleanConfig, f *batchFilter, g
 		}
 		batch.add(cs)
 		if batch.full() {
-			if err := l.swapCleaned(batch.take(), res); err != nil {
+			if err := l.swapCleaned(batch.take(), 0 /* final */, res); err != nil {
 				return err
 			}
 		}
 	}
-	return l.swapCleaned(batch.take(), res)
+	return l.swapCleaned(batch.take(), end, res)
 }
 
 // cleanGroup rewrites one group of sources into a cleaned segment, or
@@ -392,9 +394,12 @@ func (l *Log) cleanGroup(ctx context.Context, cc CleanConfig, f *batchFilter, g 
 
 // swapCleaned waits for the fsync of the cleaned segments and swaps in
 // those whose sources are still the log's, sealed and unchanged (the others count in
-// res.GroupsSkipped and their files are removed). An error from the commit
-// point on poisons the log.
-func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {
+// res.GroupsSkipped and their files are removed). final, when not 0, is
+// the checkpoint the cleaning ends at (its mapped end; this is its last
+// batch): the swap writes it instead of its own segments' checkpoint, as
+// raiseCleanerCheckpoint would right after, unless the log end is below it.
+// An error from the commit point on poisons the log.
+func (l *Log) swapCleaned(segs []*cleanedSegment, final int64, res *CleanResult) error {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -408,7 +413,7 @@ func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {
 
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	keep, drop, ckpt := l.checkSourcesLocked(segs)
+	keep, drop, ckpt := l.checkSourcesLocked(segs, final)
 	res.GroupsSkipped += len(drop)
 	if err := releaseCleaned(drop, nil); err != nil {
 		return releaseCleaned(keep, err)
@@ -463,9 +468,10 @@ func (l *Log) swapCleaned(segs []*cleanedSegment, res *CleanResult) error {
 
 // checkSourcesLocked splits segs into those whose sources are still the
 // log's, consecutive, sealed and as they were read (keep), and the others
-// (drop), and returns the cleaner checkpoint once keep is swapped in.
-// Caller holds flushMu.
-func (l *Log) checkSourcesLocked(segs []*cleanedSegment) (keep, drop []*cleanedSegment, ckpt int64) {
+// (drop), and returns the cleaner checkpoint once keep is swapped in:
+// final if keep is not empty and final is at or below the log end (see
+// swapCleaned). Caller holds flushMu.
+func (l *Log) checkSourcesLocked(segs []*cleanedSegment, final int64) (keep, drop []*cleanedSegment, ckpt int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ckpt = l.mu.cleanerCkpt
@@ -486,6 +492,9 @@ func (l *Log) checkSourcesLocked(segs []*cleanedSegment) (keep, drop []*cleanedS
 		} else {
 			drop = append(drop, cs)
 		}
+	}
+	if len(keep) > 0 && final > ckpt && final <= l.mu.logEnd {
+		ckpt = final
 	}
 	return keep, drop, ckpt
 }

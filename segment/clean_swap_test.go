@@ -301,3 +301,61 @@ func FuzzDecodeSwapMarker(f *testing.F) {
 		}
 	})
 }
+
+// TestCleanLastSwapWritesFinalCheckpoint cleans a log whose last dirty
+// segment comes out unchanged (every key in it is new), one segment a
+// group: the swap of the rewritten groups writes the mapped end as the
+// cleaner checkpoint (it is on disk at the swap's "checkpointed" point),
+// so that no second checkpoint write follows for the unchanged group.
+func TestCleanLastSwapWritesFinalCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := lgOpen(t, dir, lgConfig())
+	var biggest int64
+	for seg, keys := range [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"x", "y", "z"}} {
+		for i := range 4 {
+			var recs []Record
+			for _, k := range keys {
+				if seg == 2 {
+					k = fmt.Sprintf("%s%d", k, i) // each once
+				}
+				recs = append(recs, Record{Timestamp: 1_700_000_000_000, Key: []byte(k), Value: fmt.Appendf(nil, "%s-%d-%d", k, seg, i)})
+			}
+			b, err := BuildBatch(BatchSpec{Records: recs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lgAppend(t, l, b)
+		}
+		info, err := l.rollForTest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		biggest = max(biggest, info.Size)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := lgConfig()
+	cfg.SegmentBytes = biggest // one segment a group
+	var atCheckpointed int64 = -1
+	l = lgOpen(t, dir, cfg, withCleanHook(func(p string) error {
+		if p == "checkpointed" {
+			off, ok, err := readOffsetCheckpoint(dir, cleanerOffsetFile)
+			if err != nil || !ok {
+				return fmt.Errorf("checkpoint at %s: %d, %v, %v", p, off, ok, err)
+			}
+			atCheckpointed = off
+		}
+		return nil
+	}))
+	res, err := l.Clean(context.Background(), CleanConfig{Map: ctMap(t, 1<<16), DeleteRetentionMs: ctRetentionMs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SegmentsWritten != 2 || res.GroupsSkipped != 1 {
+		t.Fatalf("%d segments written, %d groups skipped; want 2 and 1 (the last one, unchanged)", res.SegmentsWritten, res.GroupsSkipped)
+	}
+	if atCheckpointed != res.MappedEnd || l.CleanerCheckpoint() != res.MappedEnd {
+		t.Fatalf("checkpoint %d at the swap's end, %d after the cleaning; want the mapped end %d", atCheckpointed, l.CleanerCheckpoint(), res.MappedEnd)
+	}
+}

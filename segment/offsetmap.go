@@ -43,10 +43,11 @@ type OffsetMap struct {
 	capacity   int    // of the full-size table
 	growAt     int    // size at which the table grows (capacity once full-size)
 	size       int
-	latest     int64      // largest offset put since Clear, -1 if none
-	sink       byte       // touch's loads end here, so that they are not optimized away
-	scan       []cleanRec // scratch of MapBatch and Log.Clean's map pass
-	cache      recCache   // Log.Clean's map pass's records, for its filter pass (clean_cache.go)
+	latest     int64        // largest offset put since Clear, -1 if none
+	sink       byte         // touch's loads end here, so that they are not optimized away
+	scan       []cleanRec   // scratch of MapBatch and Log.Clean's map pass
+	cache      recCache     // Log.Clean's map pass's records, for its filter pass (clean_cache.go)
+	bufs       cleanBuffers // Log.Clean's scratch memory (clean_filter.go)
 }
 
 const (
