@@ -22,7 +22,7 @@ func shareMsSetting(name string, def int64, lo, hi int64, field func(c *Config) 
 var shareSettings = []setting{
 	{name: "errors.deadletterqueue.auto.create.topics.enable", typ: typeBoolean, def: "false",
 		field: func(c *Config) any { return &c.Share.DeadLetterAutoCreate },
-		doc:   "Whether a share group's dead-letter topic (errors.deadletterqueue.topic.name) that does not exist is created, with the broker's topic defaults, when a record is first written to it; its name must start with errors.deadletterqueue.topic.name.prefix. Otherwise such records are archived without a copy and counted in strata_share_dead_letter_failed_records_total."},
+		doc:   "Whether a share group's dead-letter topic (errors.deadletterqueue.topic.name) that does not exist is created, with the broker's topic settings, when a record is first written to it; its name must start with errors.deadletterqueue.topic.name.prefix. Otherwise such records are archived without a copy and counted in strata_share_dead_letter_failed_records_total."},
 	{name: "errors.deadletterqueue.topic.name.prefix", typ: typeString, def: "dlq.",
 		field: func(c *Config) any { return &c.Share.DeadLetterTopicPrefix },
 		doc:   "The prefix a share group's dead-letter topic name must have to be created automatically (errors.deadletterqueue.auto.create.topics.enable)."},
