@@ -15,9 +15,9 @@ import (
 //   GROUP_AUTHORIZATION_FAILED; NOT_COORDINATOR unless this broker
 //   coordinates it (checked after INVALID_GROUP_ID for an empty id);
 //   GROUP_ID_NOT_FOUND for a classic or consumer group of that id;
-//   NON_EMPTY_GROUP while the share group has members. A group that does not exist yet is
-//   created by its state (Kafka 4.2, KAFKA-19662: offsets can be set
-//   before a share group is first used).
+//   NON_EMPTY_GROUP while the share group has members. A group that
+//   does not exist yet is created by its state (Kafka 4.2, KAFKA-19662:
+//   offsets can be set before a share group is first used).
 // * Per partition: READ on the topic, else TOPIC_AUTHORIZATION_FAILED;
 //   an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; else the
 //   share partition's state is initialized at the given start offset

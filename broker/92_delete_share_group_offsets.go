@@ -24,9 +24,9 @@ import (
 //   (DeleteShareGroupState) and the first partition's error, if any, is
 //   the topic's.
 // * This broker's loaded share partitions of the group are marked to be
-//   read again (a leader elsewhere marked its own when the group's last share session
-//   there closed); a member that uses the topic later starts by
-//   share.auto.offset.reset.
+//   read again (a leader elsewhere marked its own when the group's last
+//   share session there closed); a member that uses the topic later
+//   starts by share.auto.offset.reset.
 // * Topics null: an empty answer.
 
 func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
