@@ -154,7 +154,9 @@ func (m *Manager) writeDeadLetters(ctx context.Context, k Key, p *Partition) err
 	if err := m.writeLocked(ctx, k, p); err != nil {
 		// The copies are written; a new leader reading the records
 		// as Archiving writes them again (at least once).
+		// The sweeper writes the window again (Manager.persist).
 		m.cfg.Logger.Warn("share: archived dead letters not persisted", "group", k.Group, "partition", k.Partition, "err", err)
+		p.mu.unsaved, p.mu.retryAt = true, m.cfg.Now().Add(persistRetry)
 	}
 	return nil
 }

@@ -73,9 +73,11 @@
 // acknowledgement is written with WriteShareGroupState before its
 // answer; a failed write undoes it and answers the persister's error
 // (COORDINATOR_NOT_AVAILABLE for a call that failed). Releases and lock
-// expiries are written when they happen, best effort: losing one loses a
-// delivery count, so a record may be delivered once more, never an
-// acknowledgement. The write is the whole window (start offset and one
+// expiries are written when they happen, without a request waiting: a
+// failed write marks the partition unsaved and the sweeper writes it
+// again every second until one succeeds. Until then the share
+// coordinator is behind: a new leader may deliver a record once more,
+// never lose an acknowledgement. The write is the whole window (start offset and one
 // state batch per run of equal state and delivery count; acquired
 // records as available, a lock does not outlive its leader). A new
 // leader epoch drops the share partition and reads it again.

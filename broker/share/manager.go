@@ -199,10 +199,19 @@ func (m *Manager) partitions(keep func(Key) bool) map[Key]*Partition {
 	return out
 }
 
+// persistRetry is how long after a failed write of a change no request
+// waited for the sweeper writes the share partition again.
+const persistRetry = time.Second
+
 // persist writes a share partition's state after a change no request
-// waits for (a lock expiry, a release); a failure is logged: the
-// acknowledged state was persisted before its answer, and what is lost
-// here is a delivery count, so a record may be delivered once more.
+// waits for (a lock expiry, a release). The acknowledged state was
+// persisted before its answer; a failed write here is logged and the
+// partition marked unsaved, and the sweeper writes it again until one
+// succeeds (a later acknowledgement's write carries it too). Until then
+// a new leader reading the share coordinator's state may deliver a
+// record once more, never lose an acknowledgement; without the retry a
+// window finished at the front by an expiry (records archived at the
+// delivery limit) would stay unfinished in the share coordinator.
 func (m *Manager) persist(k Key, p *Partition) {
 	p.mu.Lock()
 	if !p.mu.loaded {
@@ -210,11 +219,24 @@ func (m *Manager) persist(k Key, p *Partition) {
 		return
 	}
 	err := m.writeLocked(context.Background(), k, p)
+	if err != nil {
+		if !p.mu.unsaved {
+			m.cfg.Logger.Warn("share: state not persisted; the sweeper writes it again", "group", k.Group, "partition", k.Partition, "err", err)
+		}
+		p.mu.unsaved, p.mu.retryAt = true, m.cfg.Now().Add(persistRetry)
+	}
 	p.mu.Unlock()
 	if err != nil {
-		m.cfg.Logger.Warn("share: state not persisted", "group", k.Group, "partition", k.Partition, "err", err)
 		m.dropFenced(k, p, err)
 	}
+}
+
+// retryDue reports whether p holds a change whose write failed and is
+// due to be written again by now.
+func (p *Partition) retryDue(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.loaded && p.mu.unsaved && !now.Before(p.mu.retryAt)
 }
 
 // dropFenced forgets share partition p of k when the share coordinator
@@ -249,11 +271,12 @@ func (m *Manager) sweepLoop() {
 }
 
 // Sweep expires the acquisition locks and member sessions that are due
-// by the manager's clock.
+// by the manager's clock, and writes again the share partitions whose
+// last write of such a change failed (persist).
 func (m *Manager) Sweep() {
 	now := m.cfg.Now()
 	for k, p := range m.partitions(func(Key) bool { return true }) {
-		if p.Expire(now, m.Limits(k.Group)) {
+		if p.Expire(now, m.Limits(k.Group)) || p.retryDue(now) {
 			m.persist(k, p)
 		}
 	}

@@ -102,3 +102,66 @@ func TestManagerAcknowledgeUndoKeepsOthers(t *testing.T) {
 		t.Errorf("a's accept of 0-4 after its release was undone: code %d", code)
 	}
 }
+
+// TestManagerSweepWritesUnsavedAgain: a change no request waits for (a
+// lock expiry archiving records at the delivery limit) whose write
+// fails is written again by the sweeper once the share coordinator
+// answers, so the window finished here is finished there too.
+func TestManagerSweepWritesUnsavedAgain(t *testing.T) {
+	fp := &failingWrites{MemPersister: NewMemPersister()}
+	var clock atomic.Int64
+	clock.Store(time.Unix(1000, 0).UnixNano())
+	cfg := DefaultConfig()
+	cfg.Persister = fp
+	cfg.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	cfg.DeliveryCountLimit = 1
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	k := Key{Group: "g", TopicID: [16]byte{1}, Partition: 0}
+	p, err := m.Partition(ctx, k, 0, func(GroupConfig) (int64, error) { return 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Acquire("a", batches(0, 5, 5), 100, true, m.Now(), m.Limits(k.Group)); len(got) != 1 || got[0].Last != 4 {
+		t.Fatalf("a acquired %v, want 0-4", got)
+	}
+	persistedStart := func() int64 {
+		req := kmsg.NewPtrReadShareGroupStateRequest()
+		req.GroupID = k.Group
+		rt := kmsg.NewReadShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
+		rp.Partition = k.Partition // leader epoch 0, the partition's
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := fp.MemPersister.ReadShareGroupState(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode != 0 {
+			t.Fatalf("reading the persisted state: %v", kerr.ErrorForCode(got.ErrorCode))
+		}
+		return got.StartOffset
+	}
+
+	fp.fail.Store(true)
+	clock.Add(int64(m.Limits(k.Group).Lock + time.Second))
+	m.Sweep() // the locks expire: 0-4 archived at the limit, the write fails
+	if start, _ := p.Offsets(); start != 5 {
+		t.Fatalf("start offset after the expiry: %d, want 5", start)
+	}
+	if got := persistedStart(); got != 0 {
+		t.Fatalf("persisted start offset with writes failing: %d, want 0", got)
+	}
+	fp.fail.Store(false)
+	clock.Add(int64(persistRetry))
+	m.Sweep()
+	if got := persistedStart(); got != 5 {
+		t.Fatalf("persisted start offset after the share coordinator answers again: %d, want 5", got)
+	}
+}

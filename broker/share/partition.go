@@ -104,6 +104,14 @@ type Partition struct {
 		// behind this copy (MarkStale): the next use reads it again,
 		// unless records are acquired by then.
 		stale bool
+		// unsaved says a change no request waited for (a release, a
+		// lock expiry, an archive at the delivery limit) failed to be
+		// written: the share coordinator's state is behind this copy
+		// until a write succeeds. The sweeper writes it again from
+		// retryAt on (Manager.Sweep), so a window finished here is
+		// finished in the share coordinator too.
+		unsaved bool
+		retryAt time.Time
 	}
 	leaderEpoch int32
 }

@@ -134,6 +134,11 @@ func (m *Manager) writeLocked(ctx context.Context, k Key, p *Partition) error {
 			}
 		}
 	}
+	if p.mu.unsaved {
+		// The whole window was written: what earlier writes lost is in.
+		p.mu.unsaved = false
+		m.cfg.Logger.Info("share: state persisted again", "group", k.Group, "partition", k.Partition)
+	}
 	return nil
 }
 

@@ -53,7 +53,9 @@
 //	  00 00 | 00 01 | 00 00 00 02 | 00 00 00 03 | 00..00 04 | 02 |
 //	  00..00 05 | 00..00 06 | 02 | 00 01 | 00 | 00
 //
-// DeliveryState is 0 available, 2 acknowledged, 4 archived. A null value
+// DeliveryState is 0 available, 2 acknowledged, 3 archiving (KIP-1191:
+// on its way to the group's dead-letter topic), 4 archived; acquired
+// records (1) are written as available. A null value
 // is a tombstone. The delivery-complete count (WriteShareGroupState v1,
 // ReadShareGroupStateSummary v1) is a Strata tagged field, which Kafka's
 // readers skip.
