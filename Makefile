@@ -85,18 +85,11 @@ unit: build
 	  "$(GO) test -race -count=1 -timeout 15m ./broker/e2e -skip '$(E2E_SHARD_A)'"
 	$(GO) -C $(BENCH_MOD) test -race -count=1 -timeout 5m ./...
 
-# fuzz-smoke runs every fuzz target briefly; the corpus in testdata/fuzz is
-# replayed by `unit` too.
+# fuzz-smoke runs every fuzz target briefly (deploy/scripts/fuzz-smoke.sh:
+# one instrumented test binary per package); the corpus in testdata/fuzz
+# is replayed by `unit` too.
 fuzz-smoke:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-	    budget=$(FUZZTIME); \
-	    case " $(FUZZ_SLOW) " in *" $$t "*) case "$(FUZZTIME)" in *x) budget=$(FUZZTIME_SLOW);; esac;; esac; \
-	    echo "fuzz $$pkg $$t ($$budget)"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$budget $$pkg; \
-	  done; \
-	done
+	@GO=$(GO) bash deploy/scripts/fuzz-smoke.sh "$(FUZZTIME)" "$(FUZZTIME_SLOW)" "$(FUZZ_SLOW)"
 
 fuzz: FUZZTIME=5m
 fuzz: fuzz-smoke
