@@ -139,9 +139,11 @@ state for or is assigned: START-OFFSET and LAG from the share coordinator
 partition's leader: IN-FLIGHT (the window from the start offset to the
 last record delivered), and of those AVAILABLE, ACQUIRED (locked to a
 member), ACKNOWLEDGED, ARCHIVING (on their way to the dead-letter topic)
-and ARCHIVED. They show - when no member has used the partition on its
-leader since that broker started (the leader has no state of it in
-memory) or the leader could not be asked; then the members.
+and ARCHIVED. They show - when the leader holds no current state of the
+share partition in memory (no member used it there since that broker
+became its leader, or the group's last share session there closed, so
+the state is read again from the share coordinator on its next use) or
+the leader could not be asked; never a made-up 0. Then the members.
 `, `
 Example:
   strata groups describe billing
