@@ -298,15 +298,18 @@ its consumers first.
 For a share group (kafka-share-groups.sh --reset-offsets) the offsets are
 its share partitions' start offsets, set with AlterShareGroupOffsets: the
 next member reads from there. A group id nobody used yet is reset as a
-consumer group.
+consumer group (its offsets committed), or with --type share as a share
+group (its state created in the share coordinator, so that its first
+member starts there).
 `, `
 Example:
   strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z
   strata groups reset-offsets billing --topic orders --to-datetime 2024-05-01T00:00:00Z --execute
 `, stdout, stderr)
-	group := c.fs.String("group", "", "the consumer `GROUP` (required)")
+	group := c.fs.String("group", "", "the consumer or share `GROUP` (required)")
 	topic := c.fs.String("topic", "", "the topic `T` whose offsets move (required)")
 	partition := c.fs.Int("partition", -1, "move only partition `P` (default: all)")
+	groupType := c.fs.String("type", "", "the group's `TYPE`, consumer or share: what a group nobody used yet becomes (default consumer); a group of the other type is refused")
 	toEarliest := c.fs.Bool("to-earliest", false, "target: the first offset still in the log")
 	toLatest := c.fs.Bool("to-latest", false, "target: the end of the log (skip everything there)")
 	toOffset := c.fs.Int64("to-offset", -1, "target: offset `N`")
@@ -325,11 +328,14 @@ Example:
 		}
 	}
 	var afterMilli int64
+	*groupType = strings.ToLower(*groupType)
 	switch {
 	case *group == "":
 		return c.missingName()
 	case *topic == "":
 		return c.usageError("--topic is required")
+	case *groupType != "" && *groupType != "consumer" && *groupType != "classic" && *groupType != "share":
+		return c.usageError("--type %q: want consumer or share", *groupType)
 	case targets != 1:
 		return c.usageError("give exactly one target: --to-earliest, --to-latest, --to-offset N or --to-datetime T")
 	case set["dry-run"] && *execute:
@@ -352,26 +358,31 @@ Example:
 			return c.fail(err)
 		}
 		var share *shareGroup // a share group's offsets move with AlterShareGroupOffsets
-		if d, ok := described[*group]; ok {
-			if d.Err != nil {
-				return c.fail(fmt.Errorf("consumer group %s: %w", *group, d.Err))
+		d, found := described[*group]
+		if found && d.Err != nil {
+			return c.fail(fmt.Errorf("consumer group %s: %w", *group, d.Err))
+		}
+		switch {
+		case found && d.State == "Empty":
+		case !found || d.State == "Dead": // no classic or consumer group: a share group, or none yet
+			sg, ok, err := lookupShareGroup(ctx, s, *group)
+			switch {
+			case err != nil:
+				return c.fail(err)
+			case ok && len(sg.members) > 0:
+				return c.failf(shareGroupHint(*group), "share group %s has active members (state %s): offsets can only be reset while it has none", *group, sg.state)
+			case ok || *groupType == "share":
+				share = &sg
 			}
-			switch d.State {
-			case "Empty":
-			case "Dead": // no classic or consumer group: a share group, or none yet
-				sg, ok, err := lookupShareGroup(ctx, s, *group)
-				switch {
-				case err != nil:
-					return c.fail(err)
-				case ok && len(sg.members) > 0:
-					return c.failf(shareGroupHint(*group), "share group %s has active members (state %s): offsets can only be reset while it has none", *group, sg.state)
-				case ok:
-					share = &sg
-				}
-			default:
-				return c.failf("Stop the group's consumers, wait for 'strata groups describe --group "+*group+"' to show no active members, then try again.",
-					"consumer group %s has active members (state %s): offsets can only be reset while it has none", *group, d.State)
-			}
+		default:
+			return c.failf("Stop the group's consumers, wait for 'strata groups describe --group "+*group+"' to show no active members, then try again.",
+				"consumer group %s has active members (state %s): offsets can only be reset while it has none", *group, d.State)
+		}
+		switch {
+		case share != nil && *groupType != "" && *groupType != "share":
+			return c.failf("Leave out --type, or name another group.", "group %s is a share group, not a %s group", *group, *groupType)
+		case share == nil && *groupType == "share":
+			return c.failf("Leave out --type, or name another group.", "group %s is a consumer group, not a share group", *group)
 		}
 		if err := checkTopic(ctx, s, *topic, int32(*partition)); err != nil {
 			return c.fail(err)

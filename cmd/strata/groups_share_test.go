@@ -191,7 +191,8 @@ func TestGroupsShareDescribe(t *testing.T) {
 
 // TestGroupsShareResetAndDelete: an empty share group's start offsets
 // move with reset-offsets (dry run first), its offsets for a topic go
-// with delete-offsets, and the group itself with delete.
+// with delete-offsets, and the group itself with delete; reset-offsets
+// --type share makes a share group of an unused id.
 func TestGroupsShareResetAndDelete(t *testing.T) {
 	tb := newShareTestBed(t)
 	cl, held := tb.holdRecords()
@@ -243,10 +244,25 @@ func TestGroupsShareResetAndDelete(t *testing.T) {
 			t.Errorf("%v after delete: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
+
+	// --type share makes a share group of an id nobody uses, with its
+	// start offset set before any member reads.
+	if r := tb.must("groups", "reset-offsets", "workers", "--topic", "jobs", "--to-offset", "4", "--type", "share", "--execute"); !strings.Contains(r.stdout, "Set the new start offsets of share group workers.") {
+		t.Errorf("reset --type share of a new group: %s", r.stdout)
+	}
+	out := tb.describe()
+	if row := shareRowOf(t, out, "jobs", "0"); !strings.HasPrefix(out, "Share group workers: state Empty") || row.start != "4" || row.lag != "6" {
+		t.Errorf("after reset --type share:\n%s", out)
+	}
+	if r := tb.run("groups", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest", "--type", "consumer"); r.code != 1 ||
+		!strings.Contains(r.stderr, "group workers is a share group, not a consumer group") {
+		t.Errorf("reset --type consumer of a share group: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestGroupsDeleteOffsetsConsumerGroup: delete-offsets of a consumer
-// group deletes its committed offsets of the topic (OffsetDelete).
+// group deletes its committed offsets of the topic (OffsetDelete);
+// reset-offsets --type share refuses a consumer group.
 func TestGroupsDeleteOffsetsConsumerGroup(t *testing.T) {
 	_, addr := startBroker(t)
 	b := []string{"--bootstrap-server", addr}
@@ -256,7 +272,11 @@ func TestGroupsDeleteOffsetsConsumerGroup(t *testing.T) {
 	if got := partitionRow(t, mustCLI(t, append([]string{"groups", "describe", "billing"}, b...)...).stdout, "orders", "0"); got[0] != "3" {
 		t.Fatalf("committed %v, want 3", got)
 	}
-	r := mustCLI(t, append([]string{"groups", "delete-offsets", "billing", "--topic", "orders"}, b...)...)
+	r := cli(t, append([]string{"groups", "reset-offsets", "billing", "--topic", "orders", "--to-earliest", "--type", "share"}, b...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "group billing is a consumer group, not a share group") {
+		t.Errorf("reset --type share of a consumer group: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = mustCLI(t, append([]string{"groups", "delete-offsets", "billing", "--topic", "orders"}, b...)...)
 	if r.stdout != "Deleted the offsets of consumer group billing for topic orders.\n" {
 		t.Errorf("delete-offsets: %q", r.stdout)
 	}
