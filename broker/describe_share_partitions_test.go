@@ -150,8 +150,8 @@ func TestDescribeSharePartitionsNotLeader(t *testing.T) {
 	leaderID := partitionInfo(srv[0], "queue", 0).State.Leader
 	leader, follower := srv[leaderID-1], srv[2-leaderID]
 	var resp *strataapi.DescribeSharePartitionsResponse
-	// The follower may learn of its leadership role after the
-	// coordinator's snapshot shows it: ask until it answers as a follower.
+	// The follower applies the partition's state after the snapshot the
+	// test read shows it: ask until it answers as a follower.
 	poll.Until(t, 20*time.Second, "the follower answers NOT_LEADER_OR_FOLLOWER", func() bool {
 		resp = describeShareParts(t, follower, "g", []strataapi.DescribeSharePartitionsRequestTopic{{Topic: "queue", Partitions: []int32{0}}})
 		return len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 && resp.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
