@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListGroups: v0-4
+// ListGroups: v0-5
 //
 // Behavior (group/describe.go has the details):
 // * Every group this broker coordinates, except Dead ones, by id, with its

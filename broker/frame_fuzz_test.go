@@ -34,6 +34,8 @@ func FuzzRequestFrame(f *testing.F) {
 	seed(meta)
 	seed(&strataapi.DescribeTieredStorageRequest{})
 	seed(&strataapi.DescribeTieredStorageRequest{Topics: []strataapi.DescribeTieredStorageRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}})
+	seed(&strataapi.DescribeSharePartitionsRequest{GroupID: "g"})
+	seed(&strataapi.DescribeSharePartitionsRequest{GroupID: "g", Topics: []strataapi.DescribeSharePartitionsRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}})
 	f.Add([]byte{0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 3, 0, 3, 0})

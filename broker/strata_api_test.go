@@ -12,8 +12,10 @@ import (
 // TestStrataAPIsNotAdvertised: Strata's own keys are served but never in
 // ApiVersions (servedAPIs is what ApiVersions lists).
 func TestStrataAPIsNotAdvertised(t *testing.T) {
-	if strataAPIs[strataapi.KeyDescribeTieredStorage] == nil {
-		t.Fatal("DescribeTieredStorage not registered")
+	for _, key := range []int16{strataapi.KeyDescribeTieredStorage, strataapi.KeyDescribeSharePartitions} {
+		if strataAPIs[key] == nil {
+			t.Fatalf("%s not registered", strataapi.Name(key))
+		}
 	}
 	for _, a := range servedAPIs() {
 		if strataapi.Name(a.key) != "" {
@@ -23,7 +25,8 @@ func TestStrataAPIsNotAdvertised(t *testing.T) {
 }
 
 // TestStrataAPIDecodeBound: a DescribeTieredStorage frame of many empty
-// topics, or of one topic with many partitions, allocates within
+// topics, or of one topic with many partitions, and a
+// DescribeSharePartitions frame of many empty topics, allocate within
 // MaxDecodeAmplification of its size, whole or cut short.
 func TestStrataAPIDecodeBound(t *testing.T) {
 	many := &strataapi.DescribeTieredStorageRequest{Topics: make([]strataapi.DescribeTieredStorageRequestTopic, craftedFrameBytes/3)}
@@ -40,13 +43,25 @@ func TestStrataAPIDecodeBound(t *testing.T) {
 		if got := r.kreq.(*strataapi.DescribeTieredStorageRequest); len(got.Topics) != len(req.Topics) {
 			t.Fatalf("decoded %d topics, want %d", len(got.Topics), len(req.Topics))
 		}
-		for _, f := range [][]byte{frame, frame[:len(frame)-1]} {
-			alloc := allocatedBy(2, func() { _, _ = parseRequest(f) })
-			if ratio := alloc / float64(len(f)); ratio > MaxDecodeAmplification {
-				t.Errorf("a %d-byte frame allocated %.0f bytes, %.1f times its size; the bound is %d", len(f), alloc, ratio, MaxDecodeAmplification)
-			} else {
-				t.Logf("%d-byte frame: %.1f times its size", len(f), ratio)
-			}
+		checkDecodeBound(t, frame)
+	}
+	share := &strataapi.DescribeSharePartitionsRequest{GroupID: "g", Topics: make([]strataapi.DescribeSharePartitionsRequestTopic, craftedFrameBytes/3)}
+	for i := range share.Topics {
+		share.Topics[i].Partitions = []int32{}
+	}
+	checkDecodeBound(t, frameOf(share))
+}
+
+// checkDecodeBound fails t if frame, whole or cut short, allocates more
+// than MaxDecodeAmplification times its size as it is parsed.
+func checkDecodeBound(t *testing.T, frame []byte) {
+	t.Helper()
+	for _, f := range [][]byte{frame, frame[:len(frame)-1]} {
+		alloc := allocatedBy(2, func() { _, _ = parseRequest(f) })
+		if ratio := alloc / float64(len(f)); ratio > MaxDecodeAmplification {
+			t.Errorf("a %d-byte frame allocated %.0f bytes, %.1f times its size; the bound is %d", len(f), alloc, ratio, MaxDecodeAmplification)
+		} else {
+			t.Logf("%d-byte frame: %.1f times its size", len(f), ratio)
 		}
 	}
 }

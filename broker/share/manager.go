@@ -186,6 +186,33 @@ func (m *Manager) Stats() map[Key]PartitionStats {
 	return out
 }
 
+// PartitionState is what a loaded share partition holds in memory: its
+// start offset, the end of its in-flight window, its in-flight records
+// by state and its totals.
+type PartitionState struct {
+	Start, End int64
+	Counts     Counts
+	Totals     Totals
+}
+
+// Describe returns the in-memory state of the share partitions of group
+// that only selects (nil: all) on this broker, by key. A share partition
+// that is not loaded, or is marked to be read again on its next use
+// (MarkStale) and holds no acquired records, is left out: the share
+// coordinator's state may differ from what this copy says.
+func (m *Manager) Describe(group string, only func(Key) bool) map[Key]PartitionState {
+	out := map[Key]PartitionState{}
+	for k, p := range m.partitions(func(k Key) bool { return k.Group == group && (only == nil || only(k)) }) {
+		p.mu.Lock()
+		c := p.countsLocked()
+		if p.mu.loaded && (!p.mu.stale || c.Acquired > 0) {
+			out[k] = PartitionState{Start: p.mu.start, End: p.mu.end, Counts: c, Totals: p.mu.totals}
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
 // partitions returns the loaded share partitions keep selects.
 func (m *Manager) partitions(keep func(Key) bool) map[Key]*Partition {
 	m.mu.Lock()

@@ -165,3 +165,48 @@ func TestManagerSweepWritesUnsavedAgain(t *testing.T) {
 		t.Fatalf("persisted start offset after the share coordinator answers again: %d, want 5", got)
 	}
 }
+
+// TestManagerDescribe: Describe leaves out share partitions that are not
+// loaded, reports a loaded one's window, counts and totals, keeps a stale
+// one that holds acquired records and leaves it out once it holds none.
+func TestManagerDescribe(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Persister = NewMemPersister()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	k := Key{Group: "g", TopicID: [16]byte{1}, Partition: 0}
+	if got := m.Describe("g", nil); len(got) != 0 {
+		t.Fatalf("nothing loaded: got %v", got)
+	}
+	ctx := context.Background()
+	p, err := m.Partition(ctx, k, 0, func(GroupConfig) (int64, error) { return 3, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Acquire("a", batches(3, 8, 5), 100, true, m.Now(), m.Limits(k.Group)); len(got) != 1 {
+		t.Fatalf("acquired %v, want 3-7", got)
+	}
+	want := PartitionState{Start: 3, End: 8, Counts: Counts{Acquired: 5}, Totals: Totals{Acquired: 5}}
+	if got := m.Describe("g", nil); len(got) != 1 || got[k] != want {
+		t.Errorf("loaded: got %v, want %v", got, want)
+	}
+	if got := m.Describe("other", nil); len(got) != 0 {
+		t.Errorf("another group: got %v", got)
+	}
+	if got := m.Describe("g", func(Key) bool { return false }); len(got) != 0 {
+		t.Errorf("none selected: got %v", got)
+	}
+	m.MarkStale("g")
+	if got := m.Describe("g", nil); got[k] != want {
+		t.Errorf("stale with records acquired: got %v, want %v", got, want)
+	}
+	if code := m.Acknowledge(ctx, k, p, "a", []AckBatch{{3, 7, []int8{AckRelease}}}); code != 0 {
+		t.Fatalf("release: code %d", code)
+	}
+	if got := m.Describe("g", nil); len(got) != 0 {
+		t.Errorf("stale without records acquired: got %v, want nothing", got)
+	}
+}

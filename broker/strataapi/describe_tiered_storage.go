@@ -22,8 +22,11 @@ var ErrMalformed = errors.New("strataapi: malformed message")
 // Name returns the name of one of Strata's own API keys, "" for another
 // key.
 func Name(key int16) string {
-	if key == KeyDescribeTieredStorage {
+	switch key {
+	case KeyDescribeTieredStorage:
 		return "DescribeTieredStorage"
+	case KeyDescribeSharePartitions:
+		return "DescribeSharePartitions"
 	}
 	return ""
 }

@@ -71,6 +71,60 @@
 // manifest is known (nothing uploaded yet, or it was not loaded yet), and
 // LastUploadMs is -1 with no segment remote.
 //
+// # DescribeSharePartitions (key 10001), v0
+//
+// The in-memory state of one share group's share partitions (KIP-932) on
+// the partitions this broker leads, where share partitions live: what
+// `strata groups describe` shows as IN-FLIGHT beside
+// DescribeShareGroupOffsets' start offset and lag. A share partition
+// exists in memory only once a member fetched from it on this leader
+// (or after the leader read it back for one); before that the answer
+// says not loaded instead of showing zeros.
+//
+//	Request v0:
+//	  GroupID          COMPACT_STRING
+//	  Topics           COMPACT_NULLABLE_ARRAY  null: every share partition of
+//	                                           the group loaded here
+//	    Topic          COMPACT_STRING
+//	    Partitions     COMPACT_ARRAY of INT32  empty: every partition of the
+//	                                           topic this broker leads
+//	    TAG_BUFFER
+//	  TAG_BUFFER
+//
+//	Response v0:
+//	  ThrottleMillis   INT32
+//	  ErrorCode        INT16   GROUP_AUTHORIZATION_FAILED without DESCRIBE on
+//	                           the group, INVALID_GROUP_ID for an empty id
+//	                           (then no topics)
+//	  Topics           COMPACT_ARRAY
+//	    Topic          COMPACT_STRING
+//	    ErrorCode      INT16   TOPIC_AUTHORIZATION_FAILED without DESCRIBE on
+//	                           the topic, UNKNOWN_TOPIC_OR_PARTITION for a
+//	                           topic the broker does not know (then no
+//	                           partitions)
+//	    Partitions     COMPACT_ARRAY
+//	      Partition          INT32
+//	      ErrorCode          INT16  UNKNOWN_TOPIC_OR_PARTITION,
+//	                                NOT_LEADER_OR_FOLLOWER; the fields below
+//	                                are false and -1
+//	      Loaded             BOOL   false: no in-memory state here (never
+//	                                used on this leader, or to be read again
+//	                                from the share coordinator); the fields
+//	                                below are -1
+//	      StartOffset        INT64  the share-partition start offset
+//	      EndOffset          INT64  the end of the in-flight window
+//	      Available          INT32  in-flight records by state
+//	      Acquired           INT32
+//	      Acknowledged       INT32
+//	      Archiving          INT32
+//	      Archived           INT32
+//	      AcquiredTotal      INT64  records acquired, acquired again and
+//	      RedeliveredTotal   INT64  archived since the share partition was
+//	      ArchivedTotal      INT64  loaded on this broker
+//	      TAG_BUFFER
+//	    TAG_BUFFER
+//	  TAG_BUFFER
+//
 // Decoding is bounded: an array announces at most as many elements as
 // bytes remain (each element takes at least one byte), so a frame cannot
 // make the decoder allocate more than a small multiple of its size.

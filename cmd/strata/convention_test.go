@@ -261,6 +261,7 @@ func TestConventionNames(t *testing.T) {
 	same("groups describe", []string{"groups", "describe", "ga"}, []string{"group", "describe", "--group", "ga"})
 	same("groups reset-offsets", []string{"groups", "reset-offsets", "ga", "--topic", "ta", "--to-earliest"},
 		[]string{"group", "reset-offsets", "--group", "ga", "--topic", "ta", "--to-earliest"})
+	both("groups delete-offsets", []string{"groups", "delete-offsets", "ga", "--topic", "ta"}, []string{"group", "delete-offsets", "--group", "gf", "--topic", "ta"})
 	both("groups delete", []string{"groups", "delete", "ga"}, []string{"group", "delete", "--group", "gf"})
 	both("topic alter", []string{"topic", "alter", "ta", "--add-config", "retention.ms=86400000"},
 		[]string{"topics", "alter", "--topic", "tf", "--add-config", "retention.ms=86400000"})

@@ -68,6 +68,7 @@ type jsonGroupList struct {
 
 type jsonListedGroup struct {
 	GroupID      string `json:"group_id"`
+	GroupType    string `json:"group_type"` // classic, consumer, share; "" when the broker does not tell
 	ProtocolType string `json:"protocol_type"`
 	State        string `json:"state"`
 	Coordinator  int32  `json:"coordinator"`
@@ -81,6 +82,49 @@ type jsonGroup struct {
 	Coordinator  int32             `json:"coordinator"`
 	Partitions   []jsonGroupOffset `json:"partitions"`
 	Members      []jsonGroupMember `json:"members"`
+}
+
+// jsonShareGroup is groups describe of a share group.
+type jsonShareGroup struct {
+	GroupID     string               `json:"group_id"`
+	GroupType   string               `json:"group_type"` // share
+	State       string               `json:"state"`
+	GroupEpoch  *int64               `json:"group_epoch"` // null: no members
+	Coordinator int32                `json:"coordinator"`
+	Partitions  []jsonSharePartition `json:"partitions"`
+	Members     []jsonShareMember    `json:"members"`
+}
+
+type jsonSharePartition struct {
+	Topic       string             `json:"topic"`
+	Partition   int32              `json:"partition"`
+	StartOffset *int64             `json:"start_offset"` // null: no state in the share coordinator
+	Lag         *int64             `json:"lag"`          // null: unknown
+	Leader      int32              `json:"leader"`       // -1: none known
+	InFlight    *jsonShareInFlight `json:"in_flight"`    // null: not loaded on the leader, or the leader could not tell
+	Error       string             `json:"error,omitempty"`
+}
+
+// jsonShareInFlight is the leader's in-memory state of a share partition
+// (DescribeSharePartitions).
+type jsonShareInFlight struct {
+	StartOffset      int64 `json:"start_offset"`
+	EndOffset        int64 `json:"end_offset"`
+	Available        int32 `json:"available"`
+	Acquired         int32 `json:"acquired"`
+	Acknowledged     int32 `json:"acknowledged"`
+	Archiving        int32 `json:"archiving"`
+	Archived         int32 `json:"archived"`
+	AcquiredTotal    int64 `json:"acquired_total"`
+	RedeliveredTotal int64 `json:"redelivered_total"`
+	ArchivedTotal    int64 `json:"archived_total"`
+}
+
+type jsonShareMember struct {
+	ConsumerID string               `json:"consumer_id"`
+	Host       string               `json:"host"`
+	ClientID   string               `json:"client_id"`
+	Assignment []jsonTopicPartition `json:"assignment"`
 }
 
 type jsonGroupOffset struct {
