@@ -363,6 +363,7 @@ type shareSink interface {
 	acking([]*shareDelivery, kgo.AckStatus, time.Time)
 	answered([]*shareDelivery, []shareAckOutcome, time.Time)
 	event(consumer string, at time.Time)
+	discarded(consumer string, at time.Time)
 }
 
 // shareWorker is one franz-go share consumer reporting to a sink.
@@ -390,6 +391,7 @@ func newShareWorker(t testing.TB, name string, seeds []string, group, topic stri
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.ShareAckCallback(w.onAck),
 		kgo.Dialer(watch.dial),
+		kgo.WithLogger(shareDiscardLog{func(at time.Time) { sink.discarded(name, at) }}),
 		kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(20*time.Second),
 		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second),
 	)
@@ -521,7 +523,7 @@ func TestShareGroupConsumerProcess(t *testing.T) {
 
 // stdoutSink writes a consumer process's deliveries and events as
 // lines: "delivery <value> <partition> <count> <notBefore> <at>" and
-// "event <at>" (Unix nanoseconds).
+// "event <at>" and "discard <at>" (Unix nanoseconds).
 type stdoutSink struct{ mu sync.Mutex }
 
 func (s *stdoutSink) line(format string, args ...any) {
@@ -538,6 +540,7 @@ func (s *stdoutSink) delivered(ds []*shareDelivery) {
 func (s *stdoutSink) acking([]*shareDelivery, kgo.AckStatus, time.Time)       {}
 func (s *stdoutSink) answered([]*shareDelivery, []shareAckOutcome, time.Time) {}
 func (s *stdoutSink) event(_ string, at time.Time)                            { s.line("event %d", at.UnixNano()) }
+func (s *stdoutSink) discarded(_ string, at time.Time)                        { s.line("discard %d", at.UnixNano()) }
 
 // shareProcess is the running consumer process.
 type shareProcess struct {
@@ -592,6 +595,10 @@ func (p *shareProcess) read(r io.Reader) {
 		case len(f) == 2 && f[0] == "event":
 			if at, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 				p.l.event("crashed", time.Unix(0, at))
+			}
+		case len(f) == 2 && f[0] == "discard":
+			if at, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				p.l.discarded("crashed", time.Unix(0, at))
 			}
 		case len(f) == 6 && f[0] == "delivery":
 			part, _ := strconv.Atoi(f[2])

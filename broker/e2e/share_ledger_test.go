@@ -75,6 +75,10 @@ type shareLedger struct {
 		recs  map[string][]*shareDelivery
 		ends  map[string][]time.Time // by consumer: moments it may have lost its locks
 		kills []shareKill
+		// discards are the moments a client threw away records the
+		// broker had acquired for it (shareDiscardLog): deliveries no
+		// consumer saw, which still count.
+		discards []time.Time
 	}
 }
 
@@ -114,6 +118,12 @@ func (l *shareLedger) event(consumer string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.ends[consumer] = append(l.mu.ends[consumer], at)
+}
+
+func (l *shareLedger) discarded(_ string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.discards = append(l.mu.discards, at)
 }
 
 func (l *shareLedger) killed(k shareKill) {
@@ -194,10 +204,7 @@ func (l *shareLedger) dump(p int32, from, to int) string {
 	for seq := from; seq < to; seq++ {
 		v := seqValue(p, seq)
 		fmt.Fprintf(&b, "\n%s:", v)
-		for _, d := range l.mu.recs[v] {
-			fmt.Fprintf(&b, " [%s count %d at %v ack %v sent %v outcome %d answered %v]", d.consumer, d.count, d.at.Format(time.StampMilli), d.ack,
-				d.ackSent.Format(time.StampMilli), d.outcome, d.answered.Format(time.StampMilli))
-		}
+		b.WriteString(describeDeliveries(l.mu.recs[v]))
 	}
 	return b.String()
 }
@@ -238,19 +245,55 @@ func (l *shareLedger) eraLocked(d *shareDelivery) (era int, ok bool) {
 	return era, true
 }
 
+// unseenDeliveryLocked reports whether a record finished without an
+// ACCEPT or REJECT the consumers saw may have been archived at the
+// delivery limit after a delivery none of them saw. There are two such
+// deliveries:
+//   - one lost in a leader's kill: the last delivery seen had count
+//     limit-1 and came from a leader killed after it, which may have
+//     acquired the record once more for a ShareFetch whose answer the
+//     kill lost, and persisted the count with a later write of the
+//     window (acquired records are written as available with their
+//     counts); the next leader then archives it at the limit, as
+//     Kafka's would;
+//   - one a client threw away after the last delivery seen: franz-go
+//     drops the records of a ShareFetch answer whose share session it
+//     reset while the request was in flight (it logs "share fetch
+//     session was reset mid-flight"); the broker counted the delivery
+//     and archives the record when its lock expires.
+func (l *shareLedger) unseenDeliveryLocked(ds []*shareDelivery) bool {
+	last := ds[len(ds)-1]
+	for _, k := range l.mu.kills {
+		if last.count == l.limit-1 && slices.Contains(k.partitions, last.partition) && k.at.After(last.at) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(l.mu.discards, func(at time.Time) bool { return at.After(last.notBefore) })
+}
+
+// describeDeliveries is a record's deliveries, for a violation.
+func describeDeliveries(ds []*shareDelivery) string {
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, " [%s count %d at %v ack %v sent %v outcome %d answered %v]", d.consumer, d.count, d.at.Format(time.StampMilli), d.ack,
+			d.ackSent.Format(time.StampMilli), d.outcome, d.answered.Format(time.StampMilli))
+	}
+	return b.String()
+}
+
 // shareCounts are the checker's figures.
 type shareCounts struct {
 	produced, deliveries, redelivered             int
 	accepted, acceptedUnanswered, rejected        int
-	archivedAtLimit                               int
+	archivedAtLimit, unseenArchived, discards     int
 	crashedHeld, staleRefused, inFlightAtKill     int
 	holdsCompared, staleAcksSent, acksRefusedElse int
 }
 
 func (c shareCounts) String() string {
-	return fmt.Sprintf("%d records produced, %d deliveries (%d redeliveries): %d accepted (%d more whose ACCEPT answer was lost), %d rejected, %d archived at the delivery limit; "+
+	return fmt.Sprintf("%d records produced, %d deliveries (%d redeliveries): %d accepted (%d more whose ACCEPT answer was lost), %d rejected, %d archived at the delivery limit (%d more after a delivery no consumer saw; %d answers thrown away by clients); "+
 		"%d held by the killed consumer process, %d in flight on the killed leader's partitions, %d late acknowledgements after a lock expiry (%d refused), %d other acknowledgements refused; %d pairs of holds compared",
-		c.produced, c.deliveries, c.redelivered, c.accepted, c.acceptedUnanswered, c.rejected, c.archivedAtLimit,
+		c.produced, c.deliveries, c.redelivered, c.accepted, c.acceptedUnanswered, c.rejected, c.archivedAtLimit, c.unseenArchived, c.discards,
 		c.crashedHeld, c.inFlightAtKill, c.staleAcksSent, c.staleRefused, c.acksRefusedElse, c.holdsCompared)
 }
 
@@ -267,13 +310,14 @@ func (c shareCounts) String() string {
 //     expires unless something ended it earlier);
 //   - no acknowledgement of a hold whose record was since given to
 //     another consumer was applied;
-//   - a record never accepted was rejected, delivered limit times, or
-//     had an ACCEPT or REJECT whose answer was an error or lost.
+//   - a record never accepted was rejected, delivered limit times, had
+//     an ACCEPT or REJECT whose answer was an error or lost, or was
+//     may have had a delivery no consumer saw (unseenDeliveryLocked).
 func (l *shareLedger) check(t *testing.T, produced []string) shareCounts {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var c shareCounts
+	c := shareCounts{discards: len(l.mu.discards)}
 	c.produced = len(produced)
 	var errs []string
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
@@ -362,8 +406,10 @@ func (l *shareLedger) checkRecordLocked(v string, ds []*shareDelivery, c *shareC
 		c.archivedAtLimit++
 	case maybe:
 		c.acceptedUnanswered++
+	case l.unseenDeliveryLocked(ds):
+		c.unseenArchived++
 	default:
-		fail("%s: finished without a reason: never accepted or rejected, %d deliveries, the last with count %d", v, len(ds), ds[len(ds)-1].count)
+		fail("%s: finished without a reason: never accepted or rejected, %d deliveries, the last with count %d:%s", v, len(ds), ds[len(ds)-1].count, describeDeliveries(ds))
 	}
 	l.checkHoldsLocked(v, ds, c, fail)
 }
@@ -419,6 +465,20 @@ type shareWatch struct {
 	mu   struct {
 		sync.Mutex
 		fetched map[string]bool // broker addresses a ShareFetch went to
+	}
+}
+
+// shareDiscardLog is a franz-go logger that notes when the client threw
+// away records the broker had acquired for it: the answer to a
+// ShareFetch whose share session was reset while it was in flight, or
+// records it releases unseen.
+type shareDiscardLog struct{ note func(time.Time) }
+
+func (shareDiscardLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l shareDiscardLog) Log(level kgo.LogLevel, msg string, _ ...any) {
+	if strings.Contains(msg, "reset mid-flight") || level == kgo.LogLevelWarn && strings.Contains(msg, "releasing") {
+		l.note(time.Now())
 	}
 }
 
