@@ -139,13 +139,13 @@ func (s *Server) groupShareParts(ctx context.Context, group string) (map[sharePa
 // consumer group of that id, or (exists) for no share group at all;
 // NON_EMPTY_GROUP when it has members.
 func (s *Server) shareGroupCode(ctx context.Context, r *request, group string, exists, needEmpty bool) (int16, error) {
-	members := s.shares.Groups.Exists(group)
+	isShare, members := s.shares.Groups.Exists(group), s.shares.Groups.HasMembers(group)
 	switch {
-	case !members && s.classicGroupExists(r, group):
+	case !isShare && s.classicGroupExists(r, group):
 		return kerr.GroupIDNotFound.Code, nil
 	case members && needEmpty:
 		return kerr.NonEmptyGroup.Code, nil
-	case members || !exists:
+	case isShare || !exists:
 		return 0, nil
 	}
 	parts, err := s.groupShareParts(ctx, group)

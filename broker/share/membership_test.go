@@ -1,6 +1,7 @@
 package share
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func heartbeat(gs *Groups, topics Topics, member string, epoch int32, subs ...st
 	if subs != nil {
 		req.SubscribedTopicNames = subs
 	}
-	return gs.Heartbeat(req, "client", "host", topics)
+	return gs.Heartbeat(context.Background(), req, "client", "host", topics)
 }
 
 func assigned(resp *kmsg.ShareGroupHeartbeatResponse) int {
@@ -76,10 +77,13 @@ func TestGroupsMembership(t *testing.T) {
 	if out := gs.expire(now); len(out) != 1 || out[0].member != "a" {
 		t.Fatalf("expired %v", out)
 	}
-	if gs.Exists("g") {
-		t.Fatal("an empty group is kept")
+	if !gs.Exists("g") || gs.HasMembers("g") {
+		t.Fatal("the group does not outlive its members")
 	}
-	if r := heartbeat(gs, topics, "a", 3); r.ErrorCode != kerr.GroupIDNotFound.Code {
+	if l := gs.List(); len(l) != 1 || l[0] != (Listing{ID: "g", State: StateEmpty}) {
+		t.Fatalf("list: got %+v, want g Empty", l)
+	}
+	if r := heartbeat(gs, topics, "a", 3); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("heartbeat after expiry: %d", r.ErrorCode)
 	}
 }
