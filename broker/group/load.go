@@ -139,7 +139,7 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	c.mu.Unlock()
 	rep.Duration = time.Since(began)
 	c.cfg.Logger.Info("group: loaded partition", "partition", partitionID,
-		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets, "txn_pending", rep.TxnPending,
+		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets, "txn_pending", rep.TxnPending, "share_groups", len(rep.ShareGroups),
 		"took", rep.Duration)
 	return rep, nil
 }
