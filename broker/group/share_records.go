@@ -78,10 +78,10 @@ type shareRecord struct {
 	member    string
 	tombstone bool
 
-	epoch   int32                 // kinds 11, 12
-	mem     *ShareMemberState      // kinds 10 (subscription), 14 (epochs, assigned)
-	target  map[[16]byte][]int32  // kind 13
-	state   *ShareStatePartitions // kind 15
+	epoch  int32                 // kinds 11, 12
+	mem    *ShareMemberState     // kinds 10 (subscription), 14 (epochs, assigned)
+	target map[[16]byte][]int32  // kind 13
+	state  *ShareStatePartitions // kind 15
 }
 
 func shareMemberKind(kind int16) bool {
