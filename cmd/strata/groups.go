@@ -70,9 +70,8 @@ func runGroupsList(args []string, stdout, stderr io.Writer) int {
 
 Prints the groups, sorted by name, with their type (classic: the
 JoinGroup protocol; consumer: KIP-848's; share: a share group, KIP-932)
-and state, as kafka-groups.sh --list does. A share group is listed while
-it has members; an empty one is still described by name ('strata groups
-describe G').
+and state, as kafka-groups.sh --list does. A share group without members
+is listed Empty until it is deleted ('strata groups delete G').
 `, `
 Example:
   strata groups list
