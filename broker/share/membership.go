@@ -39,8 +39,10 @@ type shareGroup struct {
 	members         map[string]*member
 	metadata        string // the subscribed topics' partition counts the assignment was made for
 	// written is what __consumer_offsets holds of the group (Config.Store):
-	// a store appends the difference to the group's state now.
+	// a store appends the difference to the group's state now. unsaved:
+	// the last store was refused, so memory is ahead of written.
 	written *group.ShareGroupState
+	unsaved bool
 }
 
 // Groups is the membership of the share groups this broker coordinates
@@ -207,6 +209,10 @@ func (gs *Groups) heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 		return fail(kerr.FencedMemberEpoch, "the member epoch is fenced")
 	}
 	defer gs.mu.Unlock()
+	// A heartbeat that changes nothing durable appends nothing.
+	same := !changed && !g.unsaved && g.written != nil && m.clientID == clientID && m.clientHost == clientHost &&
+		(req.RackID == nil || m.rack != nil && *m.rack == *req.RackID)
+	epochs := [2]int32{g.epoch, g.assignmentEpoch}
 	m.clientID, m.clientHost, m.lastSeen = clientID, clientHost, now
 	if req.RackID != nil {
 		m.rack = req.RackID
@@ -239,6 +245,9 @@ func (gs *Groups) heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clie
 			a.TopicPartitions = append(a.TopicPartitions, tp)
 		}
 		resp.Assignment = a
+	}
+	if same && m.epoch == before && epochs == [2]int32{g.epoch, g.assignmentEpoch} {
+		return resp, nil
 	}
 	return resp, gs.storeLocked(g)
 }
@@ -325,11 +334,12 @@ func (gs *Groups) storeLocked(g *shareGroup) <-chan error {
 	next := g.durableLocked()
 	code, wait := gs.cfg.Store.StoreShareGroup(g.written, next)
 	if code != 0 {
+		g.unsaved = true
 		ch := make(chan error, 1)
 		ch <- kerr.ErrorForCode(code)
 		return ch
 	}
-	g.written = next
+	g.written, g.unsaved = next, false
 	return wait
 }
 

@@ -118,12 +118,14 @@ func TestGroupsLimitsAndValidation(t *testing.T) {
 type fakeStore struct {
 	groups map[string]*group.ShareGroupState
 	fail   int16 // the code every store answers, when set
+	stores int
 }
 
 func (f *fakeStore) StoreShareGroup(prev, next *group.ShareGroupState) (int16, <-chan error) {
 	if f.fail != 0 {
 		return f.fail, nil
 	}
+	f.stores++
 	switch {
 	case next == nil:
 		delete(f.groups, prev.ID)
@@ -171,8 +173,12 @@ func TestGroupsStoreAndRestore(t *testing.T) {
 	if d.ErrorCode != 0 || d.GroupEpoch != 2 || len(d.Members) != 2 || d.GroupState != StateStable {
 		t.Fatalf("restored: %+v", d)
 	}
+	stores := st.stores
 	if r := heartbeat(gs, topics, "b", b.MemberEpoch); r.ErrorCode != 0 || r.MemberEpoch != b.MemberEpoch {
 		t.Fatalf("b heartbeats after the move: %+v", r)
+	}
+	if st.stores != stores {
+		t.Errorf("a heartbeat that changed nothing stored the group")
 	}
 	// a never heartbeats again: its session, started at the restore,
 	// times out.
@@ -215,7 +221,11 @@ func TestGroupsStoreAndRestore(t *testing.T) {
 	if code := gs.Delete(context.Background(), "g"); code != kerr.NonEmptyGroup.Code {
 		t.Fatalf("delete: %d, want NON_EMPTY_GROUP (d joined in memory)", code)
 	}
+	// d joins again (its client retries): what memory holds is stored.
 	st.fail = 0
+	if r := heartbeat(gs, topics, "d", 0, "t"); r.ErrorCode != 0 || st.groups["g"].Members["d"].ClientID != "client" {
+		t.Fatalf("d's join retried: %d, stored %+v", r.ErrorCode, st.groups["g"])
+	}
 	heartbeat(gs, topics, "d", -1)
 	if code := gs.Delete(context.Background(), "g"); code != 0 || gs.Exists("g") || st.groups["g"] != nil {
 		t.Fatalf("delete: %d, exists %v, stored %+v", code, gs.Exists("g"), st.groups["g"])
