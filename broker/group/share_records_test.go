@@ -258,18 +258,18 @@ func TestShareGroupsAfterCompaction(t *testing.T) {
 		storeShare(t, e.c, &want, &next)
 		want = next
 	}
-	epochKey, goneKey := string(shareKey(keyShareMetadataV11, "g", "")), string(shareKey(keyShareMetadataV11, goneGroup(e.cfg.NumPartitions), ""))
+	epochKey, goneKey := shareKey(keyShareMetadataV11, "g", ""), shareKey(keyShareMetadataV11, goneGroup(e.cfg.NumPartitions), "")
 	const deleteRetention = 24 * time.Hour // Kafka's delete.retention.ms
 	before, after := e.clean(deleteRetention)
 	recs, _ := e.logContents()
-	if after >= before/2 || recs[epochKey] < 1 || recs[epochKey] > 100 {
-		t.Fatalf("first cleaning: %d bytes -> %d, %d records of g's epoch key of 203 written", before, after, recs[epochKey])
+	if after >= before/2 || recs[string(epochKey)] < 1 || recs[string(epochKey)] > 100 {
+		t.Fatalf("first cleaning: %d bytes -> %d, %d records of g's epoch key of 203 written", before, after, recs[string(epochKey)])
 	}
 	e.clock.Advance(deleteRetention + time.Minute)
 	e.clean(deleteRetention)
 	recs, tombs := e.logContents()
-	if recs[goneKey] != 0 {
-		t.Errorf("past delete.retention.ms: the deleted group's epoch key has %d records (%d tombstones), want none", recs[goneKey], tombs[goneKey])
+	if recs[string(goneKey)] != 0 {
+		t.Errorf("past delete.retention.ms: the deleted group's epoch key has %d records (%d tombstones), want none", recs[string(goneKey)], tombs[string(goneKey)])
 	}
 	for _, reopen := range []bool{false, true} {
 		e.c.Close()
