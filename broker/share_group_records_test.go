@@ -57,6 +57,31 @@ func wantShareGroup(t *testing.T, step string, g kmsg.ShareGroupDescribeResponse
 	}
 }
 
+// refuseOffsetAPIs checks that OffsetCommit, OffsetFetch and
+// OffsetDelete of a share group's id answer GROUP_ID_NOT_FOUND, as
+// Kafka's ShareGroup does ("not a consumer group").
+func refuseOffsetAPIs(t *testing.T, s *Server, id string) {
+	t.Helper()
+	cl := newClient(t, s)
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = id, -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "q", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if resp := brokerRequest(t, s, cl, commit).(*kmsg.OffsetCommitResponse); len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("OffsetCommit of a share group's id: %+v", resp.Topics)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: id}}
+	if resp := brokerRequest(t, s, cl, fetch).(*kmsg.OffsetFetchResponse); len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("OffsetFetch of a share group's id: %+v", resp.Groups)
+	}
+	del := kmsg.NewPtrOffsetDeleteRequest()
+	del.Group = id
+	del.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "q", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	if resp := brokerRequest(t, s, cl, del).(*kmsg.OffsetDeleteResponse); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("OffsetDelete of a share group's id: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
 // restartServer shuts s down and starts a server on the same config (and
 // data directory).
 func restartServer(t *testing.T, s *Server, cfg Config) *Server {
@@ -69,7 +94,8 @@ func restartServer(t *testing.T, s *Server, cfg Config) *Server {
 // __consumer_offsets. After a broker restart it is back with its epoch
 // and its member, who heartbeats on at its epoch; once the member left
 // it is listed Empty (and only under that state filter), describes, and
-// its id is still refused to classic and consumer groups; it survives
+// its id is still refused to classic and consumer groups and by the
+// offset APIs; it survives
 // another restart at its epoch; DeleteGroups deletes it for good, and a
 // new group of its id starts at epoch 1.
 func TestShareGroupOutlivesMembersAndRestarts(t *testing.T) {
@@ -121,6 +147,8 @@ func TestShareGroupOutlivesMembersAndRestarts(t *testing.T) {
 	if resp := brokerRequest(t, s, admin, chb).(*kmsg.ConsumerGroupHeartbeatResponse); resp.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("ConsumerGroupHeartbeat of an Empty share group's id: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
+
+	refuseOffsetAPIs(t, s, "pg")
 
 	s = restartServer(t, s, cfg)
 	wantShareGroup(t, "Empty, after a restart", describeShareGroup(t, s, "pg"), "Empty", epoch)

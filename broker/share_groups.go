@@ -52,6 +52,14 @@ func (s *Server) startShareGroups() error {
 	return nil
 }
 
+// isShareGroup reports whether this broker coordinates a share group of
+// that id, with members or Empty. The offset APIs of classic and consumer
+// groups answer it GROUP_ID_NOT_FOUND, as Kafka's ShareGroup ("Group G
+// is not a consumer group"): group ids are one namespace.
+func (s *Server) isShareGroup(id string) bool {
+	return s.shares != nil && s.shares.Groups.Exists(id)
+}
+
 // shareGroupStore is the group coordinator as share.Store: it exists
 // once the broker joined the cluster, before any partition of
 // __consumer_offsets is loaded and a share group is served.

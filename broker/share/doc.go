@@ -114,10 +114,10 @@
 // unseen, as in Kafka.
 //
 // Group ids are one namespace: the broker refuses a share group's id on
-// JoinGroup and ConsumerGroupHeartbeat, and a classic or consumer
-// group's id on a share join. Not done: the offset APIs (OffsetCommit,
-// OffsetFetch, OffsetDelete) do not yet refuse a share group's id, and
-// ShareGroupStatePartitionMetadata is not written (partition leaders
+// JoinGroup, ConsumerGroupHeartbeat and the offset APIs (OffsetCommit,
+// TxnOffsetCommit, OffsetFetch, OffsetDelete), and a classic or consumer
+// group's id on a share join. Not done: ShareGroupStatePartitionMetadata
+// is read, replayed and tombstoned but not written (partition leaders
 // initialize share state on first use, unknown to the coordinator).
 //
 // Lock order: Manager.mu before a Partition's mu; Sessions.mu is a
