@@ -65,11 +65,11 @@ func newGroups(cfg Config) *Groups {
 	return g
 }
 
-// Share group states, Kafka's ShareGroup.ShareGroupState names.
+// Share group states, Kafka's ShareGroup.ShareGroupState names. Kafka's
+// third, Dead, is a deleted group: here it is gone (GROUP_ID_NOT_FOUND).
 const (
 	StateEmpty  = "Empty"
 	StateStable = "Stable"
-	StateDead   = "Dead"
 )
 
 // Exists reports whether a share group of that id exists here, with
