@@ -236,6 +236,7 @@ func (s *Server) groupLoading() coordinatorLoader {
 				// heartbeat comes before its group is back.
 				s.shares.Groups.Restore(rep.ShareGroups, shareTopics{s.coord.Snapshot()})
 			}
+			rep.ShareGroups = nil // package share holds them now; the report is kept for the metrics
 			if err == nil {
 				s.groupReports.Lock()
 				s.groupReports.m[p] = rep
