@@ -165,10 +165,10 @@ Example:
 		switch {
 		case !ok:
 			return c.fail(fmt.Errorf("the broker's answer does not mention group %s", *group))
-		case l.Error() != nil:
-			return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
-		case l.State == "Dead":
-			// Not a classic or consumer group: a share group, or none.
+		case l.State == "Dead" || errors.Is(l.Error(), kerr.GroupIDNotFound):
+			// Not a classic or consumer group: a share group (whose
+			// offsets OffsetFetch refuses, GROUP_ID_NOT_FOUND, as
+			// Kafka's), or none.
 			sg, ok, err := lookupShareGroup(ctx, s, *group)
 			switch {
 			case err != nil:
@@ -177,6 +177,8 @@ Example:
 				return c.fail(unknownGroup(*group))
 			}
 			return c.describeShareGroup(ctx, s, sg, format.json())
+		case l.Error() != nil:
+			return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
 		}
 
 		if format.json() {
