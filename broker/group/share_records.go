@@ -274,15 +274,10 @@ func decodeShareRecord(kind int16, key, value []byte) (string, shareRecord, erro
 // target assignments, target epoch, current assignments, state
 // partitions; a deletion tombstones every key prev has, members first.
 func shareRecords(prev, next *ShareGroupState) []kv {
-	id := ""
-	switch {
-	case next != nil:
-		id = next.ID
-	case prev != nil:
-		id = prev.ID
-	default:
+	if prev == nil && next == nil {
 		return nil
 	}
+	id := shareGroupID(prev, next)
 	var gone, metas, targets, currents []kv
 	if prev != nil {
 		for _, mid := range slices.Sorted(maps.Keys(prev.Members)) {
@@ -342,6 +337,14 @@ func shareRecords(prev, next *ShareGroupState) []kv {
 	return recs
 }
 
+// shareGroupID is the id of the group a store from prev to next is of.
+func shareGroupID(prev, next *ShareGroupState) string {
+	if next != nil {
+		return next.ID
+	}
+	return prev.ID
+}
+
 func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
 
 // StoreShareGroup appends the records that bring share group state from
@@ -358,15 +361,12 @@ func (c *Coordinator) StoreShareGroup(prev, next *ShareGroupState) (int16, <-cha
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	id := next
-	if id == nil {
-		id = prev
-	}
+	id := shareGroupID(prev, next)
 	c.mu.Lock()
-	code := c.statusLocked(id.ID)
+	code := c.statusLocked(id)
 	var w *writer
 	if code == 0 {
-		w = c.mu.partitions[c.PartitionFor(id.ID)].w
+		w = c.mu.partitions[c.PartitionFor(id)].w
 	}
 	c.mu.Unlock()
 	if code != 0 {
@@ -374,7 +374,7 @@ func (c *Coordinator) StoreShareGroup(prev, next *ShareGroupState) (int16, <-cha
 	}
 	batch, err := buildBatch(c.cfg.Now().UnixMilli(), recs)
 	if err != nil {
-		c.cfg.Logger.Error("group: encoding share group records failed", "group", id.ID, "err", err)
+		c.cfg.Logger.Error("group: encoding share group records failed", "group", id, "err", err)
 		return kerr.UnknownServerError.Code, nil
 	}
 	done := make(chan error, 1)
