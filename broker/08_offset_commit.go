@@ -30,6 +30,7 @@ import (
 //   every partition is GROUP_AUTHORIZATION_FAILED; READ on each topic,
 //   else its partitions are TOPIC_AUTHORIZATION_FAILED while the others
 //   are committed.
+// * A share group's id: every partition GROUP_ID_NOT_FOUND, as Kafka.
 //
 // Version notes:
 // * v0: no generation or member id: a simple commit. Kafka 3.9 keeps v0
@@ -54,6 +55,9 @@ func handleOffsetCommit(s *Server, r *request) (reply, error) {
 	// are TOPIC_AUTHORIZATION_FAILED and the others are committed.
 	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
 		return reply{msg: offsetCommitErrors(req, req.Topics, kerr.GroupAuthorizationFailed.Code)}, nil
+	}
+	if s.isShareGroup(req.Group) {
+		return reply{msg: offsetCommitErrors(req, req.Topics, kerr.GroupIDNotFound.Code)}, nil
 	}
 	mayRead := s.topicAuthorizer(r, acl.OpRead)
 	allowed := *req

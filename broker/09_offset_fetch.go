@@ -19,6 +19,8 @@ import (
 // * Errors of the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS):
 //   v2+ in the top-level error code, v0-1 on every partition.
 // * v8 asks for several groups, each answered on its own.
+// * A share group's id: GROUP_ID_NOT_FOUND (v8 for that group, v2+
+//   top-level, v0-1 on every partition), as Kafka.
 // * RequireStable (v7+, KIP-447): a partition with a commit still pending
 //   (a transactional one before its marker, or a plain one being written)
 //   answers UNSTABLE_OFFSET_COMMIT, which clients retry.
@@ -43,6 +45,46 @@ import (
 func init() { registerGroupAPI(9, handleOffsetFetch) }
 
 func handleOffsetFetch(s *Server, r *request) (reply, error) {
+	rep, err := offsetFetch(s, r)
+	if resp, ok := rep.msg.(*kmsg.OffsetFetchResponse); ok && err == nil {
+		refuseShareGroupFetch(s, r.kreq.(*kmsg.OffsetFetchRequest), resp)
+	}
+	return rep, err
+}
+
+// refuseShareGroupFetch answers GROUP_ID_NOT_FOUND for the share groups
+// resp answers (group ids are one namespace), where the group's
+// authorization did not fail already.
+func refuseShareGroupFetch(s *Server, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) {
+	code := kerr.GroupIDNotFound.Code
+	if req.Version >= 8 {
+		for i, g := range resp.Groups {
+			if g.ErrorCode != kerr.GroupAuthorizationFailed.Code && s.isShareGroup(g.Group) {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = g.Group, code
+				resp.Groups[i] = rg
+			}
+		}
+		return
+	}
+	if resp.ErrorCode == kerr.GroupAuthorizationFailed.Code || !s.isShareGroup(req.Group) {
+		return
+	}
+	if req.Version >= 2 {
+		resp.ErrorCode, resp.Topics = code, nil
+		return
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			if p.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+				p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, nil, code
+			}
+		}
+	}
+}
+
+func offsetFetch(s *Server, r *request) (reply, error) {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	if s.authz == nil {
 		return reply{msg: s.groups.OffsetFetch(groupCtx(r), req)}, nil

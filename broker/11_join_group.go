@@ -28,6 +28,9 @@ import (
 //   (online migration, group/consumer_classic.go): the server assigns,
 //   the join is answered at once with the member epoch as generation and
 //   no leader, and the member's SyncGroup gets its assignment.
+// * A share group's id (with members or Empty) is
+//   INCONSISTENT_GROUP_PROTOCOL, as Kafka: one id namespace for every
+//   group type.
 // * Member ids are "<client.id>-<uuid>"; the client id and the peer's
 //   address show in DescribeGroups.
 // * Authorization (with an authorizer): READ on the group, else

@@ -12,7 +12,9 @@ import (
 // Behavior (group/describe.go has the details):
 // * Every group this broker coordinates, except Dead ones, by id, with its
 //   protocol type; v4 also with its state, filtered by StatesFilter
-//   (case-insensitive).
+//   (case-insensitive). Share groups are listed with protocol type and
+//   group type "share", state Stable with members and Empty without (a
+//   share group outlives its members until DeleteGroups deletes it).
 // * Authorization (with an authorizer, as Kafka): DESCRIBE on the cluster
 //   lists every group; otherwise only the groups the principal may
 //   DESCRIBE are listed.
@@ -43,17 +45,19 @@ func handleListGroups(s *Server, r *request) (reply, error) {
 }
 
 // listShareGroups lists the share groups this broker coordinates, as
-// Kafka does: protocol type and group type "share", state Stable (an
-// empty share group is forgotten here: package share's doc), after the
-// states and types filters.
+// Kafka does: protocol type and group type "share", state Stable or
+// Empty, after the states and types filters.
 func (s *Server) listShareGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsResponseGroup {
-	if s.shares == nil || !filterAdmits(req.StatesFilter, "Stable") || !filterAdmits(req.TypesFilter, "share") {
+	if s.shares == nil || !filterAdmits(req.TypesFilter, "share") {
 		return nil
 	}
 	var out []kmsg.ListGroupsResponseGroup
-	for _, id := range s.shares.Groups.IDs() {
+	for _, g := range s.shares.Groups.List() {
+		if !filterAdmits(req.StatesFilter, g.State) {
+			continue
+		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "share", "Stable", "share"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, "share", g.State, "share"
 		out = append(out, lg)
 	}
 	return out

@@ -28,7 +28,8 @@ import (
 //   converts offset commit errors.
 // * v3 (KIP-447) carries the member: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 //   FENCED_INSTANCE_ID as for OffsetCommit; without a member (v0-v2) any
-//   group is committed to. An empty group id: INVALID_GROUP_ID.
+//   group is committed to. An empty group id: INVALID_GROUP_ID; a share
+//   group's id: every partition GROUP_ID_NOT_FOUND, as Kafka.
 // * A partition that does not exist: UNKNOWN_TOPIC_OR_PARTITION; metadata
 //   longer than offset.metadata.max.bytes: OFFSET_METADATA_TOO_LARGE.
 // * Authorization (with an authorizer, as Kafka): WRITE on the
@@ -66,6 +67,9 @@ func handleTxnOffsetCommit(s *Server, r *request) (reply, error) {
 	}
 	if !s.authorize(r, acl.OpRead, acl.Group(req.Group)) {
 		return reply{msg: txnOffsetCommitErrors(req, req.Topics, kerr.GroupAuthorizationFailed.Code)}, nil
+	}
+	if s.isShareGroup(req.Group) {
+		return reply{msg: txnOffsetCommitErrors(req, req.Topics, kerr.GroupIDNotFound.Code)}, nil
 	}
 	mayRead := s.topicAuthorizer(r, acl.OpRead)
 	allowed := *req

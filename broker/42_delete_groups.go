@@ -22,9 +22,11 @@ import (
 //   share coordinator is deleted (DeleteShareGroupState, as
 //   DeleteShareGroupOffsets does for one topic) and this broker's loaded
 //   copies are marked to be read again, so a member that comes later
-//   starts by share.auto.offset.reset; the first partition's error, if
-//   any, is the group's. A share group with neither members nor state is
-//   unknown: GROUP_ID_NOT_FOUND.
+//   starts by share.auto.offset.reset; then the group's records in
+//   __consumer_offsets get tombstones before the answer. The first
+//   partition's error, if any, is the group's (and the group stays). A
+//   share group id with neither a group nor state is unknown:
+//   GROUP_ID_NOT_FOUND.
 // * Like OffsetCommit, the appends and state deletions finish even when
 //   the client disconnects.
 // * Authorization (with an authorizer): DELETE on each group, else that
@@ -76,9 +78,9 @@ func (s *Server) deleteShareGroup(ctx context.Context, r *request, group string)
 	switch {
 	case s.shares == nil || group == "" || s.shareCoordinatorCode(group) != 0:
 		return 0, false
-	case s.shares.Groups.Exists(group):
+	case s.shares.Groups.HasMembers(group):
 		return kerr.NonEmptyGroup.Code, true
-	case s.classicGroupExists(r, group):
+	case !s.shares.Groups.Exists(group) && s.classicGroupExists(r, group):
 		return 0, false
 	}
 	sums, err := s.groupShareParts(ctx, group)
@@ -87,7 +89,10 @@ func (s *Server) deleteShareGroup(ctx context.Context, r *request, group string)
 		return kerr.CoordinatorNotAvailable.Code, true
 	}
 	if len(sums) == 0 {
-		return 0, false
+		if !s.shares.Groups.Exists(group) {
+			return 0, false
+		}
+		return s.shares.Groups.Delete(ctx, group), true
 	}
 	var names []string
 	for k := range sums {
@@ -104,6 +109,9 @@ func (s *Server) deleteShareGroup(ctx context.Context, r *request, group string)
 		if codes[name] != 0 {
 			return codes[name], true
 		}
+	}
+	if code := s.shares.Groups.Delete(ctx, group); code != kerr.GroupIDNotFound.Code {
+		return code, true // GROUP_ID_NOT_FOUND: a share group of state alone, no records; deleting its state deleted it
 	}
 	return 0, true
 }

@@ -14,8 +14,8 @@ import (
 // * Deletes committed offsets of a group (KIP-496), tombstones appended
 //   before the answer: any offset of an Empty group; in a "consumer"
 //   group with members only those of topics no member subscribes to
-//   (GROUP_SUBSCRIBED_TO_TOPIC otherwise). An unknown group:
-//   GROUP_ID_NOT_FOUND.
+//   (GROUP_SUBSCRIBED_TO_TOPIC otherwise). An unknown group, or a share
+//   group's id (as Kafka): GROUP_ID_NOT_FOUND.
 // * Like OffsetCommit, the appends finish even when the client
 //   disconnects.
 // * Authorization (with an authorizer, as Kafka): DELETE on the group,
@@ -33,6 +33,11 @@ func handleOffsetDelete(s *Server, r *request) (reply, error) {
 	if !s.authorize(r, acl.OpDelete, acl.Group(req.Group)) {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{msg: resp}, nil
+	}
+	if s.isShareGroup(req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return reply{msg: resp}, nil
 	}
 	mayRead := s.topicAuthorizer(r, acl.OpRead)

@@ -26,6 +26,9 @@ import (
 // * A classic group with members of the consumer protocol type becomes a
 //   consumer group when a member joins with this API, under
 //   group.consumer.migration.policy (group/consumer_migration.go).
+// * A share group's id (with members or Empty) is GROUP_ID_NOT_FOUND
+//   ("not a consumer group"), as Kafka: one id namespace for every
+//   group type.
 //
 // Version notes:
 // * v1: SubscribedTopicRegex; the client generates the member id

@@ -23,7 +23,14 @@ import (
 //   epoch on the member's heartbeat; the assignment is sent on join, on
 //   a full request (SubscribedTopicNames set) and when the epoch moved.
 // * HeartbeatIntervalMillis is the group's share.heartbeat.interval.ms;
-//   a member silent for share.session.timeout.ms is removed.
+//   a member silent for share.session.timeout.ms is removed. The group
+//   outlives its members (Empty) until DeleteGroups deletes it.
+// * Every change of the group (created, members, subscriptions, epochs,
+//   assignments) is appended to __consumer_offsets with Kafka's
+//   ShareGroup* records before the answer; a failed append is
+//   NOT_COORDINATOR. The coordinator that loads the partition next
+//   restores the group with its epochs and members (their sessions
+//   restarted), so members heartbeat on after a coordinator move.
 // * group.share.max.size and group.share.max.groups:
 //   GROUP_MAX_SIZE_REACHED.
 // * A group id a classic group uses is GROUP_ID_NOT_FOUND on join, as
@@ -56,7 +63,7 @@ func handleShareGroupHeartbeat(s *Server, r *request) (reply, error) {
 	if r.conn != nil {
 		host = r.conn.nc.RemoteAddr().String()
 	}
-	out := s.shares.Groups.Heartbeat(req, nonNilString(r.clientID), host, shareTopics{s.coord.Snapshot()})
+	out := s.shares.Groups.Heartbeat(groupCtx(r), req, nonNilString(r.clientID), host, shareTopics{s.coord.Snapshot()})
 	return reply{msg: out}, nil
 }
 

@@ -10,9 +10,10 @@ import (
 //
 // Behavior:
 // * Per group: NOT_COORDINATOR unless this broker coordinates it;
-//   GROUP_ID_NOT_FOUND for no share group of that id; else its state
-//   (Stable: a group without members is forgotten), group and
-//   assignment epochs, assignor "simple" and members with their
+//   GROUP_ID_NOT_FOUND for no share group of that id (a classic or
+//   consumer group's id included, as Kafka); else its state (Stable with
+//   members, Empty without: a share group outlives its members), group
+//   and assignment epochs, assignor "simple" and members with their
 //   subscriptions and assignments (topic id and name).
 // * AuthorizedOperations is not computed (INT32_MIN, "not asked").
 // * Authorization (with an authorizer): DESCRIBE on each group, else

@@ -16,8 +16,9 @@ import (
 // * Per group: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED;
 //   NOT_COORDINATOR unless this broker coordinates it
 //   (COORDINATOR_NOT_AVAILABLE while it shuts down); GROUP_ID_NOT_FOUND
-//   for a classic or consumer group of that id, and for a group with
-//   neither members nor state in the share coordinator.
+//   for a classic or consumer group of that id, and for an id that is
+//   neither a share group (with members or Empty) nor has state in the
+//   share coordinator.
 // * Topics null: every share partition of the group with state, on the
 //   topics the principal may DESCRIBE (the others left out, as Kafka).
 //   Topics empty: no topics.

@@ -15,7 +15,8 @@ import (
 //   GROUP_AUTHORIZATION_FAILED; INVALID_GROUP_ID for an empty id;
 //   NOT_COORDINATOR unless this broker coordinates it;
 //   GROUP_ID_NOT_FOUND for a classic or consumer group of that id and
-//   for a group with neither members nor state in the share coordinator;
+//   for an id that is neither a share group (with members or Empty) nor
+//   has state in the share coordinator;
 //   NON_EMPTY_GROUP while the share group has members.
 // * Per topic: READ on the topic, else TOPIC_AUTHORIZATION_FAILED; an
 //   unknown topic, or one without share state for the group,

@@ -38,7 +38,7 @@ func TestDeleteGroupsShareGroup(t *testing.T) {
 		t.Fatalf("alter: %d %d", top, code)
 	}
 	sc := newShareConsumer(t, s, "sg", "q")
-	if !poll.For(20*time.Second, func() bool { return s.shares.Groups.Exists("sg") }) {
+	if !poll.For(20*time.Second, func() bool { return s.shares.Groups.HasMembers("sg") }) {
 		t.Fatal("the share consumer did not join")
 	}
 	if got := deleteGroupCodes(t, s, "sg"); got["sg"] != kerr.NonEmptyGroup.Code {

@@ -231,6 +231,12 @@ func (s *Server) groupLoading() coordinatorLoader {
 		},
 		load: func(_ *topicState, lp *partition, p int, _ int32) error {
 			rep, err := s.groups.Load(p, offsetsLog{Log: lp.log, s: s, p: lp, self: s.cfg.BrokerID})
+			if err == nil && s.shares != nil {
+				// Before the partition counts as loaded, so no share
+				// heartbeat comes before its group is back.
+				s.shares.Groups.Restore(rep.ShareGroups, shareTopics{s.coord.Snapshot()})
+			}
+			rep.ShareGroups = nil // package share holds them now; the report is kept for the metrics
 			if err == nil {
 				s.groupReports.Lock()
 				s.groupReports.m[p] = rep

@@ -19,11 +19,12 @@ import (
 // Kafka's group coordinator keeps, per share group, the share partitions
 // whose state it initialized (its ShareGroupStatePartitionMetadata
 // record in __consumer_offsets) and the group itself while it is empty.
-// Strata keeps share group membership in memory only (package share), so
-// the durable record of an empty share group is its state in the share
-// coordinator: a share group exists while it has members or any share
-// partition with state (a start offset), and "all its partitions" are the
-// partitions of the cluster's topics the share coordinator has state for.
+// Strata keeps the group in __consumer_offsets too (package share: it is
+// Empty without members), but its partition leaders initialize share
+// state on first use, unknown to the coordinator, so the record is not
+// written: "all its partitions" are the partitions of the cluster's
+// topics the share coordinator has state for, and an id with such state
+// but no group (its records gone) is still a share group here.
 
 // shareAdminTimeout bounds the share coordinator calls of one admin
 // request.
@@ -136,16 +137,17 @@ func (s *Server) groupShareParts(ctx context.Context, group string) (map[sharePa
 // shareGroupCode is the group-level error of a share-group offsets
 // request that needs an existing share group (exists) and, with
 // needEmpty, one without members: GROUP_ID_NOT_FOUND for a classic or
-// consumer group of that id, or (exists) for no share group at all;
+// consumer group of that id, or (exists) for no share group at all
+// (neither a group here, with members or Empty, nor state);
 // NON_EMPTY_GROUP when it has members.
 func (s *Server) shareGroupCode(ctx context.Context, r *request, group string, exists, needEmpty bool) (int16, error) {
-	members := s.shares.Groups.Exists(group)
+	isShare, members := s.shares.Groups.Exists(group), s.shares.Groups.HasMembers(group)
 	switch {
-	case !members && s.classicGroupExists(r, group):
+	case !isShare && s.classicGroupExists(r, group):
 		return kerr.GroupIDNotFound.Code, nil
 	case members && needEmpty:
 		return kerr.NonEmptyGroup.Code, nil
-	case members || !exists:
+	case isShare || !exists:
 		return 0, nil
 	}
 	parts, err := s.groupShareParts(ctx, group)

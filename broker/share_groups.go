@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/stratastream/strata/broker/acl"
-
+	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/share"
 	"github.com/stratastream/strata/coord"
 	"github.com/stratastream/strata/segment"
@@ -18,7 +18,9 @@ import (
 // partitions, which read their state through s.sharePersister (the share
 // coordinator) on first use and write it there before answering an
 // acknowledgement. A test may give its own persister
-// (Config.SharePersister).
+// (Config.SharePersister). The membership is kept durable by the group
+// coordinator in __consumer_offsets (shareGroupStore) and restored by
+// the load of the group's partition (groupLoading).
 
 // startShareGroups starts the share group manager over the share-state
 // persister: Config.SharePersister when a test gives one, else the share
@@ -36,6 +38,7 @@ func (s *Server) startShareGroups() error {
 	}
 	s.shareDLQ = newDeadLetterWriter()
 	cfg.DeadLetter = s.writeShareDeadLetters
+	cfg.Store = shareGroupStore{s}
 	cfg.MemberGone = func(group, member string) {
 		s.shares.Sessions.CloseMember(group, member)
 		s.shares.ReleaseMember(group, member, nil)
@@ -47,6 +50,26 @@ func (s *Server) startShareGroups() error {
 	}
 	s.shares = m
 	return nil
+}
+
+// isShareGroup reports whether this broker coordinates a share group of
+// that id, with members or Empty. The offset APIs of classic and consumer
+// groups answer it GROUP_ID_NOT_FOUND, as Kafka's ShareGroup ("Group G
+// is not a consumer group"): group ids are one namespace.
+func (s *Server) isShareGroup(id string) bool {
+	return s.shares != nil && s.shares.Groups.Exists(id)
+}
+
+// shareGroupStore is the group coordinator as share.Store: it exists
+// once the broker joined the cluster, before any partition of
+// __consumer_offsets is loaded and a share group is served.
+type shareGroupStore struct{ s *Server }
+
+func (st shareGroupStore) StoreShareGroup(prev, next *group.ShareGroupState) (int16, <-chan error) {
+	if st.s.groups == nil {
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	return st.s.groups.StoreShareGroup(prev, next)
 }
 
 // shareGroupConfigOf is a share group's configs in force (group_config.go).

@@ -26,6 +26,17 @@ func startShareServer(t *testing.T, lock time.Duration) (*Server, *share.MemPers
 // the config changed by change.
 func startShareServerWith(t *testing.T, lock time.Duration, props map[string]string, change func(*Config)) (*Server, *share.MemPersister) {
 	t.Helper()
+	cfg, mp := shareTestConfig(t, lock, props)
+	if change != nil {
+		change(&cfg)
+	}
+	return startServerConfig(t, cfg), mp
+}
+
+// shareTestConfig is the config startShareServerWith runs, for a test
+// that restarts the server on it.
+func shareTestConfig(t *testing.T, lock time.Duration, props map[string]string) (Config, *share.MemPersister) {
+	t.Helper()
 	cfg := testConfig(t, props)
 	mp := share.NewMemPersister()
 	cfg.SharePersister = mp
@@ -34,10 +45,7 @@ func startShareServerWith(t *testing.T, lock time.Duration, props map[string]str
 	cfg.Share.Defaults.RecordLockDuration = lock
 	cfg.Share.MinHeartbeatInterval = 100 * time.Millisecond
 	cfg.Share.Defaults.HeartbeatInterval = 100 * time.Millisecond
-	if change != nil {
-		change(&cfg)
-	}
-	return startServerConfig(t, cfg), mp
+	return cfg, mp
 }
 
 // produceValues produces n records with values "<prefix><i>" spread over

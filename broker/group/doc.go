@@ -188,6 +188,25 @@
 // targets and current assignments, the owners of their partitions, and
 // sessions restarted, so members heartbeat on to the new coordinator
 // without rejoining.
+// Share groups (KIP-932) are written the same way with key types 10 to
+// 15 (ShareGroup*Key), values of version 0. Package share owns their
+// membership and hands it over as a ShareGroupState; StoreShareGroup
+// appends the records whose value differs from the previous state, in
+// Kafka's order (a removed member's tombstones, subscriptions, epoch,
+// targets, target epoch, current assignments, state partitions), and a
+// deleted group's tombstones. Load gives the share groups it replayed
+// back in LoadReport.ShareGroups; they make no group of this package.
+//
+//	key                                         value (version 0)
+//	10 group, member        MemberMetadata         rack id?, client id, client host, [topic names]
+//	11 group                ShareGroupMetadata     epoch int32 (tag 0: metadata hash int64, skipped)
+//	12 group                TargetAssignmentMetadata  assignment epoch int32
+//	13 group, member        TargetAssignmentMember    [topic id, [partition int32]]
+//	14 group, member        CurrentMemberAssignment   member epoch, previous epoch int32, state int8,
+//	                                                  [assigned]
+//	15 group                StatePartitionMetadata    [initializing: topic id, name, [partition]],
+//	                                                  [initialized: same], [deleting: topic id, name]
+//
 // Load replays a partition from its start: offsets and groups come back,
 // a group with members as Stable at its generation with its sessions
 // restarted. Values of versions 0-4 are read; other key or value versions

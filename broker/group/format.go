@@ -110,6 +110,9 @@ type logRecord struct {
 
 	// Consumer group records (KIP-848), of key types 3-8.
 	consumer *consumerRecord
+
+	// Share group records (KIP-932), of key types 10-15.
+	share *shareRecord
 }
 
 // decodeRecord decodes one record. Errors wrap ErrUnknownRecord or
@@ -170,6 +173,14 @@ func decodeRecord(key, value []byte) (logRecord, error) {
 			return r, err
 		}
 		r.group, r.consumer = group, &rec
+		return r, nil
+	case keyShareMemberV10, keyShareMetadataV11, keyShareTargetMetadataV12,
+		keyShareTargetMemberV13, keyShareCurrentMemberV14, keyShareStatePartitionsV15:
+		group, rec, err := decodeShareRecord(ver, key, value)
+		if err != nil {
+			return r, err
+		}
+		r.group, r.share = group, &rec
 		return r, nil
 	default:
 		return r, fmt.Errorf("%w: key version %d", ErrUnknownRecord, ver)

@@ -76,7 +76,9 @@ func TestBuildBatchIsValid(t *testing.T) {
 }
 
 // FuzzDecodeRecord: decodeRecord never panics, and whatever decodes as an
-// offset or group value encodes back to bytes that decode the same.
+// offset or group value encodes back to bytes that decode the same; a
+// share group value re-encodes to bytes that decode and re-encode to
+// themselves.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(offsetKey("g", "t", 1), offsetValue(offsetEntry{offset: 7, leaderEpoch: 3, metadata: "x", commitTime: 9, expireTime: -1}))
 	f.Add(offsetKey("g", "t", 1), offsetValue(offsetEntry{offset: 7, leaderEpoch: -1, commitTime: 9, expireTime: 11}))
@@ -87,6 +89,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	gv.Members = []kmsg.GroupMetadataValueMember{{MemberID: "m", Subscription: []byte{1}, Assignment: []byte{2}}}
 	f.Add(groupKey("g"), gv.AppendTo(nil))
 	f.Add([]byte{0, 2}, []byte(nil))
+	for _, s := range shareRecordSamples() {
+		f.Add(s.key, s.value)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		r, err := decodeRecord(key, value)
 		if err != nil {
@@ -100,6 +105,15 @@ func FuzzDecodeRecord(f *testing.F) {
 			r2, err := decodeRecord(offsetKey(r.group, r.topic, r.partition), offsetValue(*r.offset))
 			if err != nil || *r2.offset != *r.offset || r2.group != r.group || r2.topic != r.topic {
 				t.Fatalf("offset re-encode: got %+v, %v; want %+v", r2.offset, err, r.offset)
+			}
+		case r.share != nil && !r.share.tombstone:
+			again := reencodeShare(r.share)
+			r2, err := decodeRecord(key, again)
+			if err != nil || r2.share == nil {
+				t.Fatalf("share re-encode does not decode: %v", err)
+			}
+			if third := reencodeShare(r2.share); !bytes.Equal(again, third) {
+				t.Fatalf("share re-encoding is not stable: %x then %x", again, third)
 			}
 		case !r.isOffset && r.meta != nil:
 			r2, err := decodeRecord(groupKey(r.group), r.meta.AppendTo(nil))

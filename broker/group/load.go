@@ -32,6 +32,9 @@ type LoadReport struct {
 	// TxnPending is how many transactional offsets wait for their
 	// producer's marker (written after the replayed end, or never).
 	TxnPending int
+	// ShareGroups are the share groups the partition holds, for package
+	// share to restore (this package only keeps their records).
+	ShareGroups []ShareGroupState
 	// Bytes is how much of the log was read; Duration how long the load
 	// took. Compaction bounds both: one record per key plus what was
 	// appended since the last cleaning.
@@ -131,11 +134,12 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 		}
 	}
 	rep.Groups, rep.Offsets, rep.TxnPending = len(groups), st.numOffsets, st.numTxnPending
+	rep.ShareGroups = st.shareGroups(c, p)
 	p.loading = false
 	c.mu.Unlock()
 	rep.Duration = time.Since(began)
 	c.cfg.Logger.Info("group: loaded partition", "partition", partitionID,
-		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets, "txn_pending", rep.TxnPending,
+		"records", rep.Records, "bytes", rep.Bytes, "skipped", rep.Skipped, "groups", rep.Groups, "offsets", rep.Offsets, "txn_pending", rep.TxnPending, "share_groups", len(rep.ShareGroups),
 		"took", rep.Duration)
 	return rep, nil
 }
@@ -147,6 +151,8 @@ type replay struct {
 	offsets       map[string]map[tp]offsetEntry           // group -> committed offsets
 	meta          map[string]*kmsg.GroupMetadataValue     // group -> last metadata (nil: tombstone)
 	consumer      map[string]*consumerReplay              // group -> its consumer group records
+	share         map[string]*shareReplay                 // group -> its share group records
+	shareOrder    []string                                // share groups in order of first appearance
 	pending       map[int64]map[string]map[tp]offsetEntry // producer -> group -> transactional offsets before the marker
 	order         []string                                // groups in order of first appearance
 	seen          map[string]bool
@@ -165,6 +171,7 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 		pending:   make(map[int64]map[string]map[tp]offsetEntry),
 		meta:      make(map[string]*kmsg.GroupMetadataValue),
 		consumer:  make(map[string]*consumerReplay),
+		share:     make(map[string]*shareReplay),
 		seen:      make(map[string]bool),
 	}
 }
@@ -315,6 +322,18 @@ func (r *replay) see(group string) {
 }
 
 func (r *replay) apply(lr logRecord) {
+	if lr.share != nil {
+		// A share group is no group of this package: its records are
+		// kept apart and handed to package share (LoadReport.ShareGroups).
+		sr := r.share[lr.group]
+		if sr == nil {
+			sr = &shareReplay{members: make(map[string]*shareMemberReplay)}
+			r.share[lr.group] = sr
+			r.shareOrder = append(r.shareOrder, lr.group)
+		}
+		sr.apply(*lr.share)
+		return
+	}
 	r.see(lr.group)
 	if lr.consumer != nil {
 		cr := r.consumer[lr.group]
@@ -401,6 +420,25 @@ func (r *replay) build(c *Coordinator, p *partition) []*group {
 		gs = append(gs, g)
 	}
 	return gs
+}
+
+// shareGroups returns the share groups of partition p the records hold,
+// in order of first appearance.
+func (r *replay) shareGroups(c *Coordinator, p *partition) []ShareGroupState {
+	var out []ShareGroupState
+	for _, id := range r.shareOrder {
+		st, ok := r.share[id].build(id)
+		if !ok {
+			continue // deleted
+		}
+		if want := c.PartitionFor(id); want != p.id {
+			r.logger.Warn("group: share group found in the wrong partition of __consumer_offsets (was offsets.topic.num.partitions changed?); ignored",
+				"group", id, "partition", p.id, "belongs", want)
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // restoreLocked sets the group from its last metadata record. A group with

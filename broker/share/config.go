@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/sharestate"
 )
 
@@ -83,9 +84,24 @@ type Config struct {
 	// DeadLetter writes the dead-letter copies of Archiving records
 	// (dead_letter.go); nil archives them uncopied.
 	DeadLetter DeadLetterFunc
+	// Store keeps the share groups' membership durable: the group
+	// coordinator, which appends it to __consumer_offsets. Nil keeps it
+	// in memory only.
+	Store Store
 	// MemberGone, when set, is called (without locks held) after a member
 	// left or was fenced, so the broker can release its records.
 	MemberGone func(group, member string)
+}
+
+// Store appends share group state to __consumer_offsets;
+// *group.Coordinator is one. StoreShareGroup appends the records that
+// bring the log from prev (nil: nothing of the group) to next (nil: the
+// group deleted) and returns at once: a nonzero Kafka error code when
+// the coordinator does not own the group's partition, else a channel
+// that gets the append's result (nil when nothing differed). It is
+// called with Groups' lock held, so it must not call back into Groups.
+type Store interface {
+	StoreShareGroup(prev, next *group.ShareGroupState) (int16, <-chan error)
 }
 
 // Defaults of the group.share.* settings, Kafka's.

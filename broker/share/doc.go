@@ -21,9 +21,24 @@
 // its next heartbeat, and a partition may be fetched by its old and new
 // members alike; the acquisition locks keep records apart.
 //
-// Membership is kept in memory only: after the coordinator moves, the
-// members get UNKNOWN_MEMBER_ID (or GROUP_ID_NOT_FOUND) from the new one
-// and join again. The durable part is the share-partition state.
+// Membership lives in memory on the coordinator and is kept durable in
+// __consumer_offsets (Config.Store: the group coordinator, package group,
+// which owns the records' encoding and the partition's log). Every
+// change of a group (created, members, subscriptions, epochs,
+// assignments) is appended as the records that differ from what the log
+// holds, with Kafka's ShareGroup* record types, before the heartbeat is
+// answered. A group outlives its members: without them it is Empty
+// (listed, described, its id refused to classic and consumer groups)
+// until Delete tombstones its records. Restore, called when the
+// coordinator loads a partition, brings its groups back at their epochs
+// with their members, whose sessions start at the load, as Kafka's
+// coordinator does: members heartbeat on, and the gone ones expire.
+//
+// Where each fact lives: the membership (epochs, members, assignments)
+// in Groups; what the log holds of each group (shareGroup.written, to
+// compute the next records) in Groups too; the record layouts, the
+// append and the replay in package group (share_records.go); the
+// share-partition state in the share coordinator (sharestate).
 //
 // # Share partitions
 //
@@ -98,11 +113,19 @@
 // stable offset and the batches of aborted transactions are archived
 // unseen, as in Kafka.
 //
-// Not done: classic groups do not yet refuse a group id a share group
-// uses (the share side refuses classic ones on join).
+// Group ids are one namespace: the broker refuses a share group's id on
+// JoinGroup, ConsumerGroupHeartbeat and the offset APIs (OffsetCommit,
+// TxnOffsetCommit, OffsetFetch, OffsetDelete), and a classic or consumer
+// group's id on a share join. Not done: ShareGroupStatePartitionMetadata
+// is read, replayed and tombstoned but not written (partition leaders
+// initialize share state on first use, unknown to the coordinator).
 //
-// Lock order: Manager.mu before a Partition's mu; Groups.mu and
-// Sessions.mu are leaves. A Partition's mu is held across its own
-// Persister writes, so one partition's writes apply in order; no lock
-// of the Manager is held across I/O.
+// Lock order: Manager.mu before a Partition's mu; Sessions.mu is a
+// leaf, and Groups.mu is one within this package: it is held while
+// Store queues a group's records (taking the group coordinator's
+// locks, never I/O), so the log holds a group's changes in the order
+// they were made; the coordinator never calls into Groups. A
+// Partition's mu is held across its own Persister writes, so one
+// partition's writes apply in order; no lock of the Manager is held
+// across I/O.
 package share

@@ -13,7 +13,8 @@ import (
 // leads, and the share sessions its clients opened.
 //
 // Lock order: Manager.mu, then a Partition's mu; Groups and Sessions
-// have locks of their own, never held while another is taken.
+// have locks of their own, never held while another of this package is
+// taken (doc.go).
 type Manager struct {
 	cfg      Config
 	Groups   *Groups

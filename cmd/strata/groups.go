@@ -70,9 +70,8 @@ func runGroupsList(args []string, stdout, stderr io.Writer) int {
 
 Prints the groups, sorted by name, with their type (classic: the
 JoinGroup protocol; consumer: KIP-848's; share: a share group, KIP-932)
-and state, as kafka-groups.sh --list does. A share group is listed while
-it has members; an empty one is still described by name ('strata groups
-describe G').
+and state, as kafka-groups.sh --list does. A share group without members
+is listed Empty until it is deleted ('strata groups delete G').
 `, `
 Example:
   strata groups list
@@ -166,10 +165,10 @@ Example:
 		switch {
 		case !ok:
 			return c.fail(fmt.Errorf("the broker's answer does not mention group %s", *group))
-		case l.Error() != nil:
-			return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
-		case l.State == "Dead":
-			// Not a classic or consumer group: a share group, or none.
+		case l.State == "Dead" || errors.Is(l.Error(), kerr.GroupIDNotFound):
+			// Not a classic or consumer group: a share group (whose
+			// offsets OffsetFetch refuses, GROUP_ID_NOT_FOUND, as
+			// Kafka's), or none.
 			sg, ok, err := lookupShareGroup(ctx, s, *group)
 			switch {
 			case err != nil:
@@ -178,6 +177,8 @@ Example:
 				return c.fail(unknownGroup(*group))
 			}
 			return c.describeShareGroup(ctx, s, sg, format.json())
+		case l.Error() != nil:
+			return c.fail(fmt.Errorf("consumer group %s: %w", *group, l.Error()))
 		}
 
 		if format.json() {

@@ -3,14 +3,14 @@ package main
 // Share groups (KIP-932) in `strata groups`, as kafka-share-groups.sh
 // shows them. Where each figure comes from:
 //
-//   - ShareGroupDescribe (kadm DescribeShareGroups): state, group epoch,
-//     coordinator, members and their assignments. Strata keeps a share
-//     group's membership in memory, so a group without members is not
-//     described there (GROUP_ID_NOT_FOUND) ...
-//   - DescribeShareGroupOffsets v1 (kadm DescribeShareGroupOffsets): ...
-//     but its state in the share coordinator still is: each share
-//     partition's START-OFFSET and LAG. An answer here without members
-//     is an Empty share group.
+//   - ShareGroupDescribe (kadm DescribeShareGroups): state (Stable, or
+//     Empty without members), group epoch, coordinator, members and
+//     their assignments. A share group id with state in the share
+//     coordinator but no group (GROUP_ID_NOT_FOUND here) is shown Empty
+//     too.
+//   - DescribeShareGroupOffsets v1 (kadm DescribeShareGroupOffsets):
+//     each share partition's START-OFFSET and LAG, from its state in the
+//     share coordinator.
 //   - DescribeSharePartitions (Strata's own API, package strataapi), sent
 //     to each partition's leader, where share partitions live: the
 //     records in flight by state. A share partition no member used on
