@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +17,13 @@ import (
 // franzShareTests are franz-go's share group tests run against a broker.
 var franzShareTests = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestConsumeRegexShareSkipsInternal", "TestShareGroupOffsetsAdmin"}
 
-// TestShareGroupFranzGoSuite runs franz-go's share group tests against a
-// broker process. franz-go enables share groups only when ShareFetch and
-// ShareAcknowledge v2 are advertised: the test fails if they are not. The
-// tests set share.auto.offset.reset through
+// TestShareGroupFranzGoSuite runs franz-go's share group tests against
+// one broker process and against three with ZooKeeper (KGO_TEST_RF=3:
+// the topics have three replicas, so share partitions, their share
+// coordinators and the group coordinator are spread over the brokers).
+// franz-go enables share groups only when ShareFetch and
+// ShareAcknowledge v2 are advertised: the test fails if they are not.
+// The tests set share.auto.offset.reset through
 // IncrementalAlterConfigs on a GROUP resource.
 func TestShareGroupFranzGoSuite(t *testing.T) {
 	if testing.Short() {
@@ -28,8 +32,22 @@ func TestShareGroupFranzGoSuite(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("no go command to build franz-go's tests: %v", err)
 	}
-	b := StartBroker(t)
-	if !servesShareGroups(t, b.Addr) {
+	t.Run("1broker", func(t *testing.T) {
+		b := StartBroker(t)
+		runFranzShareTests(t, []string{b.Addr}, 1)
+	})
+	t.Run("3brokers", func(t *testing.T) {
+		c := StartCluster(t, 3)
+		runFranzShareTests(t, c.LiveAddrs(), 3)
+	})
+}
+
+// runFranzShareTests runs franzShareTests against the brokers at seeds,
+// their topics created with replication factor rf, and fails unless
+// every one passed.
+func runFranzShareTests(t *testing.T, seeds []string, rf int) {
+	t.Helper()
+	if !servesShareGroups(t, seeds[0]) {
 		t.Fatal("the broker does not advertise ShareFetch v2 and ShareAcknowledge v2")
 	}
 	start := time.Now()
@@ -37,7 +55,7 @@ func TestShareGroupFranzGoSuite(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo",
 		"-run", "^("+strings.Join(franzShareTests, "|")+")$", "-count=1", "-v")
-	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr, "KGO_TEST_RF=1")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+strconv.Itoa(rf))
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("go test franz-go/pkg/kgo (build and run) took %v", time.Since(start).Round(100*time.Millisecond))
