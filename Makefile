@@ -76,7 +76,7 @@ test-repeat:
 # the transaction tests, TestTxn*, all run there);
 # every other test, a new one too, runs in the second shard.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/coord' | grep -v '/broker/e2e$$')
-E2E_SHARD_A := ^(TestTxn[A-Za-z]*|TestTieringCompactedClusterFailover|TestLegacyClients|TestNetFaults|TestDeployListeners|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse|TestClientQuotasCluster|TestTierStatusWire[A-Za-z]*|TestConsumerGroupProtocol[A-Za-z]*|TestShareGroupFranzGoSuite)$$
+E2E_SHARD_A := ^(TestTxn[A-Za-z]*|TestTieringCompactedClusterFailover|TestLegacyClients|TestNetFaults|TestDeployListeners|TestTieringS3Faults|TestClusterZooKeeperOutage|TestClusterSessionExpiry|TestReplicationMinInsyncReplicas|TestTieringUncleanElectionMinIO|TestReplicationLaggingFollower|TestKillDuringGroupAndIdempotentProduce|TestBrokerUnderAbuse|TestClientQuotasCluster|TestTierStatusWire[A-Za-z]*|TestConsumerGroupProtocol[A-Za-z]*)$$
 unit: build
 	@bash deploy/scripts/run-parallel.sh \
 	  "$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)" \

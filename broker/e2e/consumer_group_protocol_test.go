@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,21 @@ func TestConsumerGroupProtocolFranzGoSuite(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("no go command to build franz-go's tests: %v", err)
 	}
-	b := StartBroker(t, append([]string{"num.partitions=3", "auto.create.topics.enable=true"}, consumerGroupSettings...)...)
+	settings := append([]string{"num.partitions=3", "auto.create.topics.enable=true"}, consumerGroupSettings...)
+	t.Run("1broker", func(t *testing.T) {
+		b := StartBroker(t, settings...)
+		runFranzGo848Tests(t, []string{b.Addr}, 1)
+	})
+	t.Run("3brokers", func(t *testing.T) {
+		c := StartCluster(t, 3, settings...)
+		runFranzGo848Tests(t, c.LiveAddrs(), 3)
+	})
+}
+
+// runFranzGo848Tests runs franzGo848Tests against the brokers at seeds,
+// their topics created with replication factor rf.
+func runFranzGo848Tests(t *testing.T, seeds []string, rf int) {
+	t.Helper()
 	// Two runs: the ETL tests share a semaphore that a subtest left out by
 	// -run never releases, so both in one run can wait forever. The
 	// sequential TestPauseIssueOct2023 runs first so that franz-go has
@@ -63,7 +78,7 @@ func TestConsumerGroupProtocolFranzGoSuite(t *testing.T) {
 		`^(TestPauseIssueOct2023|Test848RegexBrokerResolves|TestGroupSimple|TestTxnEtl)$/^(848|range|sticky)$/^(848)?$/^(static)?$`,
 		`^TestGroupETL$/^(range|sticky)$/^(848)?$/^(static)?$`,
 	} {
-		out = append(out, runFranzGoTests(t, b.Addr, run)...)
+		out = append(out, runFranzGoTests(t, seeds, rf, run)...)
 	}
 	for _, name := range franzGo848Tests {
 		if !regexp.MustCompile(`(?m)^\s*--- PASS: ` + regexp.QuoteMeta(name) + ` `).Match(out) {
@@ -76,14 +91,15 @@ func TestConsumerGroupProtocolFranzGoSuite(t *testing.T) {
 }
 
 // runFranzGoTests runs franz-go's kgo tests matching run against the
-// broker at addr and returns their output.
-func runFranzGoTests(t *testing.T, addr, run string) []byte {
+// brokers at seeds (topics with replication factor rf) and returns their
+// output.
+func runFranzGoTests(t *testing.T, seeds []string, rf int, run string) []byte {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo", "-run", run, "-count=1", "-v", "-timeout=5m")
-	cmd.Env = append(os.Environ(), "KGO_SEEDS="+addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=20000")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+strconv.Itoa(rf), "KGO_TEST_RECORDS=20000")
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("go test franz-go/pkg/kgo -run %s (build and run) took %v", run, time.Since(start).Round(100*time.Millisecond))
