@@ -230,6 +230,20 @@ func (s *Server) start() error {
 
 	deadline := time.Now().Add(ReadyTimeout)
 	hc := &http.Client{Timeout: 2 * time.Second}
+	// Ready is also an authenticated request answered: right after a
+	// restart, /minio/health/ready can pass while requests still get 503
+	// (IAM and the object layer initializing), which a test reading the
+	// data back at once met.
+	probe, err := minio.New(s.Addr(), &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")})
+	if err != nil {
+		return fmt.Errorf("minio probe client: %w", err)
+	}
+	answers := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := probe.ListBuckets(ctx)
+		return err == nil
+	}
 	for {
 		select {
 		case <-done:
@@ -239,7 +253,7 @@ func (s *Server) start() error {
 		resp, err := hc.Get(s.Endpoint() + "/minio/health/ready")
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && answers() {
 				return nil
 			}
 		}
