@@ -15,7 +15,9 @@ package group
 //     log gets a tombstone of the group key and the consumer group's
 //     records in the same batch as the joining member's.
 //   - Downgrade: when the last member of the consumer protocol leaves or
-//     is removed and classic members remain, the group becomes a classic
+//     is removed and classic members remain, or a classic JoinGroup with
+//     its instance id replaces it (static membership; then the group may
+//     have no other member), the group becomes a classic
 //     group (ClassicGroup.fromConsumerGroup): Stable at the group epoch
 //     as generation, the protocol every member supports, each member's
 //     assignment its target encoded with the consumer protocol; then a
@@ -177,6 +179,60 @@ func (g *group) downgradableWithoutLocked(m *consumerMember) bool {
 		return false
 	}
 	return true
+}
+
+// replacedLastConsumerLocked returns the static member of the consumer
+// protocol that a classic JoinGroup replaces (no member id, the static
+// member's instance id) when it is the group's last member of that
+// protocol and the policy allows a downgrade: the join then downgrades
+// the group before it is served as a classic join (Kafka's
+// validateOnlineDowngradeWithReplacedMember). Nil otherwise.
+func (g *group) replacedLastConsumerLocked(req *kmsg.JoinGroupRequest) *consumerMember {
+	cg := g.consumer
+	if req.MemberID != "" || req.InstanceID == nil {
+		return nil
+	}
+	id, ok := cg.static[*req.InstanceID]
+	if !ok {
+		return nil
+	}
+	replaced := cg.members[id]
+	if replaced == nil || replaced.classic != nil {
+		return nil
+	}
+	for _, o := range cg.members {
+		if o != replaced && o.classic == nil {
+			return nil
+		}
+	}
+	if !g.c.cfg.Consumer.downgradeEnabled() {
+		g.c.cfg.Logger.Info("group: consumer group not downgraded to a classic group: group.consumer.migration.policy", "group", g.id, "policy", g.c.cfg.Consumer.MigrationPolicy)
+		return nil
+	}
+	return replaced
+}
+
+// downgradeForJoinLocked downgrades the group for a classic join that
+// replaces its last static member of the consumer protocol: with classic
+// members left, as when that member leaves (downgradeLocked); alone, it
+// is removed and the empty group becomes a classic one on the join
+// (joinLocked). It returns a nonzero code when the downgrade's records
+// could not be appended.
+func (g *group) downgradeForJoinLocked(replaced *consumerMember) int16 {
+	if len(g.consumer.members) == 1 {
+		g.fenceConsumerMemberLocked(replaced)
+		return 0
+	}
+	code, wait := g.appendLocked(g.downgradeLocked(replaced), nil)
+	if code != 0 {
+		return code
+	}
+	go func() {
+		if err := <-wait; err != nil {
+			g.c.cfg.Logger.Warn("group: writing the downgrade of a consumer group failed", "group", g.id, "err", err)
+		}
+	}()
+	return 0
 }
 
 // downgradeLocked removes the leaving member and makes the consumer group

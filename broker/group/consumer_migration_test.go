@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/segment"
+	"github.com/stratastream/strata/segment/poll"
 )
 
 // classicSim is a classic consumer (JoinGroup, SyncGroup, Heartbeat) that
@@ -683,4 +684,84 @@ func TestConsumerGroupRegexAuthorization(t *testing.T) {
 	if len(alice.owned) != 5 {
 		t.Fatalf("with every topic allowed alice owns %d partitions, want 5", len(alice.owned))
 	}
+}
+
+// TestConsumerGroupStaticClassicReplacementDowngrades: a classic JoinGroup
+// with no member id and the instance id of the group's last KIP-848
+// member (a static member restarted with the classic protocol) makes the
+// group a classic one in which it replaces that member: alone, the join
+// completes at once with it leading; beside a classic member, both are
+// members of the classic group that rebalances.
+func TestConsumerGroupStaticClassicReplacementDowngrades(t *testing.T) {
+	staticJoin := func(e *env, topics *topicSet, group, inst string) *kmsg.JoinGroupRequest {
+		c := &classicSim{e: e, topics: topics, group: group, subscribe: []string{"t"}, owned: partitionSet{}, cooperative: true}
+		r := c.joinRequest()
+		r.InstanceID = kmsg.StringPtr(inst)
+		return r
+	}
+	t.Run("alone", func(t *testing.T) {
+		topics := newTopicSet()
+		topics.set("t", 4)
+		e := newConsumerEnv(t, topics, nil)
+		c := newSim(e, "g", "c", "t")
+		c.instance = kmsg.StringPtr("i1")
+		c.mustBeat(t)
+		r := answered(t, e, e.goJoin(e.ctx("c2"), staticJoin(e, topics, "g", "i1")))
+		if r.ErrorCode != 0 || r.LeaderID == "" || r.LeaderID != r.MemberID {
+			t.Fatalf("static classic join: %s, leader %q, member %q; want it to lead", errName(r.ErrorCode), r.LeaderID, r.MemberID)
+		}
+		if typ := groupType(t, e, "g"); typ != "classic" {
+			t.Fatalf("ListGroups type %s after the replacement, want classic", typ)
+		}
+		if code := c.beat(); code == 0 {
+			t.Fatal("the replaced KIP-848 member's heartbeat was accepted")
+		}
+	})
+	t.Run("beside a classic member", func(t *testing.T) {
+		topics := newTopicSet()
+		topics.set("t", 4)
+		e := newConsumerEnv(t, topics, nil)
+		c := newSim(e, "g", "c", "t")
+		c.instance = kmsg.StringPtr("i1")
+		c.mustBeat(t)
+		a := &classicSim{e: e, topics: topics, group: "g", subscribe: []string{"t"}, owned: partitionSet{}, cooperative: true}
+		if code := a.join(t); code != 0 {
+			t.Fatalf("classic join to the consumer group: %s", errName(code))
+		}
+		x := &mixed{t: t, sims: []*sim{c}, classic: []*classicSim{a}}
+		x.settle()
+		static := e.goJoin(e.ctx("c2"), staticJoin(e, topics, "g", "i1"))
+		poll.Until(t, 10*time.Second, "the group downgraded", func() bool { return groupType(t, e, "g") == "classic" })
+		// The classic member rejoins; the join phase completes with both.
+		r := answered(t, e, e.goJoin(e.ctx("a"), a.joinRequest()))
+		if r.ErrorCode != 0 {
+			t.Fatalf("classic member's rejoin: %s", errName(r.ErrorCode))
+		}
+		s := answered(t, e, static)
+		if s.ErrorCode != 0 || s.Generation != r.Generation {
+			t.Fatalf("static classic join: %s generation %d, want generation %d", errName(s.ErrorCode), s.Generation, r.Generation)
+		}
+		if d := e.describe("g"); len(d.Members) != 2 {
+			t.Fatalf("classic group with %d members after the replacement, want 2", len(d.Members))
+		}
+	})
+}
+
+// answered waits for a JoinGroup's answer, letting the initial rebalance
+// delay pass on a fake clock.
+func answered(t *testing.T, e *env, ch <-chan *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
+	t.Helper()
+	var r *kmsg.JoinGroupResponse
+	poll.Until(t, 30*time.Second, "the JoinGroup answered", func() bool {
+		if e.fakeTime {
+			e.clock.Advance(e.cfg.InitialRebalanceDelay)
+		}
+		select {
+		case r = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	return r
 }

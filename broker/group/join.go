@@ -89,6 +89,14 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 
 	g.mu.Lock()
 	if g.state != StateDead && g.consumer != nil && len(g.consumer.members) > 0 {
+		if replaced := g.replacedLastConsumerLocked(req); replaced != nil {
+			if code := g.downgradeForJoinLocked(replaced); code != 0 {
+				g.mu.Unlock()
+				return joinError(code, req.MemberID)
+			}
+		}
+	}
+	if g.state != StateDead && g.consumer != nil && len(g.consumer.members) > 0 {
 		// A classic member joins a consumer group (consumer_classic.go).
 		r, wait := g.classicJoinConsumerLocked(clientFrom(ctx), req, session, rebalance)
 		g.mu.Unlock()
