@@ -165,11 +165,17 @@ func (g *group) upgradeLocked() bool {
 // members remain, and the policy allows it (Kafka's
 // validateOnlineDowngradeWithFencedMember).
 func (g *group) downgradableWithoutLocked(m *consumerMember) bool {
-	cg := g.consumer
-	if m.classic != nil || len(cg.members) <= 1 {
+	return len(g.consumer.members) > 1 && g.lastConsumerMayGoLocked(m)
+}
+
+// lastConsumerMayGoLocked reports whether m is the group's only member of
+// the consumer protocol (every other one is classic) and the policy lets
+// the group downgrade when it goes.
+func (g *group) lastConsumerMayGoLocked(m *consumerMember) bool {
+	if m.classic != nil {
 		return false
 	}
-	for _, o := range cg.members {
+	for _, o := range g.consumer.members {
 		if o != m && o.classic == nil {
 			return false
 		}
@@ -196,20 +202,10 @@ func (g *group) replacedLastConsumerLocked(req *kmsg.JoinGroupRequest) *consumer
 	if !ok {
 		return nil
 	}
-	replaced := cg.members[id]
-	if replaced == nil || replaced.classic != nil {
-		return nil
+	if replaced := cg.members[id]; replaced != nil && g.lastConsumerMayGoLocked(replaced) {
+		return replaced
 	}
-	for _, o := range cg.members {
-		if o != replaced && o.classic == nil {
-			return nil
-		}
-	}
-	if !g.c.cfg.Consumer.downgradeEnabled() {
-		g.c.cfg.Logger.Info("group: consumer group not downgraded to a classic group: group.consumer.migration.policy", "group", g.id, "policy", g.c.cfg.Consumer.MigrationPolicy)
-		return nil
-	}
-	return replaced
+	return nil
 }
 
 // downgradeForJoinLocked downgrades the group for a classic join that
