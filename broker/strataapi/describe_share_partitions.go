@@ -27,11 +27,7 @@ type DescribeSharePartitionsRequest struct {
 }
 
 // DescribeSharePartitionsRequestTopic is one topic of the request.
-type DescribeSharePartitionsRequestTopic struct {
-	Topic string
-	// Partitions empty: every partition of the topic this broker leads.
-	Partitions []int32
-}
+type DescribeSharePartitionsRequestTopic = RequestTopic
 
 // DescribeSharePartitionsResponse is the answer (doc.go has the
 // encoding).
@@ -92,15 +88,7 @@ func (r *DescribeSharePartitionsRequest) ResponseKind() kmsg.Response {
 // AppendTo appends the request body.
 func (r *DescribeSharePartitionsRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, r.GroupID)
-	dst = kbin.AppendCompactNullableArrayLen(dst, len(r.Topics), r.Topics == nil)
-	for _, t := range r.Topics {
-		dst = kbin.AppendCompactString(dst, t.Topic)
-		dst = kbin.AppendCompactArrayLen(dst, len(t.Partitions))
-		for _, p := range t.Partitions {
-			dst = kbin.AppendInt32(dst, p)
-		}
-		dst = kbin.AppendUvarint(dst, 0) // no tagged fields
-	}
+	dst = appendRequestTopics(dst, r.Topics)
 	return kbin.AppendUvarint(dst, 0)
 }
 
@@ -112,26 +100,9 @@ func (r *DescribeSharePartitionsRequest) ReadFrom(src []byte) error {
 	}
 	b := kbin.Reader{Src: src}
 	r.GroupID = b.CompactString()
-	n, ok := arrayLen(&b)
-	if !ok {
-		return fmt.Errorf("%w: topics", ErrMalformed)
-	}
-	r.Topics = nil
-	if n >= 0 {
-		r.Topics = make([]DescribeSharePartitionsRequestTopic, n)
-	}
-	for i := range r.Topics {
-		t := &r.Topics[i]
-		t.Topic = b.CompactString()
-		np, ok := arrayLen(&b)
-		if !ok || np < 0 || np > len(b.Src)/4 {
-			return fmt.Errorf("%w: partitions of topic %d", ErrMalformed, i)
-		}
-		t.Partitions = make([]int32, np)
-		for j := range t.Partitions {
-			t.Partitions[j] = b.Int32()
-		}
-		kmsg.SkipTags(&b)
+	var err error
+	if r.Topics, err = readRequestTopics(&b); err != nil {
+		return err
 	}
 	kmsg.SkipTags(&b)
 	return complete(&b)

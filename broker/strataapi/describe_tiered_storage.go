@@ -40,11 +40,7 @@ type DescribeTieredStorageRequest struct {
 }
 
 // DescribeTieredStorageRequestTopic is one topic of the request.
-type DescribeTieredStorageRequestTopic struct {
-	Topic string
-	// Partitions empty: every partition of the topic this broker leads.
-	Partitions []int32
-}
+type DescribeTieredStorageRequestTopic = RequestTopic
 
 // DescribeTieredStorageResponse is the answer (doc.go has the encoding).
 type DescribeTieredStorageResponse struct {
@@ -111,15 +107,7 @@ func (r *DescribeTieredStorageRequest) ResponseKind() kmsg.Response {
 
 // AppendTo appends the request body.
 func (r *DescribeTieredStorageRequest) AppendTo(dst []byte) []byte {
-	dst = kbin.AppendCompactNullableArrayLen(dst, len(r.Topics), r.Topics == nil)
-	for _, t := range r.Topics {
-		dst = kbin.AppendCompactString(dst, t.Topic)
-		dst = kbin.AppendCompactArrayLen(dst, len(t.Partitions))
-		for _, p := range t.Partitions {
-			dst = kbin.AppendInt32(dst, p)
-		}
-		dst = kbin.AppendUvarint(dst, 0) // no tagged fields
-	}
+	dst = appendRequestTopics(dst, r.Topics)
 	return kbin.AppendUvarint(dst, 0)
 }
 
@@ -130,26 +118,9 @@ func (r *DescribeTieredStorageRequest) ReadFrom(src []byte) error {
 		return fmt.Errorf("%w: DescribeTieredStorage version %d", ErrMalformed, r.Version)
 	}
 	b := kbin.Reader{Src: src}
-	n, ok := arrayLen(&b)
-	if !ok {
-		return fmt.Errorf("%w: topics", ErrMalformed)
-	}
-	r.Topics = nil
-	if n >= 0 {
-		r.Topics = make([]DescribeTieredStorageRequestTopic, n)
-	}
-	for i := range r.Topics {
-		t := &r.Topics[i]
-		t.Topic = b.CompactString()
-		np, ok := arrayLen(&b)
-		if !ok || np < 0 || np > len(b.Src)/4 {
-			return fmt.Errorf("%w: partitions of topic %d", ErrMalformed, i)
-		}
-		t.Partitions = make([]int32, np)
-		for j := range t.Partitions {
-			t.Partitions[j] = b.Int32()
-		}
-		kmsg.SkipTags(&b)
+	var err error
+	if r.Topics, err = readRequestTopics(&b); err != nil {
+		return err
 	}
 	kmsg.SkipTags(&b)
 	return complete(&b)
@@ -243,25 +214,4 @@ func (r *DescribeTieredStorageResponse) ReadFrom(src []byte) error {
 	}
 	kmsg.SkipTags(&b)
 	return complete(&b)
-}
-
-// arrayLen reads a compact array length: -1 for null. It refuses a length
-// larger than the bytes left, as every element takes at least one byte.
-func arrayLen(b *kbin.Reader) (int, bool) {
-	n := int(b.CompactArrayLen())
-	if !b.Ok() || n < -1 || n > len(b.Src) {
-		return 0, false
-	}
-	return n, true
-}
-
-// complete checks that b decoded without error and used all its bytes.
-func complete(b *kbin.Reader) error {
-	if !b.Ok() {
-		return fmt.Errorf("%w: truncated", ErrMalformed)
-	}
-	if len(b.Src) != 0 {
-		return fmt.Errorf("%w: %d bytes after the message", ErrMalformed, len(b.Src))
-	}
-	return nil
 }
