@@ -229,7 +229,7 @@ func main() {
 	flag.DurationVar(&o.shareWork, "share-work", 100*time.Microsecond, "scenario 8: every consumer's wait per record it got (its stand-in for work)")
 	flag.DurationVar(&o.shareLock, "share-lock", 2*time.Second, "scenario 8: group.share.record.lock.duration.ms of the redelivery rounds")
 	flag.IntVar(&o.shareRounds, "share-rounds", 10, "scenario 8: redelivery rounds of 10 records")
-	flag.Int64Var(&o.shareReplayBytes, "share-replay-bytes", 128<<20, "scenario 8: bytes of 1 KiB records in the cold replay's topic (all in MinIO), drained by a classic consumer and by share groups of 1 and 4")
+	flag.Int64Var(&o.shareReplayBytes, "share-replay-bytes", 512<<20, "scenario 8: bytes of 1 KiB records in the cold replay's topic (all in MinIO), drained by a classic consumer and by share groups of 1 and 4")
 	flag.Int64Var(&o.floorBytes, "floor-bytes", 2<<30, "bytes of each run of the CPU floor (bench/floor: socket read + pwrite + CRC-32C), the reference of the CPU s/GB figures")
 	flag.IntVar(&o.floorRepeat, "floor-repeat", 3, "runs of the CPU floor (the least CPU per GB is the floor)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
