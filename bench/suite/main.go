@@ -36,7 +36,10 @@
 //     same with tiering off (a full copy) (catchup.go);
 //  8. share groups of 1, 4 and 16 consumers on one partition: records/s
 //     accepted against a classic group's one consumer, and redelivery
-//     latency after a lock timeout against the lock (sharequeue.go).
+//     latency after a lock timeout against the lock (sharequeue.go); a
+//     cold replay of a topic whose history is only in MinIO by share
+//     groups of 1 and 4 against a classic consumer from offset 0
+//     (sharereplay.go).
 //
 // Broker CPU seconds per GB (user+system from /proc over the measured
 // run) of produce RF 1, each RF 3 follower, the page-cache consume and the
@@ -115,6 +118,9 @@ type options struct {
 	shareWork    time.Duration
 	shareLock    time.Duration
 	shareRounds  int
+	// shareReplayBytes is the size of the cold replay's topic
+	// (sharereplay.go).
+	shareReplayBytes int64
 
 	floorBytes  int64
 	floorRepeat int
@@ -146,7 +152,7 @@ var quickDefaults = map[string]string{
 	"replay-quotas": "unlimited",
 	"scale-levels":  "0.25,0.5,1", "scale-measure": "300000", "scale-repeat": "2", "scale-tail": "4s", "scale-segment-bytes": "16777216",
 	"catchup-bucket-bytes": "1073741824", "catchup-local-bytes": "67108864", "catchup-segment-bytes": "16777216", "catchup-repeat": "2",
-	"share-records": "20000", "share-rounds": "5",
+	"share-records": "20000", "share-rounds": "5", "share-replay-bytes": "33554432",
 	"floor-bytes": "1073741824", "budget": "4m30s",
 }
 
@@ -223,6 +229,7 @@ func main() {
 	flag.DurationVar(&o.shareWork, "share-work", 100*time.Microsecond, "scenario 8: every consumer's wait per record it got (its stand-in for work)")
 	flag.DurationVar(&o.shareLock, "share-lock", 2*time.Second, "scenario 8: group.share.record.lock.duration.ms of the redelivery rounds")
 	flag.IntVar(&o.shareRounds, "share-rounds", 10, "scenario 8: redelivery rounds of 10 records")
+	flag.Int64Var(&o.shareReplayBytes, "share-replay-bytes", 512<<20, "scenario 8: bytes of 1 KiB records in the cold replay's topic (all in MinIO), drained by a classic consumer and by share groups of 1 and 4")
 	flag.Int64Var(&o.floorBytes, "floor-bytes", 2<<30, "bytes of each run of the CPU floor (bench/floor: socket read + pwrite + CRC-32C), the reference of the CPU s/GB figures")
 	flag.IntVar(&o.floorRepeat, "floor-repeat", 3, "runs of the CPU floor (the least CPU per GB is the floor)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
@@ -356,7 +363,7 @@ func run(ctx context.Context, o options) error {
 		{5, "Tail-consumer latency during the replays of scenario 4, against no replay", 0.02, r.s5},
 		{6, "Produce and tail latency at growing retained size (tiny local retention, the rest in MinIO)", 0.40, r.s6},
 		{7, "Adding a replica to a partition mostly in the bucket, against a full copy with tiering off", 0.35, r.s7},
-		{8, "Share groups on one partition: 1, 4 and 16 consumers against a classic group's one; redelivery after a lock timeout", 0.10, r.s8},
+		{8, "Share groups on one partition: 1, 4 and 16 consumers against a classic group's one; redelivery after a lock timeout; cold replay from MinIO against a classic consumer", 0.10, r.s8},
 	}
 	for _, sc := range all {
 		if o.only != "" && !slices.Contains(strings.Split(o.only, ","), strconv.Itoa(sc.id)) {

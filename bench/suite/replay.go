@@ -367,7 +367,7 @@ func (r *runner) replaySteps(ctx context.Context, s *scenario, o replayOptions, 
 	}
 	logf("  waiting until the bucket holds the whole log and local logs are trimmed")
 	t0 := time.Now()
-	ms, local, err := waitTiered(ctx, adm, mc, b.dir, records, replayStepTimeout)
+	ms, local, err := waitTiered(ctx, adm, mc, tieredTopic{replayBucket, replayTopic, replayPartitions}, b.dir, records, replayStepTimeout)
 	if err != nil {
 		return err
 	}
@@ -654,16 +654,22 @@ func fetchTrace(url, path string) error {
 	return f.Close()
 }
 
+// tieredTopic names a topic whose whole log is to be in a bucket.
+type tieredTopic struct {
+	bucket, topic string
+	partitions    int32
+}
+
 // waitTiered waits until every partition's manifest ends at its log end
 // offset (everything uploaded, the active segment empty), the remote log
 // starts at 0, ListOffsets earliest says 0, and the partition's local
 // directory holds one .log file (the active segment). It returns the
 // manifests and the bytes of local .log files.
-func waitTiered(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDir string, records int64, timeout time.Duration) ([]*tiering.Manifest, int64, error) {
+func waitTiered(ctx context.Context, adm *kadm.Client, mc *minio.Client, tt tieredTopic, dataDir string, records int64, timeout time.Duration) ([]*tiering.Manifest, int64, error) {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		ms, local, why, err := tieredState(ctx, adm, mc, dataDir, records)
+		ms, local, why, err := tieredState(ctx, adm, mc, tt, dataDir, records)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -681,22 +687,22 @@ func waitTiered(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDir
 	}
 }
 
-// tieredState reads the replay topic's manifests and offsets; why says
-// what is not tiered yet (empty when everything is).
-func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDir string, records int64) (ms []*tiering.Manifest, local int64, why string, err error) {
-	earliest, err := listOffsets(ctx, adm, replayTopic, false)
+// tieredState reads the topic's manifests and offsets; why says what is
+// not tiered yet (empty when everything is).
+func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, tt tieredTopic, dataDir string, records int64) (ms []*tiering.Manifest, local int64, why string, err error) {
+	earliest, err := listOffsets(ctx, adm, tt.topic, false)
 	if err != nil {
 		return nil, 0, "", err
 	}
-	latest, err := listOffsets(ctx, adm, replayTopic, true)
+	latest, err := listOffsets(ctx, adm, tt.topic, true)
 	if err != nil {
 		return nil, 0, "", err
 	}
-	md, err := adm.Metadata(ctx, replayTopic)
+	md, err := adm.Metadata(ctx, tt.topic)
 	if err != nil {
 		return nil, 0, "", err
 	}
-	topicID := coord.TopicID(md.Topics[replayTopic].ID).String()
+	topicID := coord.TopicID(md.Topics[tt.topic].ID).String()
 	var sum int64
 	for _, v := range latest {
 		sum += v
@@ -705,8 +711,8 @@ func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDi
 		return nil, 0, "", fmt.Errorf("log end offsets sum to %d, produced %d", sum, records)
 	}
 	var whys []string
-	for p := range int32(replayPartitions) {
-		obj, err := mc.GetObject(ctx, replayBucket, tiering.ManifestKey(replayTopic, topicID, p), minio.GetObjectOptions{})
+	for p := range tt.partitions {
+		obj, err := mc.GetObject(ctx, tt.bucket, tiering.ManifestKey(tt.topic, topicID, p), minio.GetObjectOptions{})
 		var b []byte
 		if err == nil {
 			b, err = io.ReadAll(obj)
@@ -731,8 +737,8 @@ func tieredState(ctx context.Context, adm *kadm.Client, mc *minio.Client, dataDi
 			whys = append(whys, fmt.Sprintf("p%d: ListOffsets earliest %d", p, earliest[p]))
 		}
 	}
-	logs := localLogs(dataDir, replayTopic)
-	for p := range int32(replayPartitions) {
+	logs := localLogs(dataDir, tt.topic)
+	for p := range tt.partitions {
 		if n := logs.files[p]; n != 1 {
 			whys = append(whys, fmt.Sprintf("p%d: %d local .log files", p, n))
 		}

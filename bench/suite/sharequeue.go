@@ -23,7 +23,10 @@ import (
 // got (as a consumer calling out to another service would), so more
 // share consumers can help until the partition's leader is the bound.
 // Redelivery latency is the time from a record's lock expiry to its
-// delivery to another consumer, against the lock duration.
+// delivery to another consumer, against the lock duration. The cold
+// replay (sharereplay.go) drains a topic whose history is only in MinIO
+// with share groups of 1 and 4, against a classic consumer from offset
+// 0, each from a cold chunk cache.
 
 // shareBatch is the records a share consumer acquires per fetch. With
 // ShareMaxRecordsStrict it fetches only when it polls, so it holds at
@@ -35,11 +38,20 @@ const shareBatch = 100
 // shareResult is one throughput run.
 type shareResult struct {
 	Label       string  `json:"label"`
+	Group       string  `json:"group"` // "classic" or "share"
 	Consumers   int     `json:"consumers"`
 	Records     int     `json:"records"`
 	Deliveries  int64   `json:"deliveries"`
-	Seconds     float64 `json:"seconds"`
+	Bytes       int64   `json:"bytes"`   // keys and values of the distinct records
+	Seconds     float64 `json:"seconds"` // from the first record polled
 	RecordsPerS float64 `json:"records_per_s"`
+	MBPerS      float64 `json:"mb_per_s"`
+	// FirstRecordS is the time from the clients' creation to the first
+	// record polled.
+	FirstRecordS float64 `json:"first_record_s"`
+	// CacheMisses is the broker's chunk cache misses for the topic over
+	// the run (the cold replay's; zero otherwise).
+	CacheMisses int64 `json:"cache_misses,omitempty"`
 }
 
 // redeliveryResult is the redelivery measurement.
@@ -62,7 +74,7 @@ func (r *runner) s8(ctx context.Context, s *scenario) error {
 	defer b.stop()
 	n := int(r.o.shareRecords)
 	const topic = "s8-queue"
-	if err := shareProduce(ctx, b.addr, topic, 0, n); err != nil {
+	if err := shareProduce(ctx, b.addr, topic, 0, n, shareRecordSize, nil); err != nil {
 		return err
 	}
 	for i, consumers := range []int{1, 4, 16} {
@@ -72,7 +84,7 @@ func (r *runner) s8(ctx context.Context, s *scenario) error {
 			continue
 		}
 		s.raw(fmt.Sprintf("s8-classic-%d", i+1), classic)
-		shared, err := shareConsume(ctx, b.addr, topic, fmt.Sprintf("s8-share-%d", consumers), consumers, n, r.o.shareWork)
+		shared, err := shareConsume(ctx, b.addr, topic, fmt.Sprintf("s8-share-%d", consumers), consumers, n, shareBatch, r.o.shareWork)
 		if err != nil {
 			s.fail(fmt.Sprintf("share group of %d", consumers), err)
 			continue
@@ -82,10 +94,12 @@ func (r *runner) s8(ctx context.Context, s *scenario) error {
 		f := s.figure(fmt.Sprintf("share group, %d consumer(s) on one partition, records/s accepted ÷ a classic group's one consumer", consumers), "records/s", nil)
 		f.setIf(shared.RecordsPerS)
 		f.ref("a classic group's one consumer of the same topic, the same work per record, in the same run", classic.RecordsPerS)
-		s.row(fmt.Sprintf("share, %d consumer(s)", consumers), fmt.Sprintf("%d records, %d deliveries", shared.Records, shared.Deliveries), shared.RecordsPerS, shared.Seconds)
-		s.row("classic, 1 consumer", fmt.Sprintf("%d records", classic.Records), classic.RecordsPerS, classic.Seconds)
+		s.row(fmt.Sprintf("share, %d consumer(s)", consumers), fmt.Sprintf("%d records, %d deliveries", shared.Records, shared.Deliveries), shared.RecordsPerS, shared.MBPerS, shared.Seconds)
+		s.row("classic, 1 consumer", fmt.Sprintf("%d records", classic.Records), classic.RecordsPerS, classic.MBPerS, classic.Seconds)
 	}
-	s.RowHeader = []string{"group", "records", "records/s", "seconds"}
+	s.RowHeader = []string{"group", "records", "records/s", "MB/s", "seconds"}
+
+	r.s8ColdReplay(ctx, s)
 
 	red, err := shareRedelivery(ctx, b.addr, "s8-redeliver", lock, r.o.shareRounds)
 	if err != nil {
@@ -106,11 +120,16 @@ func (r *runner) s8(ctx context.Context, s *scenario) error {
 	return nil
 }
 
-// shareProduce produces n records of 100 B to a new one-partition topic
-// (created when from is 0) with acks=all, in batches of at most 16 KiB
-// (the Java producer's batch.size): a share fetch acquires whole
-// batches, so one batch of the whole topic would go to one consumer.
-func shareProduce(ctx context.Context, addr, topic string, from, n int) error {
+// shareRecordSize is the value size of the throughput runs' records.
+const shareRecordSize = 100
+
+// shareProduce produces n records of size bytes (the value is the
+// record's number, padded with zeros) to a new one-partition topic
+// (created with configs when from is 0) with acks=all, in batches of at
+// most 16 KiB (the Java producer's batch.size): a share fetch acquires
+// whole batches, so one batch of the whole topic would go to one
+// consumer.
+func shareProduce(ctx context.Context, addr, topic string, from, n, size int, configs map[string]string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(16384))
 	if err != nil {
 		return err
@@ -120,6 +139,11 @@ func shareProduce(ctx context.Context, addr, topic string, from, n int) error {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+		for k, v := range configs {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, c)
+		}
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
@@ -129,7 +153,7 @@ func shareProduce(ctx context.Context, addr, topic string, from, n int) error {
 			return fmt.Errorf("create %s: %w", topic, err)
 		}
 	}
-	val := make([]byte, 100)
+	val := make([]byte, size)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for i := from; i < from+n; i++ {
@@ -158,10 +182,14 @@ func work(records int, per time.Duration) {
 }
 
 // classicConsume reads n records of topic with one classic group
-// consumer from the start.
+// consumer from the start; with no group, with a consumer of partition 0
+// from offset 0 (no group to join).
 func classicConsume(ctx context.Context, addr, topic, group string, n int, per time.Duration) (*shareResult, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
+	consume := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit()}
+	if group == "" {
+		consume = []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}})}
+	}
+	cl, err := kgo.NewClient(append(consume, kgo.SeedBrokers(addr), kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +197,9 @@ func classicConsume(ctx context.Context, addr, topic, group string, n int, per t
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	got := 0
+	var bytes int64
 	var start time.Time
+	began := time.Now()
 	for got < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -180,10 +210,16 @@ func classicConsume(ctx context.Context, addr, topic, group string, n int, per t
 			start = time.Now()
 		}
 		got += k
+		fs.EachRecord(func(r *kgo.Record) { bytes += int64(len(r.Key) + len(r.Value)) })
 		work(k, per)
 	}
 	secs := time.Since(start).Seconds()
-	return &shareResult{Label: group, Consumers: 1, Records: got, Deliveries: int64(got), Seconds: secs, RecordsPerS: float64(got) / secs}, nil
+	label := group
+	if label == "" {
+		label = "partition consumer of " + topic
+	}
+	return &shareResult{Label: label, Group: "classic", Consumers: 1, Records: got, Deliveries: int64(got), Bytes: bytes, Seconds: secs,
+		RecordsPerS: float64(got) / secs, MBPerS: float64(bytes) / secs / 1e6, FirstRecordS: start.Sub(began).Seconds()}, nil
 }
 
 // setShareEarliest sets share.auto.offset.reset=earliest on group.
@@ -203,10 +239,10 @@ func setShareEarliest(ctx context.Context, cl *kgo.Client, group string) error {
 }
 
 // shareConsume accepts the n records of topic with a share group of
-// consumers members and measures from the first record polled until
-// every record was delivered and every member's acknowledgements were
-// flushed.
-func shareConsume(ctx context.Context, addr, topic, group string, consumers, n int, per time.Duration) (*shareResult, error) {
+// consumers members, each fetching at most batch records and only when
+// it polls, and measures from the first record polled until every
+// record was delivered and every member's acknowledgements were flushed.
+func shareConsume(ctx context.Context, addr, topic, group string, consumers, n int, batch int32, per time.Duration) (*shareResult, error) {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return nil, err
@@ -222,6 +258,7 @@ func shareConsume(ctx context.Context, addr, topic, group string, consumers, n i
 		seen       = make([]bool, n)
 		distinct   int
 		deliveries int64
+		bytes      int64
 		start      time.Time
 		all        = make(chan struct{})
 	)
@@ -229,7 +266,7 @@ func shareConsume(ctx context.Context, addr, topic, group string, consumers, n i
 	clients := make([]*kgo.Client, consumers)
 	for i := range clients {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.ShareMaxRecords(shareBatch), kgo.ShareMaxRecordsStrict())
+			kgo.ShareMaxRecords(batch), kgo.ShareMaxRecordsStrict())
 		if err != nil {
 			return nil, err
 		}
@@ -238,6 +275,7 @@ func shareConsume(ctx context.Context, addr, topic, group string, consumers, n i
 	}
 	pollCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	began := time.Now()
 	for _, cl := range clients {
 		wg.Add(1)
 		go func() {
@@ -254,6 +292,7 @@ func shareConsume(ctx context.Context, addr, topic, group string, consumers, n i
 					if i, err := strconv.Atoi(string(trimZeros(r.Value))); err == nil && i >= 0 && i < n && !seen[i] {
 						seen[i] = true
 						distinct++
+						bytes += int64(len(r.Key) + len(r.Value))
 						if distinct == n {
 							close(all)
 						}
@@ -282,7 +321,8 @@ func shareConsume(ctx context.Context, addr, topic, group string, consumers, n i
 		}
 	}
 	secs := time.Since(start).Seconds()
-	return &shareResult{Label: group, Consumers: consumers, Records: n, Deliveries: deliveries, Seconds: secs, RecordsPerS: float64(n) / secs}, nil
+	return &shareResult{Label: group, Group: "share", Consumers: consumers, Records: n, Deliveries: deliveries, Bytes: bytes, Seconds: secs,
+		RecordsPerS: float64(n) / secs, MBPerS: float64(bytes) / secs / 1e6, FirstRecordS: start.Sub(began).Seconds()}, nil
 }
 
 // trimZeros cuts a value at its first NUL byte.
@@ -305,7 +345,7 @@ func shareRedelivery(ctx context.Context, addr, topic string, lock time.Duration
 	if err := setShareEarliest(ctx, admin, group); err != nil {
 		return nil, err
 	}
-	if err := shareProduce(ctx, addr, topic, 0, 0); err != nil {
+	if err := shareProduce(ctx, addr, topic, 0, 0, shareRecordSize, nil); err != nil {
 		return nil, err
 	}
 	newConsumer := func() (*kgo.Client, error) {
@@ -325,7 +365,7 @@ func shareRedelivery(ctx context.Context, addr, topic string, lock time.Duration
 	out := &redeliveryResult{LockMs: lock.Milliseconds(), Rounds: rounds}
 	var rtts []float64
 	for round := range rounds {
-		if err := shareProduce(ctx, addr, topic, round*per+1, per); err != nil {
+		if err := shareProduce(ctx, addr, topic, round*per+1, per, shareRecordSize, nil); err != nil {
 			return nil, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second+2*lock)
