@@ -250,7 +250,7 @@ func (s *Server) readDeadLetterOriginals(p *partition, letters []share.DeadLette
 	out := map[int64]segment.Record{}
 	last := letters[len(letters)-1].Offset
 	for from := max(letters[0].Offset, p.logStart()); from <= last; {
-		batches, err := s.shareRead(p, from, last+1, dlqReadBytes)
+		batches, err := s.shareRead(p, from, last+1, dlqReadBytes, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -236,20 +236,36 @@ type shareBatch struct {
 	transactional bool
 }
 
-// shareRead reads whole batches of p from offset from, below upTo, about
-// maxBytes of them (at least one batch), through the fetch path: local
-// segments, or the bucket for offsets only there.
-func (s *Server) shareRead(p *partition, from, upTo int64, maxBytes int) ([]shareBatch, error) {
+// shareReadStep bounds one read of a share fetch's pass over the log: a
+// share fetch acquires at most MaxRecords records (500 by default), far
+// fewer than the MaxBytes a client allows (franz-go: 50 MiB), so the
+// pass reads in steps and stops once it holds enough records.
+const shareReadStep = 256 << 10
+
+// shareRead reads whole batches of p from offset from, below upTo,
+// through the fetch path (local segments, or the bucket for offsets only
+// there): at least one batch, at most about maxBytes, and, when
+// maxRecords > 0, no more once the batches read hold maxRecords offsets
+// from from on (a read of what a MaxRecords acquisition needs, not of
+// MaxBytes: reading a whole remote chunk per share fetch of 500 records
+// made a share group drain tiered history at a twentieth of a classic
+// consumer's rate).
+func (s *Server) shareRead(p *partition, from, upTo int64, maxBytes, maxRecords int) ([]shareBatch, error) {
 	var out []shareBatch
 	var remote remotePass // a remote read held back (quota, pool) ends the read: the share fetch finds nothing new and waits
 	read := 0
-	for off := from; off < upTo && (read == 0 || read < maxBytes); {
+	held := int64(0) // offsets from from on in the batches read
+	for off := from; off < upTo && (read == 0 || read < maxBytes) && (maxRecords <= 0 || held < int64(maxRecords)); {
 		var pr fetchPartResult
-		sl, err := s.readPartition(&remote, p, off, max(maxBytes-read, 1), upTo, &pr)
+		sl, err := s.readPartition(&remote, p, off, max(min(maxBytes-read, shareReadStep), 1), upTo, &pr)
 		if err == nil && sl.Size > 0 {
 			buf := make([]byte, sl.Size)
 			if _, err = sl.File.ReadAt(buf, sl.Pos); err == nil {
+				n := len(out)
 				out = appendShareBatches(out, buf, from)
+				for _, b := range out[n:] {
+					held += b.Last - max(b.Base, from) + 1
+				}
 				read += len(buf)
 			}
 		}
@@ -305,7 +321,7 @@ func (s *Server) shareAcquire(t shareTarget, member string, maxRecords int, stri
 	if from >= upTo {
 		return nil, nil, nil
 	}
-	batches, err := s.shareRead(t.p, from, upTo, maxBytes)
+	batches, err := s.shareRead(t.p, from, upTo, maxBytes, maxRecords)
 	if err != nil || len(batches) == 0 {
 		return nil, nil, err
 	}
