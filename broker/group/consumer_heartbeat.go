@@ -72,7 +72,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 	code, wait := g.consumerHeartbeatLocked(ctx, req, resp)
 	g.mu.Unlock()
 	if code == 0 {
-		code = awaitConsumerStore(ctx.Done(), wait)
+		code = AwaitStore(ctx.Done(), wait)
 	}
 	if code != 0 {
 		// The state changed in memory but the log does not hold it:

@@ -247,9 +247,11 @@ func (g *group) restoreConsumerLocked(cr *consumerReplay) {
 	}
 }
 
-// awaitConsumerStore waits for a heartbeat's records: NOT_COORDINATOR if
-// the append failed, REQUEST_TIMED_OUT if the request was abandoned.
-func awaitConsumerStore(done <-chan struct{}, wait chan error) int16 {
+// AwaitStore waits for the append of a group's records that a request's
+// answer depends on (a consumer group's here, a share group's in package
+// share): NOT_COORDINATOR if the append failed, REQUEST_TIMED_OUT if the
+// request was abandoned first (done closed); nil wait: nothing to wait for.
+func AwaitStore(done <-chan struct{}, wait <-chan error) int16 {
 	if wait == nil {
 		return 0
 	}

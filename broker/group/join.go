@@ -100,7 +100,7 @@ func (c *Coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) join
 		// A classic member joins a consumer group (consumer_classic.go).
 		r, wait := g.classicJoinConsumerLocked(clientFrom(ctx), req, session, rebalance)
 		g.mu.Unlock()
-		if code := awaitConsumerStore(ctx.Done(), wait); code != 0 {
+		if code := AwaitStore(ctx.Done(), wait); code != 0 {
 			return joinError(code, r.memberID)
 		}
 		return r

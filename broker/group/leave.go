@@ -88,7 +88,7 @@ func (c *Coordinator) leave(groupID string, leaving []kmsg.LeaveGroupRequestMemb
 		code, wait := g.storeConsumerLocked()
 		g.mu.Unlock()
 		if code == 0 {
-			code = awaitConsumerStore(nil, wait)
+			code = AwaitStore(nil, wait)
 		}
 		if code != 0 {
 			return code, nil

@@ -119,29 +119,12 @@ func (g *shareGroup) stateLocked() string {
 // as a consumer group's does).
 func (gs *Groups) Heartbeat(ctx context.Context, req *kmsg.ShareGroupHeartbeatRequest, clientID, clientHost string, topics Topics) *kmsg.ShareGroupHeartbeatResponse {
 	resp, wait := gs.heartbeat(req, clientID, clientHost, topics)
-	if code := awaitStore(ctx, wait); code != 0 {
+	if code := group.AwaitStore(ctx.Done(), wait); code != 0 {
 		out := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 		out.HeartbeatIntervalMillis, out.ErrorCode = resp.HeartbeatIntervalMillis, code
 		return out
 	}
 	return resp
-}
-
-// awaitStore waits for a store's append: NOT_COORDINATOR if it failed,
-// REQUEST_TIMED_OUT if ctx ended first.
-func awaitStore(ctx context.Context, wait <-chan error) int16 {
-	if wait == nil {
-		return 0
-	}
-	select {
-	case err := <-wait:
-		if err != nil {
-			return kerr.NotCoordinator.Code
-		}
-		return 0
-	case <-ctx.Done():
-		return kerr.RequestTimedOut.Code
-	}
 }
 
 // heartbeat is Heartbeat up to the append it waits for.
@@ -443,7 +426,7 @@ func (gs *Groups) Delete(ctx context.Context, id string) int16 {
 	}
 	delete(gs.mu.groups, id)
 	gs.mu.Unlock()
-	return awaitStore(ctx, wait)
+	return group.AwaitStore(ctx.Done(), wait)
 }
 
 // Restore makes the share groups a loaded partition of __consumer_offsets
