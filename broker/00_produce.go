@@ -117,7 +117,12 @@ import (
 //   transaction.partition.verification.enable says) instead of being
 //   verified; its errors are the verification's. Otherwise as v11.
 
-func init() { register(0, 0, 12, handleProduce) }
+func init() {
+	register(0, 0, 12, handleProduce)
+	// The records are appended (a copy into the page cache) or copied
+	// by a conversion before handleProduce returns; nothing keeps them.
+	reuseFrames(0)
+}
 
 // hasTransactionalBatch reports whether the first batch of any partition's
 // records is transactional, the batch Kafka looks at

@@ -257,9 +257,11 @@ func (c *conn) readRequest(sizeBuf []byte) (req *request, n int, err error) {
 	}
 	req, err = parseRequest(frame)
 	if err != nil {
+		putFrameBuffer(frame)
 		mem.release(int64(size))
 		return nil, n, err
 	}
+	req.frame = frame
 	req.reserved = int64(size)
 	req.conn = c
 	return req, n, nil
@@ -288,6 +290,9 @@ func (c *conn) processLoop() {
 	}()
 	for req := range c.queue {
 		ok := c.process(req)
+		if ok && req.api != nil && req.api.reusesFrame {
+			putFrameBuffer(req.frame)
+		}
 		c.s.reqMem.release(req.reserved)
 		c.inflight.Add(-1)
 		if !ok {

@@ -129,6 +129,18 @@ func TestDelegationTokens(t *testing.T) {
 		t.Fatalf("max %v after issue, want delegation.token.max.lifetime.ms (7 days)", d)
 	}
 
+	// The token authenticates on the broker that made it at once.
+	if err := tokenPingErr(t, s1, tokenMech(tok, false)); err != nil {
+		t.Fatalf("the token on broker 1: %v", err)
+	}
+	// Broker 2 learns the token through ZooKeeper. Waited for before the
+	// token client produces: the partition's leader may be broker 2.
+	start := time.Now()
+	if !poll.For(30*time.Second, func() bool { return tokenPingErr(t, s2, tokenMech(tok, true)) == nil }) {
+		t.Fatal("broker 2 never accepted the token")
+	}
+	t.Logf("token created on broker 1 authenticated on broker 2 after %v", time.Since(start))
+
 	// The token client is alice: her ACLs let it produce and read.
 	tc := saslClient(t, s1, tokenMech(tok, false), kgo.DefaultProduceTopic("tok"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tok": {0: kgo.NewOffset().AtStart()}}))
@@ -145,12 +157,6 @@ func TestDelegationTokens(t *testing.T) {
 		t.Fatalf("carol's produce: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 
-	// Broker 2 learns the token through ZooKeeper.
-	start := time.Now()
-	if !poll.For(30*time.Second, func() bool { return tokenPingErr(t, s2, tokenMech(tok, true)) == nil }) {
-		t.Fatal("broker 2 never accepted the token")
-	}
-	t.Logf("token created on broker 1 authenticated on broker 2 after %v", time.Since(start))
 	tc2 := saslClient(t, s2, tokenMech(tok, true), kgo.DefaultProduceTopic("tok"))
 	if err := tc2.ProduceSync(ctx, kgo.StringRecord("by token on 2")).FirstErr(); err != nil {
 		t.Fatalf("produce with the token through broker 2: %v", err)

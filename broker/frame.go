@@ -40,6 +40,10 @@ type request struct {
 	unsupported bool
 	// size is the frame size, for accounting.
 	size int
+	// frame is the buffer the request was read into, which kreq
+	// aliases; conn.processLoop gives it back to the frame pool once the
+	// request is answered if api.reusesFrame.
+	frame []byte
 	// reserved is what the request holds of queued.max.request.bytes
 	// (conn.go), released once it is answered or dropped.
 	reserved int64
@@ -103,13 +107,19 @@ func readFrameSize(r io.Reader, sizeBuf []byte, max int32) (size int32, n int, e
 // frame and sends little of it holds at most frameGrowth times what it
 // sent (plus frameFirstChunk), and a frame that arrives whole is copied
 // at most 1/(frameGrowth-1) of its size on the way.
+//
+// The buffers come from the frame pool (frame_pool.go) and those it
+// outgrows go back to it; the caller may give the frame back with
+// putFrameBuffer once nothing reads it, or leave it to the garbage
+// collector.
 func readFrameBody(r io.Reader, size int32) ([]byte, error) {
-	buf := make([]byte, min(int(size), frameFirstChunk))
+	buf := getFrameBuffer(min(int(size), frameFirstChunk))
 	have := 0
 	for {
 		n, err := io.ReadFull(r, buf[have:])
 		have += n
 		if err != nil {
+			putFrameBuffer(buf)
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -118,8 +128,9 @@ func readFrameBody(r io.Reader, size int32) ([]byte, error) {
 		if have == int(size) {
 			return buf, nil
 		}
-		next := make([]byte, min(int(size), have*frameGrowth))
+		next := getFrameBuffer(min(int(size), have*frameGrowth))
 		copy(next, buf)
+		putFrameBuffer(buf)
 		buf = next
 	}
 }

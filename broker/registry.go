@@ -17,6 +17,8 @@ type api struct {
 	key      int16
 	min, max int16
 	handle   handlerFunc
+	// reusesFrame is set by reuseFrames.
+	reusesFrame bool
 }
 
 // apis is the registry, indexed by API key, filled by the init functions of
@@ -36,6 +38,16 @@ func register(key, min, max int16, handle handlerFunc) {
 		panic(fmt.Sprintf("broker: api key %d: kmsg knows versions up to %d, registered %d", key, kmsg.RequestForKey(key).MaxVersion(), max))
 	}
 	apis[key] = &api{key: key, min: min, max: max, handle: handle}
+}
+
+// reuseFrames marks the handler of key as keeping nothing of its
+// request's bytes once it has returned, so the request's frame goes back
+// to the frame pool (frame_pool.go) after the answer is written. Decoded
+// []byte fields alias the frame (kmsg's strings are copies): a handler
+// that keeps one, or hands it to a goroutine that outlives it, must not
+// be marked.
+func reuseFrames(key int16) {
+	apis[key].reusesFrame = true
 }
 
 // strataAPIs are Strata's own APIs (package strataapi), by key: served
