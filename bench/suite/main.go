@@ -122,8 +122,10 @@ type options struct {
 	// (sharereplay.go).
 	shareReplayBytes int64
 
-	floorBytes  int64
-	floorRepeat int
+	floorBytes int64
+	// fillPageCache: fillPageCache before scenario 1.
+	fillPageCache bool
+	floorRepeat   int
 
 	replayPerf      string
 	replayTrace     string
@@ -230,6 +232,7 @@ func main() {
 	flag.DurationVar(&o.shareLock, "share-lock", 2*time.Second, "scenario 8: group.share.record.lock.duration.ms of the redelivery rounds")
 	flag.IntVar(&o.shareRounds, "share-rounds", 10, "scenario 8: redelivery rounds of 10 records")
 	flag.Int64Var(&o.shareReplayBytes, "share-replay-bytes", 512<<20, "scenario 8: bytes of 1 KiB records in the cold replay's topic (all in MinIO), drained by a classic consumer and by share groups of 1 and 4")
+	flag.BoolVar(&o.fillPageCache, "fill-page-cache", true, "before scenario 1, fill the free memory with a file kept to the end, so log data reclaims page cache as on a long-running broker (bench/suite/pagecache.go)")
 	flag.Int64Var(&o.floorBytes, "floor-bytes", 2<<30, "bytes of each run of the CPU floor (bench/floor: socket read + pwrite + CRC-32C), the reference of the CPU s/GB figures")
 	flag.IntVar(&o.floorRepeat, "floor-repeat", 3, "runs of the CPU floor (the least CPU per GB is the floor)")
 	flag.DurationVar(&o.budget, "budget", 29*time.Minute, "bound on the whole run; scenario 6 stops growing early to fit it")
@@ -347,6 +350,10 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("building %s in %s: %v\n%s", p.pkg, cmd.Dir, err, out)
 		}
 		r.bins[p.name] = bin
+	}
+
+	if o.fillPageCache {
+		r.rep.PageCache = fillPageCache(ctx, tmp)
 	}
 
 	type scen struct {

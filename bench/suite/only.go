@@ -129,6 +129,7 @@ func scenarioSection(rep *report, s *scenario) string {
 	fmt.Fprintf(&b, "This run: %s %s, `go -C bench run ./suite %s`, %.0f s, results in `%s/`. Machine: %s.\n\n", rep.Mode, rep.Date, rep.Args, s.Seconds, rep.Out, rep.Machine)
 	b.WriteString(verdictLine(one) + "\n\n")
 	b.WriteString(floorLine(rep.Floor))
+	b.WriteString(pageCacheLine(rep.PageCache))
 	b.WriteString(goalsTable(one))
 	if len(s.Rows) > 0 && s.RowHeader != nil {
 		b.WriteString("\n| " + strings.Join(s.RowHeader, " | ") + " |\n|" + strings.Repeat("---|", len(s.RowHeader)) + "\n")

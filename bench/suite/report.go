@@ -27,8 +27,11 @@ type report struct {
 	Merged string `json:"merged,omitempty"`
 	// Floor is the CPU floor of this run, the reference of its CPU s/GB
 	// figures (cpuFloor).
-	Floor     *floorResult `json:"floor,omitempty"`
-	Scenarios []*scenario  `json:"scenarios"`
+	Floor *floorResult `json:"floor,omitempty"`
+	// PageCache is the page cache fill made before scenario 1
+	// (fillPageCache).
+	PageCache *pageCacheFill `json:"page_cache,omitempty"`
+	Scenarios []*scenario    `json:"scenarios"`
 }
 
 // scenario is one scenario's figures, details and failures.
@@ -374,6 +377,7 @@ func summary(rep *report) string {
 	}
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(floorLine(rep.Floor))
+	b.WriteString(pageCacheLine(rep.PageCache))
 	b.WriteString(goalsTable(rep))
 	b.WriteString("\nPlots: [throughput.png](throughput.png) (figures in blue beside their references in grey), [latency.png](latency.png) (latency percentile curves), [replay.png](replay.png) (replay throughput over time), [quota.png](quota.png) (tail latency against replay rate per remote fetch quota). Raw data: summary.json, figures.csv, loadgen.csv, raw/, replay/.\n")
 	for _, s := range rep.Scenarios {
@@ -484,6 +488,7 @@ func updateResults(path, outDir string, rep *report) error {
 	fmt.Fprintf(&b, "This run: %s %s, `%s`, %.0f s, results in `%s/`. Machine: %s.\n\n", rep.Mode, rep.Date, rep.Command, rep.Seconds, rep.Out, rep.Machine)
 	b.WriteString(verdictLine(rep) + "\n\n")
 	b.WriteString(floorLine(rep.Floor))
+	b.WriteString(pageCacheLine(rep.PageCache))
 	b.WriteString(goalsTable(rep))
 	for _, sc := range rep.Scenarios {
 		for _, n := range sc.Notes {
