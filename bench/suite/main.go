@@ -122,10 +122,12 @@ type options struct {
 	// (sharereplay.go).
 	shareReplayBytes int64
 
-	floorBytes int64
-	// fillPageCache: fillPageCache before scenario 1.
+	floorBytes  int64
+	floorRepeat int
+
+	// fillPageCache runs fillPageCache before scenario 1
+	// (pagecache.go).
 	fillPageCache bool
-	floorRepeat   int
 
 	replayPerf      string
 	replayTrace     string
