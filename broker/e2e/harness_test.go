@@ -30,6 +30,9 @@ const (
 	listeningMarker = "strata broker listening on"
 	// maxLoggedOutput is how much of a broker's output a failed test logs.
 	maxLoggedOutput = 64 << 10
+	// maxGoroutineDump bounds the goroutine dump of a broker that did
+	// not stop.
+	maxGoroutineDump = 1 << 20
 )
 
 // strataBin is the strata binary under test, built once in TestMain.
@@ -400,9 +403,33 @@ func (b *Broker) Stop(t testing.TB) {
 			t.Errorf("broker exited with %v after SIGTERM, want exit status 0", p.waitErr)
 		}
 	case <-time.After(stopTimeout):
+		t.Errorf("broker did not exit within %v of SIGTERM; its goroutines (SIGQUIT):\n%s", stopTimeout, p.goroutineDump())
 		p.kill()
-		t.Errorf("broker did not exit within %v of SIGTERM; killed", stopTimeout)
 	}
+}
+
+// goroutineDump asks the process for the Go runtime's dump of every
+// goroutine (SIGQUIT, which also ends it) and returns what it printed
+// after the signal, at most maxGoroutineDump bytes of it: where a broker
+// that does not stop is stuck.
+func (p *brokerProc) goroutineDump() string {
+	before := len(p.out.String())
+	if err := p.signal(syscall.SIGQUIT); err != nil {
+		return fmt.Sprintf("SIGQUIT: %v", err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+	}
+	dump := p.out.String()
+	if len(dump) < before {
+		return "(the output was cut)"
+	}
+	dump = dump[before:]
+	if len(dump) > maxGoroutineDump {
+		dump = dump[:maxGoroutineDump] + "\n..."
+	}
+	return dump
 }
 
 // Restart starts the broker again on the same data directory and port. The

@@ -60,7 +60,8 @@ func runFranzShareTests(t *testing.T, seeds []string, rf int) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("go test franz-go/pkg/kgo (build and run) took %v", time.Since(start).Round(100*time.Millisecond))
 	if err != nil {
-		t.Fatalf("franz-go's share tests: %v\n%s", err, tailString(string(out), 8192))
+		t.Fatalf("franz-go's share tests: %v\ntheir verdicts and test lines:\n%s\nthe output's end:\n%s",
+			err, goTestVerdicts(string(out), 16384), tailString(string(out), 4096))
 	}
 	for _, name := range franzShareTests {
 		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
@@ -68,6 +69,30 @@ func runFranzShareTests(t *testing.T, seeds []string, rf int) {
 		}
 	}
 	t.Logf("franz-go:\n%s", tailString(string(out), 2048))
+}
+
+// goTestLine matches the lines of `go test -v` output that are a test's
+// own: its verdict, its name as it starts, and its t.Log/t.Error lines
+// (file:line: message), not the logs of the code under test.
+var goTestLine = regexp.MustCompile(`^\s*(--- (FAIL|PASS|SKIP)|=== RUN|panic:|\S+_test\.go:\d+: )`)
+
+// goTestVerdicts returns the lines of out that goTestLine matches, at
+// most limit bytes of them, keeping the first: a failure's message comes
+// before the client logs that follow it.
+func goTestVerdicts(out string, limit int) string {
+	var b strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if !goTestLine.MatchString(line) {
+			continue
+		}
+		if b.Len()+len(line)+1 > limit {
+			b.WriteString("...\n")
+			break
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // servesShareGroups reports whether the broker at addr advertises

@@ -213,6 +213,13 @@ func (c *Coordinator) Unload(partitionID int) {
 	p.w.close()
 }
 
+// closedNow reports whether Close has run.
+func (c *Coordinator) closedNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
+}
+
 // Close stops the coordinator: members waiting in JoinGroup or SyncGroup
 // are answered COORDINATOR_NOT_AVAILABLE, every later request gets the
 // same, and Close returns once every queued write is appended. It does not

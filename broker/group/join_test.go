@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -752,5 +753,43 @@ func TestStaticLeaderSkipAssignment(t *testing.T) {
 				t.Errorf("follower rejoin: got %s skip %v leader %q with %d members, want NONE, no skip, leader %q, no members", errName(f.ErrorCode), f.SkipAssignment, f.LeaderID, len(f.Members), r.MemberID)
 			}
 		})
+	}
+}
+
+// TestLoadStopsOnClose: a Close while a partition loads ends the replay
+// before its next read (a broker shutting down waited for replays of
+// partitions it would never serve).
+func TestLoadStopsOnClose(t *testing.T) {
+	c, err := New(testConfig(newFakeClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &blockingReadLog{memLog: &memLog{}, release: make(chan struct{})}
+	// Two batches of 600 KB: more than one read of replayReadBytes.
+	for i := range 2 {
+		b, _ := buildBatch(1, []kv{{key: groupKey(strings.Repeat(strconv.Itoa(i), 600<<10)), value: nil}})
+		if _, err := l.memLog.Append(b, segment.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := PartitionFor("g", testPartitions)
+	type result struct {
+		rep LoadReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := c.Load(p, l)
+		done <- result{rep, err}
+	}()
+	waitFor(t, "load to start", func() bool { return l.reading.Load() })
+	c.Close()
+	close(l.release)
+	r := <-done
+	if !errors.Is(r.err, ErrClosed) {
+		t.Fatalf("Load: %v, want ErrClosed", r.err)
+	}
+	if r.rep.Records != 1 {
+		t.Errorf("replayed %d records, want the first read's 1", r.rep.Records)
 	}
 }

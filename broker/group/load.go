@@ -75,7 +75,7 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	c.mu.Unlock()
 
 	st := newReplay(partitionID, c.cfg.Logger)
-	err := st.run(log)
+	err := st.run(log, c.closedNow)
 	rep.Records, rep.Skipped, rep.Bytes = st.records, st.skipped, st.bytes
 	if err != nil {
 		c.mu.Lock()
@@ -181,10 +181,15 @@ func newReplay(partition int, logger *slog.Logger) *replay {
 // between batches and between segments (the read skips them), and at the
 // tail when the last batches of the last sealed segment were removed and
 // the active segment is still empty (the read then returns nothing: no
-// batch is left before the end).
-func (r *replay) run(log Log) error {
+// batch is left before the end). Before each read it asks closed and
+// stops with ErrClosed when the coordinator is: a broker that shuts down
+// does not wait for the replay of a partition it will not serve.
+func (r *replay) run(log Log, closed func() bool) error {
 	off, end := log.LogStartOffset(), log.LogEndOffset()
 	for off < end {
+		if closed() {
+			return ErrClosed
+		}
 		buf, err := log.ReadCopy(off, replayReadBytes, end)
 		if err != nil {
 			return fmt.Errorf("read at offset %d: %w", off, err)

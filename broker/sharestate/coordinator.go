@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -81,6 +82,11 @@ type partition struct {
 	id      int
 	log     Log
 	writeMu sync.Mutex
+	// dropped is set when Close or Unload takes the partition away: a
+	// load in progress stops at its next record, so a broker that shuts
+	// down or loses the leadership does not wait for a replay nobody
+	// will serve.
+	dropped atomic.Bool
 	// Guarded by Coordinator.mu:
 	loading bool
 	states  map[Key]*shareState
@@ -142,6 +148,9 @@ func (c *Coordinator) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.closed = true
+	for _, p := range c.mu.partitions {
+		p.dropped.Store(true)
+	}
 	c.mu.partitions = map[int]*partition{}
 }
 
@@ -151,6 +160,9 @@ func (c *Coordinator) Close() {
 func (c *Coordinator) Unload(partitionID int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p := c.mu.partitions[partitionID]; p != nil {
+		p.dropped.Store(true)
+	}
 	delete(c.mu.partitions, partitionID)
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -276,5 +277,71 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := e.c.Load(testPartitions, e.logs[0]); !errors.Is(err, ErrBadPartition) {
 		t.Errorf("out of range: %v", err)
+	}
+}
+
+// gatedLog is a Log whose first ReadCopy waits for release, after
+// telling reading.
+type gatedLog struct {
+	Log
+	once             sync.Once
+	reading, release chan struct{}
+}
+
+func (g *gatedLog) ReadCopy(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	g.once.Do(func() {
+		close(g.reading)
+		<-g.release
+	})
+	return g.Log.ReadCopy(offset, maxBytes, maxOffset)
+}
+
+// TestLoadStopsWhenDropped: a Close or an Unload while a partition loads
+// ends its replay at the next record (a broker shutting down waited for
+// replays of partitions it would never serve), and the partition is not
+// loaded.
+func TestLoadStopsWhenDropped(t *testing.T) {
+	for _, how := range []string{"close", "unload"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, Config{UpdatesPerSnapshot: 1000})
+			k := key("g", 0)
+			p := e.c.PartitionFor(k)
+			mustOK(t, "initialize", e.c.Initialize(k, 1, 0))
+			for i := range int64(20) {
+				mustOK(t, "write", e.c.Write(k, WriteState{StateEpoch: 1, LeaderEpoch: 1, StartOffset: i, DeliveryCompleteCount: -1}))
+			}
+			c, err := New(e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			g := &gatedLog{Log: e.logs[p], reading: make(chan struct{}), release: make(chan struct{})}
+			type result struct {
+				rep LoadReport
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rep, err := c.Load(p, g)
+				done <- result{rep, err}
+			}()
+			<-g.reading
+			if how == "close" {
+				c.Close()
+			} else {
+				c.Unload(p)
+			}
+			close(g.release)
+			r := <-done
+			if !errors.Is(r.err, ErrClosed) {
+				t.Fatalf("Load: %v, want ErrClosed", r.err)
+			}
+			if r.rep.Records != 0 {
+				t.Errorf("replayed %d records after the partition was dropped", r.rep.Records)
+			}
+			if c.Loaded(p) {
+				t.Error("the partition is loaded")
+			}
+		})
 	}
 }

@@ -50,7 +50,7 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	c.mu.partitions[partitionID] = p
 	c.mu.Unlock()
 
-	states, err := c.replay(partitionID, log, &rep)
+	states, err := c.replay(p, &rep)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil || c.mu.closed || c.mu.partitions[partitionID] != p {
@@ -70,13 +70,16 @@ func (c *Coordinator) Load(partitionID int, log Log) (LoadReport, error) {
 	return rep, nil
 }
 
-// replay reads log from its start offset to its end offset and returns
-// the share partitions' states.
-func (c *Coordinator) replay(partitionID int, log Log, rep *LoadReport) (map[Key]*shareState, error) {
+// replay reads p's log from its start offset to its end offset and
+// returns the share partitions' states; ErrClosed once p is dropped.
+func (c *Coordinator) replay(p *partition, rep *LoadReport) (map[Key]*shareState, error) {
 	states := map[Key]*shareState{}
-	n, err := segment.Replay(log, replayReadBytes, func(rec segment.Record) error {
+	n, err := segment.Replay(p.log, replayReadBytes, func(rec segment.Record) error {
+		if p.dropped.Load() {
+			return ErrClosed
+		}
 		rep.Records++
-		c.replayRecord(partitionID, states, rec, rep)
+		c.replayRecord(p.id, states, rec, rep)
 		return nil
 	})
 	rep.Bytes += n

@@ -801,6 +801,13 @@ func (c *Coordinator) Unload(partitionID int) {
 
 // Close stops the coordinator: later requests get COORDINATOR_NOT_AVAILABLE;
 // marker senders and the timers stop. Close returns once they have. It
+// closedNow reports whether Close has run.
+func (c *Coordinator) closedNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
+}
+
 // does not close the logs.
 func (c *Coordinator) Close() error {
 	c.mu.Lock()

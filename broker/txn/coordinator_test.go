@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -478,4 +479,36 @@ func TestEndTxnWaitsForCompletion(t *testing.T) {
 	}
 	e.mk.setFail(nil)
 	e.awaitState("w", CompleteAbort)
+}
+
+// TestLoadStopsOnClose: a Close while a partition loads ends its replay
+// (a broker shutting down waited for replays of partitions it would
+// never serve).
+func TestLoadStopsOnClose(t *testing.T) {
+	e := newEnv(t)
+	e.init("s")
+	p := e.c.PartitionFor("s")
+	e.c.Unload(p)
+	gate := make(chan struct{})
+	type result struct {
+		rep LoadReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := e.c.Load(p, 3, blockingLog{e.logs[p], gate})
+		done <- result{rep, err}
+	}()
+	if !pollStatus(e.c, "s", kerr.CoordinatorLoadInProgress) {
+		t.Fatalf("loading: %v", e.c.Status("s"))
+	}
+	_ = e.c.Close()
+	close(gate)
+	r := <-done
+	if !errors.Is(r.err, ErrClosed) {
+		t.Fatalf("Load: %v, want ErrClosed", r.err)
+	}
+	if r.rep.Records != 0 {
+		t.Errorf("replayed %d records after Close", r.rep.Records)
+	}
 }

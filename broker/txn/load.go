@@ -116,6 +116,11 @@ func (c *Coordinator) replay(partitionID int, log Log, rep *LoadReport) (map[str
 	found := map[string]*Metadata{}
 	var order []string
 	n, err := segment.Replay(log, replayReadBytes, func(rec segment.Record) error {
+		// A broker that shuts down does not wait for the replay of a
+		// partition it will not serve (asked every 1,024 records).
+		if rep.Records%1024 == 0 && c.closedNow() {
+			return ErrClosed
+		}
 		rep.Records++
 		id, md, err := DecodeRecord(rec.Key, rec.Value)
 		if err != nil {
