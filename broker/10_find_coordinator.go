@@ -15,7 +15,9 @@ import (
 // * Key type 0 (group, the only type before v1): the leader of the
 //   group's partition of __consumer_offsets (Kafka's hash of the group id
 //   modulo the partition count), at its advertised address. The topic is
-//   created by the first FindCoordinator in a cluster that lacks it. Any
+//   created by the first FindCoordinator in a cluster that lacks it, which
+//   answers COORDINATOR_NOT_AVAILABLE, as Kafka, so that the client asks
+//   again once the leaders have loaded their partitions. Any
 //   group id is accepted, including "" (OffsetCommit and OffsetFetch
 //   accept it, as in Kafka). COORDINATOR_NOT_AVAILABLE while the broker
 //   shuts down, while the partition has no live leader, or when it failed

@@ -301,16 +301,26 @@ func (s *Server) groupTopicSnapshot() *group.TopicSnapshot {
 
 // groupCoordinator returns the broker that coordinates group id: the
 // leader of its partition of __consumer_offsets, which is created here if
-// the cluster does not have it yet. COORDINATOR_NOT_AVAILABLE when the
-// partition has no live leader, failed to load on this broker, or the
-// broker shuts down.
+// the cluster does not have it yet. COORDINATOR_NOT_AVAILABLE when this
+// call created the topic, the partition has no live leader, failed to
+// load on this broker, or the broker shuts down.
 func (s *Server) groupCoordinator(id string) (coord.BrokerInfo, error) {
 	if s.shuttingDown() {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
 	}
+	_, existed := s.coord.Snapshot().Topic(group.Topic)
 	t, err := s.ensureOffsetsTopic(s.groups.NumPartitions())
 	if err != nil {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", group.Topic, err)
+	}
+	if !existed {
+		// As Kafka's FindCoordinator after creating the topic: its
+		// leaders learn of it and load their partitions after this
+		// broker's snapshot shows it, and a coordinator named now could
+		// answer the client's next request NOT_COORDINATOR, which not
+		// every client retries for every API (franz-go does not for
+		// AlterShareGroupOffsets). The client asks again.
+		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s was just created; its partitions are being loaded", group.Topic)
 	}
 	return s.groupLoader.coordinatorOf(t, s.groups.PartitionFor(id))
 }
