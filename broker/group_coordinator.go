@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/stratastream/strata/broker/sharestate"
 	"strconv"
@@ -148,32 +147,10 @@ func (l offsetsLog) Append(batches []byte, o segment.AppendOptions) (segment.App
 
 // ensureOffsetsTopic creates __consumer_offsets if the cluster does not
 // have it, with the group coordinator's partition count and
-// min(offsets.topic.replication.factor, live brokers) replicas, and
-// returns it as the snapshot after the creation shows it.
-func (s *Server) ensureOffsetsTopic(partitions int) (*coord.TopicInfo, error) {
-	if t, ok := s.coord.Snapshot().Topic(group.Topic); ok {
-		return t, nil
-	}
-	live := len(s.coord.Snapshot().Brokers)
-	rf := min(int(s.cfg.OffsetsTopicReplicationFactor), live)
-	if rf < 1 {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", group.Topic)
-	}
-	_, err := s.createTopic(createTopicSpec{
-		name:       group.Topic,
-		partitions: int32(partitions),
-		replFactor: int16(rf),
-		configs:    s.offsetsTopicConfigs(),
-	})
-	var ke *kafkaError
-	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
-		return nil, err
-	}
-	t, ok := s.coord.Snapshot().Topic(group.Topic)
-	if !ok {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", group.Topic)
-	}
-	return t, nil
+// min(offsets.topic.replication.factor, live brokers) replicas
+// (ensureInternalTopic).
+func (s *Server) ensureOffsetsTopic(partitions int) (t *coord.TopicInfo, fresh bool, err error) {
+	return s.ensureInternalTopic(group.Topic, partitions, s.cfg.OffsetsTopicReplicationFactor, func(int) map[string]string { return s.offsetsTopicConfigs() })
 }
 
 // startGroups creates the group coordinator over __consumer_offsets:
@@ -182,7 +159,7 @@ func (s *Server) ensureOffsetsTopic(partitions int) (*coord.TopicInfo, error) {
 func (s *Server) startGroups() error {
 	n := s.cfg.Groups.NumPartitions
 	if s.cfg.ZooKeeperConnect == "" {
-		if _, err := s.ensureOffsetsTopic(n); err != nil {
+		if _, _, err := s.ensureOffsetsTopic(n); err != nil {
 			return fmt.Errorf("broker: create %s: %w", group.Topic, err)
 		}
 	}
@@ -308,12 +285,11 @@ func (s *Server) groupCoordinator(id string) (coord.BrokerInfo, error) {
 	if s.shuttingDown() {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
 	}
-	_, existed := s.coord.Snapshot().Topic(group.Topic)
-	t, err := s.ensureOffsetsTopic(s.groups.NumPartitions())
+	t, fresh, err := s.ensureOffsetsTopic(s.groups.NumPartitions())
 	if err != nil {
 		return coord.BrokerInfo{}, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", group.Topic, err)
 	}
-	if !existed {
+	if fresh {
 		// As Kafka's FindCoordinator after creating the topic: its
 		// leaders learn of it and load their partitions after this
 		// broker's snapshot shows it, and a coordinator named now could

@@ -105,7 +105,7 @@ func (s *Server) shareCoordinator(key string) (coord.BrokerInfo, int, error) {
 	if s.shuttingDown() || s.shareCoord == nil {
 		return coord.BrokerInfo{}, 0, newKafkaError(kerr.CoordinatorNotAvailable, "broker is shutting down")
 	}
-	t, err := s.ensureInternalTopic(sharestate.Topic, s.shareCoord.NumPartitions(), s.cfg.ShareCoordinator.StateTopicReplicationFactor, s.shareStateTopicConfigs)
+	t, _, err := s.ensureInternalTopic(sharestate.Topic, s.shareCoord.NumPartitions(), s.cfg.ShareCoordinator.StateTopicReplicationFactor, s.shareStateTopicConfigs)
 	if err != nil {
 		s.log.Warn("share coordinator unavailable: the share state topic could not be created", "topic", sharestate.Topic, "err", err)
 		return coord.BrokerInfo{}, 0, newKafkaError(kerr.CoordinatorNotAvailable, "%s: %v", sharestate.Topic, err)

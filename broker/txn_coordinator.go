@@ -72,7 +72,8 @@ func (s *Server) txnStateTopicConfigs(rf int) map[string]string {
 // ensureTxnStateTopic creates __transaction_state if the cluster does not
 // have it and returns it as the snapshot after the creation shows it.
 func (s *Server) ensureTxnStateTopic(partitions int) (*coord.TopicInfo, error) {
-	return s.ensureInternalTopic(txn.Topic, partitions, s.cfg.Transactions.StateLogReplicationFactor, s.txnStateTopicConfigs)
+	t, _, err := s.ensureInternalTopic(txn.Topic, partitions, s.cfg.Transactions.StateLogReplicationFactor, s.txnStateTopicConfigs)
+	return t, err
 }
 
 // internalTopicPartitions is the partition count of a coordinator's
@@ -93,17 +94,19 @@ func (s *Server) internalTopicPartitions(topic, setting string, n int) int {
 // ensureInternalTopic creates the internal topic name if the cluster does
 // not have it, with min(replicationFactor, live brokers) replicas and the
 // configs configs gives for that count, and returns it as the snapshot
-// after the creation shows it.
-func (s *Server) ensureInternalTopic(name string, partitions int, replicationFactor int16, configs func(rf int) map[string]string) (*coord.TopicInfo, error) {
+// after the creation shows it. fresh says the topic was not in this
+// broker's snapshot when asked: this call created it, or another broker
+// just did, and its leaders may not have loaded their partitions yet.
+func (s *Server) ensureInternalTopic(name string, partitions int, replicationFactor int16, configs func(rf int) map[string]string) (t *coord.TopicInfo, fresh bool, err error) {
 	if t, ok := s.coord.Snapshot().Topic(name); ok {
-		return t, nil
+		return t, false, nil
 	}
 	live := len(s.coord.Snapshot().Brokers)
 	rf := min(int(replicationFactor), live)
 	if rf < 1 {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", name)
+		return nil, true, newKafkaError(kerr.CoordinatorNotAvailable, "no live broker to host %s", name)
 	}
-	_, err := s.createTopic(createTopicSpec{
+	_, err = s.createTopic(createTopicSpec{
 		name:       name,
 		partitions: int32(partitions),
 		replFactor: int16(rf),
@@ -111,13 +114,13 @@ func (s *Server) ensureInternalTopic(name string, partitions int, replicationFac
 	})
 	var ke *kafkaError
 	if err != nil && !(errors.As(err, &ke) && ke.err == kerr.TopicAlreadyExists) {
-		return nil, err
+		return nil, true, err
 	}
 	t, ok := s.coord.Snapshot().Topic(name)
 	if !ok {
-		return nil, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", name)
+		return nil, true, newKafkaError(kerr.CoordinatorNotAvailable, "%s is being created", name)
 	}
-	return t, nil
+	return t, true, nil
 }
 
 // startTxns creates the transaction coordinator: with the partition count
