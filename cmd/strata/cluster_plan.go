@@ -33,7 +33,12 @@ import (
 //     the least is copied. Ties: a replica that is not the preferred
 //     leader, then the first partition;
 //   - preferred leaders (first replicas) are then evened out per broker
-//     by reordering replica lists, which copies nothing.
+//     by reordering replica lists, which copies nothing: a leadership
+//     goes from a broker with the most to one with at least two fewer,
+//     directly or along a chain (A leads a partition B is a replica of,
+//     B leads one C is a replica of, ...) whose middle brokers keep
+//     their count. add-broker's chains end only at the new broker or
+//     at a broker whose preferred replica the plan moved.
 
 // planBroker is a broker the planner may place replicas on.
 type planBroker struct {
@@ -275,6 +280,55 @@ func (pl *planner) moveOne(from, to int32) bool {
 	return true
 }
 
+// shiftLeader moves one preferred leadership from a broker with the
+// most to one with at least two fewer, along the shortest chain of swaps: in each partition of the chain the
+// leader trades places with the replica that leads the next. It returns
+// false when no such chain exists, so the leaders are as even as the
+// replica lists allow. In modeAddBroker a chain ends only at broker or
+// at a broker that leads fewer than before (its preferred replica
+// moved), so the plan shuffles no more than it must.
+func (pl *planner) shiftLeader(mode planMode, broker int32, before map[int32]int) bool {
+	_, leaders := countReplicas(pl.parts, pl.eligible)
+	from := slices.Clone(pl.eligible)
+	slices.SortStableFunc(from, func(a, b int32) int { return cmp.Compare(leaders[b], leaders[a]) })
+	for _, src := range from {
+		// via[b] is the partition whose leadership reaches b in the
+		// search from src.
+		via := map[int32]int{src: -1}
+		queue := []int32{src}
+		for len(queue) > 0 {
+			a := queue[0]
+			queue = queue[1:]
+			for pi, p := range pl.parts {
+				if p.Replicas[0] != a {
+					continue
+				}
+				for _, b := range p.Replicas[1:] {
+					if _, seen := via[b]; seen {
+						continue
+					}
+					via[b] = pi
+					target := leaders[src]-leaders[b] > 1 && (mode != modeAddBroker || b == broker || leaders[b] < before[b])
+					if !target {
+						queue = append(queue, b)
+						continue
+					}
+					for b != src {
+						pi := via[b]
+						r := pl.parts[pi].Replicas
+						at := slices.Index(r, b)
+						next := r[0]
+						r[0], r[at] = r[at], r[0]
+						b = next
+					}
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // planReassignment plans the target assignment of parts on brokers for
 // mode; broker is the new broker (modeAddBroker) or the one to drain
 // (modeDecommission). rackAware false ignores racks. It refuses, with the
@@ -421,31 +475,10 @@ func planReassignment(brokers []planBroker, parts []planPartition, mode planMode
 			}
 		}
 	}
-	// 4. Preferred leaders per broker: move a partition's leadership from
-	// a broker with the most to a replica with at least two fewer.
+	// 4. Preferred leaders per broker.
+	_, leadersBefore := countReplicas(plan.Current, eligible)
 	for range limit {
-		_, leaders := countReplicas(pl.parts, eligible)
-		moved := false
-		for pi := range pl.parts {
-			p := pl.parts[pi].Replicas
-			best := 0
-			for i := 1; i < len(p); i++ {
-				if leaders[p[i]] < leaders[p[best]] {
-					best = i
-				}
-			}
-			if mode == modeAddBroker { // only the new broker takes leaders
-				if best = slices.Index(p, broker); best < 0 {
-					continue
-				}
-			}
-			if leaders[p[0]]-leaders[p[best]] > 1 && leaders[p[0]] == slices.Max(slices.Collect(maps.Values(leaders))) {
-				p[0], p[best] = p[best], p[0]
-				moved = true
-				break
-			}
-		}
-		if !moved {
+		if !pl.shiftLeader(mode, broker, leadersBefore) {
 			break
 		}
 	}

@@ -202,3 +202,36 @@ func TestThrottleTargets(t *testing.T) {
 		t.Errorf("follower throttled replicas %q, want 0:4", got)
 	}
 }
+
+// TestPlanAddBrokerLeadersAnySizes plans add-broker 4 for the layout of
+// TestClusterAddBrokerDecommission (6 partitions of 2 replicas, 2 of 3,
+// preferred leaders even over brokers 1-3) under every pattern of three
+// partition sizes: the sizes choose which replicas move, and whichever
+// move, broker 4 ends with its share of replicas and of leaders, the
+// others keeping two leaders each (a CI run once gave broker 4 one
+// leader, broker 2 three).
+func TestPlanAddBrokerLeadersAnySizes(t *testing.T) {
+	layout := [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 2}, {2, 3}, {3, 1}, {1, 2, 3}, {2, 3, 1}}
+	sizes := []int64{477, 478, 480}
+	brokers := brokersNoRack(1, 2, 3, 4)
+	patterns := 1
+	for range layout {
+		patterns *= len(sizes)
+	}
+	for n := range patterns {
+		in := parts(layout...)
+		for i, k := 0, n; i < len(in); i, k = i+1, k/len(sizes) {
+			in[i].Replicas = slices.Clone(in[i].Replicas)
+			in[i].Bytes = sizes[k%len(sizes)]
+		}
+		plan, err := planReassignment(brokers, in, modeAddBroker, 4, true)
+		if err != nil {
+			t.Fatalf("pattern %d: %v", n, err)
+		}
+		checkPlan(t, "add-broker", brokers, in, plan, -1)
+		reps, leaders := countReplicas(plan.Target, []int32{1, 2, 3, 4})
+		if plan.Moves != 4 || reps[4] != 4 || spread(leaders) != 0 {
+			t.Fatalf("pattern %d: %d moves, replicas %v, leaders %v; want 4 moves, 4 replicas and 2 leaders on broker 4, 2 leaders each\n%v", n, plan.Moves, reps, leaders, plan.Target)
+		}
+	}
+}

@@ -114,8 +114,10 @@ Example:
 
 Fills broker N, a new broker that is already running and registered
 ('strata cluster' lists it), up to its share of the replicas, taking them
-from the most loaded brokers; N also takes its share of preferred leaders.
-Nothing else moves: 'strata cluster rebalance' also evens out the others.
+from the most loaded brokers; N also takes its share of preferred leaders,
+and a broker whose preferred replica moved to N gets a leadership back
+(partitions may be reordered for both, which copies nothing). Nothing
+else moves: 'strata cluster rebalance' also evens out the others.
 ` + rebalanceCommon
 		example = `
 Example:
