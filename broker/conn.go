@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratastream/strata/broker/bufpool"
 	"github.com/stratastream/strata/broker/group"
 	"github.com/stratastream/strata/broker/replica"
 )
@@ -257,7 +258,7 @@ func (c *conn) readRequest(sizeBuf []byte) (req *request, n int, err error) {
 	}
 	req, err = parseRequest(frame)
 	if err != nil {
-		putFrameBuffer(frame)
+		bufpool.Put(frame)
 		mem.release(int64(size))
 		return nil, n, err
 	}
@@ -291,7 +292,7 @@ func (c *conn) processLoop() {
 	for req := range c.queue {
 		ok := c.process(req)
 		if ok && req.api != nil && req.api.reusesFrame {
-			putFrameBuffer(req.frame)
+			bufpool.Put(req.frame)
 		}
 		c.s.reqMem.release(req.reserved)
 		c.inflight.Add(-1)

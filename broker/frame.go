@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/broker/bufpool"
 )
 
 // apiVersionsKey is ApiVersions' key: its response header is always v0 and
@@ -113,13 +115,13 @@ func readFrameSize(r io.Reader, sizeBuf []byte, max int32) (size int32, n int, e
 // putFrameBuffer once nothing reads it, or leave it to the garbage
 // collector.
 func readFrameBody(r io.Reader, size int32) ([]byte, error) {
-	buf := getFrameBuffer(min(int(size), frameFirstChunk))
+	buf := bufpool.Get(min(int(size), frameFirstChunk))
 	have := 0
 	for {
 		n, err := io.ReadFull(r, buf[have:])
 		have += n
 		if err != nil {
-			putFrameBuffer(buf)
+			bufpool.Put(buf)
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -128,9 +130,9 @@ func readFrameBody(r io.Reader, size int32) ([]byte, error) {
 		if have == int(size) {
 			return buf, nil
 		}
-		next := getFrameBuffer(min(int(size), have*frameGrowth))
+		next := bufpool.Get(min(int(size), have*frameGrowth))
 		copy(next, buf)
-		putFrameBuffer(buf)
+		bufpool.Put(buf)
 		buf = next
 	}
 }

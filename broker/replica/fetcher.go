@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -127,11 +126,7 @@ func (f *fetcher) run() {
 				_ = cc.Close()
 				cc = nil
 			}
-			c, err := grpc.NewClient("passthrough:///"+addr,
-				m.dialOption(addr),
-				grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReplicationMessage)),
-			)
+			c, err := grpc.NewClient("passthrough:///"+addr, m.clientOptions(addr)...)
 			if err == nil {
 				cc, ccAddr = c, addr
 			} else {
@@ -195,16 +190,21 @@ func (f *fetcher) session(client replpb.ReplicationClient) error {
 	}
 	recvDone := make(chan error, 1)
 	go func() {
+		// One frame for the stream: each message is decoded into a
+		// buffer of its own, given back once its batches are appended
+		// (codec.go).
+		var frame leaderFrame
+		defer frame.release()
 		for {
-			msg, err := stream.Recv()
-			if err != nil {
+			if err := stream.RecvMsg(&frame); err != nil {
 				recvDone <- err
 				cancel()
 				return
 			}
-			for _, pd := range msg.GetPartitions() {
+			for _, pd := range frame.msg.Partitions {
 				f.handleData(pd)
 			}
+			frame.release()
 		}
 	}()
 	timer := time.NewTimer(time.Hour)

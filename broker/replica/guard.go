@@ -7,7 +7,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
+
+	"github.com/stratastream/strata/broker/bufpool"
 )
 
 // This file guards the Replication service: what it accepts from the
@@ -55,6 +58,8 @@ func (m *Manager) serverOptions() []grpc.ServerOption {
 		grpc.MaxSendMsgSize(maxReplicationMessage),
 		grpc.ChainUnaryInterceptor(m.recoverUnary),
 		grpc.ChainStreamInterceptor(m.recoverStream),
+		grpc.ForceServerCodecV2(replicationCodec{}),
+		experimental.BufferPool(bufpool.GRPC{}),
 	}
 	if m.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(serverCredentials(m.cfg.ServerTLS)))

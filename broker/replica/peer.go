@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/stratastream/strata/broker/bufpool"
 )
 
 // This file lets the broker's other inter-broker services (registered
@@ -29,6 +32,19 @@ func (m *Manager) CheckBroker(ctx context.Context, id int32) error {
 	return nil
 }
 
+// clientOptions are the options of every connection to broker addr's
+// replication listener: its transport (tls.go), keepalives, the limit on
+// a received message, the replication codec and unzeroed buffers
+// (codec.go).
+func (m *Manager) clientOptions(addr string) []grpc.DialOption {
+	return []grpc.DialOption{
+		m.dialOption(addr),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReplicationMessage), grpc.ForceCodecV2(replicationCodec{})),
+		experimental.WithBufferPool(bufpool.GRPC{}),
+	}
+}
+
 // Dial returns a client connection to broker id's replication listener,
 // over TLS when the fetchers use it, and the address dialed. The caller
 // closes it.
@@ -37,11 +53,7 @@ func (m *Manager) Dial(id int32) (*grpc.ClientConn, string, error) {
 	if !ok {
 		return nil, "", ErrNoReplicationAddr
 	}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
-		m.dialOption(addr),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReplicationMessage)),
-	)
+	cc, err := grpc.NewClient("passthrough:///"+addr, m.clientOptions(addr)...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -6,39 +6,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// TestFrameClasses holds the pool's classes to their rule: a buffer of at
-// least the size asked for, the smallest power of two from 1 KiB, and
-// none past the largest class.
-func TestFrameClasses(t *testing.T) {
-	for _, tc := range []struct {
-		n, cap int
-		pooled bool
-	}{
-		{1, 1 << 10, true},
-		{1 << 10, 1 << 10, true},
-		{1<<10 + 1, 2 << 10, true},
-		{16 << 10, 16 << 10, true},
-		{1<<20 - 7, 1 << 20, true},
-		{1 << 24, 1 << 24, true},
-		{1<<24 + 1, 1<<24 + 1, false},
-	} {
-		b := getFrameBuffer(tc.n)
-		if len(b) != tc.n || cap(b) != tc.cap {
-			t.Fatalf("getFrameBuffer(%d): len %d cap %d, want len %d cap %d", tc.n, len(b), cap(b), tc.n, tc.cap)
-		}
-		if _, ok := frameClass(tc.n); ok != tc.pooled {
-			t.Fatalf("frameClass(%d) pooled %v, want %v", tc.n, ok, tc.pooled)
-		}
-		putFrameBuffer(b)
-	}
-	// A buffer of a capacity that is no class is dropped, not kept.
-	putFrameBuffer(make([]byte, 3000))
-	if b := getFrameBuffer(3000); cap(b) != 4<<10 {
-		t.Fatalf("a 3000-byte buffer came back as a class buffer: cap %d", cap(b))
-	}
-}
+	"github.com/stratastream/strata/broker/bufpool"
+)
 
 // TestReusedFramesReadWhole reads frames of many sizes one after the other,
 // giving each back to the pool, so later frames are read into buffers that
@@ -53,7 +23,7 @@ func TestReusedFramesReadWhole(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("round %d, frame of %d bytes: err %v, intact %v (len %d)", round, size, err, bytes.Equal(got, want), len(got))
 			}
-			putFrameBuffer(got)
+			bufpool.Put(got)
 		}
 	}
 }
