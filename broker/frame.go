@@ -110,10 +110,13 @@ func readFrameSize(r io.Reader, sizeBuf []byte, max int32) (size int32, n int, e
 // sent (plus frameFirstChunk), and a frame that arrives whole is copied
 // at most 1/(frameGrowth-1) of its size on the way.
 //
-// The buffers come from the frame pool (frame_pool.go) and those it
-// outgrows go back to it; the caller may give the frame back with
-// putFrameBuffer once nothing reads it, or leave it to the garbage
-// collector.
+// The buffers come from bufpool and those it outgrows go back to it;
+// the caller may give the frame back with bufpool.Put once nothing reads
+// it, or leave it to the garbage collector. conn.processLoop gives back
+// the frames of requests whose API handler keeps nothing of the
+// request's bytes (api.reusesFrame); every other frame is left to the
+// garbage collector. A frame is always the slice of exactly the bytes
+// read into it, so an earlier request's bytes beyond it are never seen.
 func readFrameBody(r io.Reader, size int32) ([]byte, error) {
 	buf := bufpool.Get(min(int(size), frameFirstChunk))
 	have := 0

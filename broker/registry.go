@@ -42,7 +42,7 @@ func register(key, min, max int16, handle handlerFunc) {
 
 // reuseFrames marks the handler of key as keeping nothing of its
 // request's bytes once it has returned, so the request's frame goes back
-// to the frame pool (frame_pool.go) after the answer is written. Decoded
+// to the frame pool (broker/bufpool) after the answer is written. Decoded
 // []byte fields alias the frame (kmsg's strings are copies): a handler
 // that keeps one, or hands it to a goroutine that outlives it, must not
 // be marked.
