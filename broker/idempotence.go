@@ -168,6 +168,14 @@ func (p *partition) trimProducers() {
 // too). While a tiered partition's manifest is not known yet (it has just
 // opened), nothing is forgotten; the next retention pass trims. Never
 // above the local log start.
+//
+// The remote log start counts even when the manifest this broker last
+// read ends below the local log start (logStart does not take it then):
+// a follower that moved its local start up to the leader's reads the
+// manifest that reaches there only later, and must not forget the
+// producers in between meanwhile (a CI run lost one that way). Keeping
+// a producer too long costs a little memory; forgetting it early fails
+// its next produce.
 func (p *partition) producerStart() int64 {
 	local := p.log.LogStartOffset()
 	if p.tier == nil || (!p.tier.gate.Tiered() && p.tier.manifest() == nil) {
@@ -176,7 +184,10 @@ func (p *partition) producerStart() int64 {
 	if p.tier.manifest() == nil {
 		return 0
 	}
-	return min(p.logStart(), local)
+	if m := p.remoteManifest(); m != nil {
+		return min(m.LogStartOffset, local)
+	}
+	return local
 }
 
 // snapshotProducers writes a producer-state snapshot at the log end if the
