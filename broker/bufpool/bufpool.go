@@ -43,13 +43,6 @@ func class(n int) (int, bool) {
 	return shift - minShift, true
 }
 
-// Pooled reports whether a buffer of n bytes comes from a class (and is
-// kept by Put), not allocated for the call alone.
-func Pooled(n int) bool {
-	_, ok := class(n)
-	return ok
-}
-
 // Get returns a buffer of length n whose contents are arbitrary, of the
 // capacity of its class.
 func Get(n int) []byte {

@@ -8,22 +8,18 @@ import "testing"
 func TestClasses(t *testing.T) {
 	for _, tc := range []struct {
 		n, cap int
-		pooled bool
 	}{
-		{1, 1 << 10, true},
-		{1 << 10, 1 << 10, true},
-		{1<<10 + 1, 2 << 10, true},
-		{16 << 10, 16 << 10, true},
-		{1<<20 - 7, 1 << 20, true},
-		{1 << 24, 1 << 24, true},
-		{1<<24 + 1, 1<<24 + 1, false},
+		{1, 1 << 10},
+		{1 << 10, 1 << 10},
+		{1<<10 + 1, 2 << 10},
+		{16 << 10, 16 << 10},
+		{1<<20 - 7, 1 << 20},
+		{1 << 24, 1 << 24},
+		{1<<24 + 1, 1<<24 + 1}, // past the largest class: allocated
 	} {
 		b := Get(tc.n)
 		if len(b) != tc.n || cap(b) != tc.cap {
 			t.Fatalf("Get(%d): len %d cap %d, want len %d cap %d", tc.n, len(b), cap(b), tc.n, tc.cap)
-		}
-		if Pooled(tc.n) != tc.pooled {
-			t.Fatalf("Pooled(%d) = %v, want %v", tc.n, !tc.pooled, tc.pooled)
 		}
 		Put(b)
 	}
