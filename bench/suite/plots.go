@@ -109,6 +109,7 @@ func tradeoffPlot(ts []tradeoff) (*plot.Plot, error) {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	var args []any
+	lo, hi := 1.0, 2.0 // the axis always shows ratio 1 and the goal
 	for _, t := range ts {
 		pts := slices.Clone(t.Points)
 		slices.SortFunc(pts, func(a, b tradeoffPoint) int { return cmp.Compare(a.X, b.X) })
@@ -117,6 +118,7 @@ func tradeoffPlot(ts []tradeoff) (*plot.Plot, error) {
 		for i, pt := range pts {
 			xys[i] = plotter.XY{X: pt.X, Y: max(pt.Y, 0.001)}
 			labels[i] = pt.Label
+			lo, hi = min(lo, xys[i].Y), max(hi, xys[i].Y)
 		}
 		args = append(args, t.Name, xys)
 		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
@@ -128,6 +130,9 @@ func tradeoffPlot(ts []tradeoff) (*plot.Plot, error) {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return nil, err
 	}
+	// Set the range: gonum widens a range of one value by ±1, which
+	// takes a log axis below zero when all points have one ratio under 1.
+	p.Y.Min, p.Y.Max = lo/1.5, hi*1.5
 	return p, nil
 }
 
