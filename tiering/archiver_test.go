@@ -167,7 +167,13 @@ func waitSteps(t *testing.T, a *Archiver, n int) {
 // waitUploaded waits until the archiver's manifest reaches offset.
 func waitUploaded(t *testing.T, a *Archiver, offset int64) {
 	t.Helper()
-	if poll.For(60*time.Second, func() bool {
+	waitUploadedWithin(t, a, offset, 60*time.Second)
+}
+
+// waitUploadedWithin is waitUploaded with its bound.
+func waitUploadedWithin(t *testing.T, a *Archiver, offset int64, timeout time.Duration) {
+	t.Helper()
+	if poll.For(timeout, func() bool {
 		m := a.Manifest()
 		return m != nil && m.EndOffset() >= offset
 	}) {
@@ -177,7 +183,7 @@ func waitUploaded(t *testing.T, a *Archiver, offset int64) {
 	// step logged for a minute): say where the archiver is.
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	t.Fatalf("timed out after 60s waiting for remote end %d; steps %d, lag %+v\ngoroutines:\n%s", offset, a.steps.Load(), a.Lag(), buf)
+	t.Fatalf("timed out after %v waiting for remote end %d; steps %d, lag %+v\ngoroutines:\n%s", timeout, offset, a.steps.Load(), a.Lag(), buf)
 }
 
 // objectReader reads a whole object, possibly with another client than
